@@ -1,0 +1,363 @@
+/*
+ * specdec: lossless speculative decoding on llama.cpp, C ABI.
+ *
+ * A session pairs a target llama_context with a drafter (MTP heads, an
+ * EAGLE-3 / DFlash / DSpark / classic draft model, or an n-gram lookup) and
+ * keeps the bookkeeping every speculative loop needs: which sequences have a
+ * pending proposal, what the target has seen, statistics and checkpoints.
+ *
+ * Conventions
+ *  - Every fallible function returns specdec_status; SPECDEC_STATUS_OK is 0
+ *    and every other value is a failure. specdec_last_error() then holds a
+ *    message saying what to change. Nothing is modified by a call that fails,
+ *    unless its comment says otherwise.
+ *  - No C++ exception ever crosses this interface, and no function aborts
+ *    the process on bad input: inputs are validated before llama.cpp runs.
+ *  - Threads: a session and the contexts it borrows are single-threaded;
+ *    call all functions of one session from one thread at a time. Different
+ *    sessions (over different contexts) may run on different threads.
+ *  - Ownership: pointers passed in are borrowed for the duration of the call
+ *    unless stated; a session borrows its contexts for its whole lifetime.
+ */
+#ifndef SPECDEC_H
+#define SPECDEC_H
+
+#include "llama.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && !defined(SPECDEC_STATIC)
+#    ifdef SPECDEC_BUILD
+#        define SPECDEC_API __declspec(dllexport)
+#    else
+#        define SPECDEC_API __declspec(dllimport)
+#    endif
+#else
+#    define SPECDEC_API __attribute__((visibility("default")))
+#endif
+
+/* Upper bounds enforced by validation. */
+#define SPECDEC_MAX_SEQ           256        /* sequences per session */
+#define SPECDEC_MAX_DRAFT         128        /* tokens per proposal */
+#define SPECDEC_MAX_PROMPT_TOKENS 16777216   /* tokens of history per sequence (2^24) */
+#define SPECDEC_MAX_STATE_BYTES   67108864   /* bytes of one state blob (64 MiB) */
+
+/*
+ * Status codes, grouped by kind (see specdec_status_kind). Values are stable.
+ */
+typedef enum specdec_status {
+    SPECDEC_STATUS_OK = 0,
+
+    /* configuration: the caller passed a value outside its documented range */
+    SPECDEC_STATUS_INVALID_ARGUMENT   = 100, /* null pointer, bad enum, malformed batch */
+    SPECDEC_STATUS_INVALID_CONFIG     = 101, /* a session parameter is out of range */
+
+    /* lifecycle: the call is not allowed in the session's current state */
+    SPECDEC_STATUS_BAD_SEQ_ID         = 200, /* sequence id outside [0, n_seq) */
+    SPECDEC_STATUS_PROPOSAL_PENDING   = 201, /* a proposal awaits accept() */
+    SPECDEC_STATUS_NO_PROPOSAL        = 202, /* accept() without a pending proposal */
+    SPECDEC_STATUS_ACCEPTED_TOO_MANY  = 203, /* accept() of more tokens than proposed */
+    SPECDEC_STATUS_PROMPT_TOO_LONG    = 204, /* history beyond SPECDEC_MAX_PROMPT_TOKENS */
+    SPECDEC_STATUS_POSITION_MISMATCH  = 205, /* n_past disagrees with what the session saw */
+    SPECDEC_STATUS_CONTEXT_FULL       = 206, /* the target context has no room left */
+
+    /* compatibility: the models or contexts cannot serve the strategy */
+    SPECDEC_STATUS_WRONG_CONTEXT_TYPE = 300, /* e.g. MTP draft context not of MTP type */
+    SPECDEC_STATUS_SEQ_CAPACITY       = 301, /* a context holds fewer sequences than n_seq */
+    SPECDEC_STATUS_BATCH_CAPACITY     = 302, /* n_batch / n_ubatch below n_draft_max + 1 */
+    SPECDEC_STATUS_RECURRENT_SLOTS    = 303, /* n_rs_seq below n_draft_max on a recurrent model */
+    SPECDEC_STATUS_WIDTH_MISMATCH     = 304, /* draft input width != target hidden width */
+    SPECDEC_STATUS_LAYER_MISMATCH     = 305, /* draft extraction sites do not fit the target */
+    SPECDEC_STATUS_VOCAB_MISMATCH     = 306, /* vocabularies differ */
+    SPECDEC_STATUS_MODEL_UNSUPPORTED  = 307, /* the model lacks what the strategy needs */
+
+    /* state: a checkpoint blob was rejected; the session is unchanged */
+    SPECDEC_STATUS_STATE_MALFORMED    = 400, /* bad magic, truncated, trailing bytes, bad field */
+    SPECDEC_STATUS_STATE_TOO_LARGE    = 401, /* above SPECDEC_MAX_STATE_BYTES */
+    SPECDEC_STATUS_STATE_VERSION      = 402, /* written by an unknown format version */
+    SPECDEC_STATUS_STATE_STRATEGY     = 403, /* written by another strategy */
+    SPECDEC_STATUS_STATE_CONFIG       = 404, /* written under another configuration */
+    SPECDEC_STATUS_STATE_SEQUENCE     = 405, /* written for another sequence */
+
+    /* native: llama.cpp or the system failed */
+    SPECDEC_STATUS_DECODE_FAILED      = 500, /* llama_decode returned non-zero */
+    SPECDEC_STATUS_NATIVE_FAILURE     = 501, /* llama.cpp reported or raised an error */
+    SPECDEC_STATUS_IO_ERROR           = 502, /* a file could not be read */
+    SPECDEC_STATUS_OUT_OF_MEMORY      = 503,
+} specdec_status;
+
+typedef enum specdec_status_kind {
+    SPECDEC_STATUS_KIND_NONE          = 0,
+    SPECDEC_STATUS_KIND_CONFIGURATION = 1,
+    SPECDEC_STATUS_KIND_LIFECYCLE     = 2,
+    SPECDEC_STATUS_KIND_COMPATIBILITY = 3,
+    SPECDEC_STATUS_KIND_STATE         = 4,
+    SPECDEC_STATUS_KIND_NATIVE        = 5,
+} specdec_status_kind;
+
+/* Kind of a status; SPECDEC_STATUS_KIND_NONE for OK and unknown values. */
+SPECDEC_API specdec_status_kind specdec_status_kind_of(specdec_status status);
+/* Stable identifier such as "PROPOSAL_PENDING"; "UNKNOWN" for other values. Static storage. */
+SPECDEC_API const char * specdec_status_name(specdec_status status);
+/* Message of the last failure on the calling thread ("" if none yet). Valid
+ * until the next specdec call on this thread. */
+SPECDEC_API const char * specdec_last_error(void);
+
+/*
+ * Strategies. DFlash2 is a DFlash draft recognised from its metadata and
+ * needs no value of its own.
+ */
+typedef enum specdec_strategy {
+    SPECDEC_STRATEGY_MTP           = 0, /* the target's own nextn heads; draft = MTP context over the target model */
+    SPECDEC_STRATEGY_EAGLE3        = 1, /* EAGLE-3 draft model fed with three target layers */
+    SPECDEC_STRATEGY_DFLASH        = 2, /* DFlash / DFlash2 block-diffusion draft model */
+    SPECDEC_STRATEGY_DSPARK        = 3, /* DFlash draft with a Markov head */
+    SPECDEC_STRATEGY_DRAFT         = 4, /* classic small draft model sharing the vocabulary */
+    SPECDEC_STRATEGY_NGRAM_SIMPLE  = 5, /* n-gram lookup in the history; no draft context */
+    SPECDEC_STRATEGY_NGRAM_MAP_K   = 6,
+    SPECDEC_STRATEGY_NGRAM_MAP_K4V = 7,
+    SPECDEC_STRATEGY_NGRAM_MOD     = 8,
+    SPECDEC_STRATEGY_NGRAM_CACHE   = 9,
+    SPECDEC_STRATEGY_COUNT
+} specdec_strategy;
+
+/* Short name such as "mtp" or "ngram-map-k"; NULL for invalid values. Static storage. */
+SPECDEC_API const char * specdec_strategy_name(specdec_strategy strategy);
+/* Parses a name printed by specdec_strategy_name. INVALID_ARGUMENT if unknown. */
+SPECDEC_API specdec_status specdec_strategy_from_name(const char * name, specdec_strategy * out);
+/* True when the strategy drafts from a draft context (all but the n-gram family). */
+SPECDEC_API bool specdec_strategy_needs_draft_context(specdec_strategy strategy);
+
+/*
+ * Session parameters. Start from specdec_session_default_params().
+ */
+typedef struct specdec_session_params {
+    specdec_strategy strategy;    /* default SPECDEC_STRATEGY_MTP */
+    uint32_t         n_seq;       /* sequences, 1..SPECDEC_MAX_SEQ; default 1 */
+    int32_t          n_draft_max; /* most tokens per proposal, 1..SPECDEC_MAX_DRAFT; default 3 */
+    int32_t          n_draft_min; /* proposals shorter than this are dropped, 0..n_draft_max; default 0 */
+    float            p_min;       /* drafting stops below this draft probability, [0, 1]; default 0 */
+} specdec_session_params;
+
+SPECDEC_API specdec_session_params specdec_session_default_params(void);
+
+/* Checks parameters alone (no contexts): INVALID_CONFIG naming the field. */
+SPECDEC_API specdec_status specdec_session_params_validate(const specdec_session_params * params);
+
+typedef struct specdec_session specdec_session;
+
+/*
+ * Creates a session over `target` and `draft`.
+ *  - target: a default-type context; must outlive the session.
+ *  - draft:  MTP: a context of type LLAMA_CONTEXT_TYPE_MTP over the target's
+ *            model; EAGLE3/DFLASH/DSPARK/DRAFT: a default context over the
+ *            draft model; n-gram strategies: NULL. Must outlive the session.
+ * The session turns on the hidden-state outputs its drafter reads on both
+ * contexts. Every compatibility rule is checked before llama.cpp is called;
+ * each failure has its own status. On success *out owns a new session.
+ */
+SPECDEC_API specdec_status specdec_session_init(
+        struct llama_context         * target,
+        struct llama_context         * draft,
+        const specdec_session_params * params,
+        specdec_session             ** out);
+
+/* Frees the session (not its contexts). NULL is a no-op. */
+SPECDEC_API void specdec_session_free(specdec_session * session);
+
+/* Parameters in effect; n_draft_max may be lower than requested when the
+ * drafter cannot propose more (e.g. a DFlash block size). */
+SPECDEC_API specdec_session_params specdec_session_get_params(const specdec_session * session);
+
+/* True when no sequence has a pending proposal (checkpoints need this). */
+SPECDEC_API bool specdec_session_is_quiescent(const specdec_session * session);
+
+/* True when the drafter reads the target's hidden states, which the target
+ * context then outputs for every token of every batch. */
+SPECDEC_API bool specdec_session_reads_target_features(const specdec_session * session);
+
+/*
+ * Optionally announces a fresh generation for `seq_id`: `prompt` holds the
+ * tokens already decoded into the target for it (n_prompt may be 0). Replaces
+ * the session's history of that sequence. Requires quiescence.
+ * Errors: BAD_SEQ_ID, PROPOSAL_PENDING, PROMPT_TOO_LONG, INVALID_ARGUMENT.
+ */
+SPECDEC_API specdec_status specdec_session_begin(
+        specdec_session   * session,
+        llama_seq_id        seq_id,
+        const llama_token * prompt,
+        size_t              n_prompt);
+
+/*
+ * Hands the drafter a batch the target context has just decoded
+ * successfully. Call it after every target decode, including prompt chunks
+ * and verification batches. The batch needs token ids, positions and one
+ * sequence id per token; each sequence's tokens must be contiguous with
+ * consecutive positions. Tokens are appended to each sequence's history at
+ * their positions.
+ * Errors: INVALID_ARGUMENT (malformed batch, features not extracted),
+ * BAD_SEQ_ID, BATCH_CAPACITY, PROMPT_TOO_LONG, NATIVE_FAILURE.
+ */
+SPECDEC_API specdec_status specdec_session_process(
+        specdec_session          * session,
+        const struct llama_batch * batch);
+
+/*
+ * Decodes `batch` on the target, then processes it. A failed decode
+ * (DECODE_FAILED, with llama_decode's return value in the message) is never
+ * processed. Validation happens before the decode.
+ */
+SPECDEC_API specdec_status specdec_session_decode_target_and_process(
+        specdec_session    * session,
+        struct llama_batch   batch);
+
+/* One sequence's drafting request. */
+typedef struct specdec_draft_request {
+    llama_seq_id seq_id;  /* sequence to draft for */
+    llama_pos    n_past;  /* tokens in the target context for it (position of id_last) */
+    llama_token  id_last; /* last token chosen by the target, not yet decoded */
+    int32_t      n_max;   /* cap for this proposal, 0..n_draft_max; -1 = n_draft_max */
+} specdec_draft_request;
+
+/*
+ * Drafts for several sequences at once (one batched drafter pass). Each
+ * request's proposal is then read with specdec_session_proposal; a
+ * non-empty proposal becomes pending until specdec_session_accept. The cap
+ * is also lowered so that id_last and the proposal fit in the target context.
+ * Errors: INVALID_ARGUMENT (duplicate sequence, bad token, n_max), BAD_SEQ_ID,
+ * PROPOSAL_PENDING, POSITION_MISMATCH (n_past differs from the history the
+ * session saw for that sequence), CONTEXT_FULL, NATIVE_FAILURE.
+ */
+SPECDEC_API specdec_status specdec_session_draft(
+        specdec_session             * session,
+        const specdec_draft_request * requests,
+        size_t                        n_requests);
+
+/*
+ * The latest proposal for `seq_id` (possibly empty). *tokens stays valid
+ * until the next draft, accept or free on this session.
+ */
+SPECDEC_API specdec_status specdec_session_proposal(
+        const specdec_session * session,
+        llama_seq_id            seq_id,
+        const llama_token    ** tokens,
+        size_t                * n_tokens);
+
+/*
+ * Reports how many leading tokens of the pending proposal the target
+ * accepted (0 = all rejected) and completes the proposal. The history of the
+ * sequence is cut after id_last and the accepted tokens.
+ * Errors: BAD_SEQ_ID, NO_PROPOSAL, ACCEPTED_TOO_MANY.
+ */
+SPECDEC_API specdec_status specdec_session_accept(
+        specdec_session * session,
+        llama_seq_id      seq_id,
+        uint16_t          n_accepted);
+
+/* Number of NextN heads of an MTP target (1 for most models); 0 for other strategies. */
+SPECDEC_API int32_t specdec_session_n_nextn_heads(const specdec_session * session);
+
+/* Selects which NextN head the MTP draft context runs, 0..n_nextn_heads-1.
+ * Errors: MODEL_UNSUPPORTED (not MTP), INVALID_ARGUMENT (out of range). */
+SPECDEC_API specdec_status specdec_session_set_nextn_head(specdec_session * session, int32_t head);
+
+/*
+ * Checkpoints of the session's per-sequence state (history, configuration and
+ * the drafter's own bytes) as a versioned little-endian blob of at most
+ * SPECDEC_MAX_STATE_BYTES. Capture and restore need quiescence; checkpoint
+ * the target and draft contexts at the same point (see context_state below)
+ * and restore them before the session state.
+ * state_get: writes the blob into dst if capacity suffices; *n_written is the
+ * blob size either way (call with dst = NULL, capacity = 0 to size it).
+ * Errors: BAD_SEQ_ID, PROPOSAL_PENDING, INVALID_ARGUMENT (capacity too small).
+ */
+SPECDEC_API specdec_status specdec_session_state_get(
+        const specdec_session * session,
+        llama_seq_id            seq_id,
+        uint8_t               * dst,
+        size_t                  capacity,
+        size_t                * n_written);
+
+/* Restores a blob from specdec_session_state_get. Every field is validated
+ * first; on any failure (STATE_* codes, BAD_SEQ_ID, PROPOSAL_PENDING) the
+ * session is unchanged. */
+SPECDEC_API specdec_status specdec_session_state_set(
+        specdec_session * session,
+        llama_seq_id      seq_id,
+        const uint8_t   * src,
+        size_t            size);
+
+/* Which borrowed context a call addresses. */
+typedef enum specdec_context_role {
+    SPECDEC_CONTEXT_TARGET = 0,
+    SPECDEC_CONTEXT_DRAFT  = 1,
+} specdec_context_role;
+
+/*
+ * Removes positions [p0, p1) of `seq_id` from a context's memory (p0 < 0:
+ * from 0; p1 < 0: to the end) and cuts the session history at p0 when the
+ * target is addressed. Requires quiescence.
+ * Errors: BAD_SEQ_ID, PROPOSAL_PENDING, MODEL_UNSUPPORTED (no draft context,
+ * or the memory cannot drop a partial range, as recurrent memory beyond its
+ * rollback slots).
+ */
+SPECDEC_API specdec_status specdec_session_remove_range(
+        specdec_session    * session,
+        specdec_context_role role,
+        llama_seq_id         seq_id,
+        llama_pos            p0,
+        llama_pos            p1);
+
+/*
+ * Per-sequence context state (llama_state_seq_*_ext with `flags`), so that a
+ * checkpoint can hold target, draft and session state taken at one point.
+ * context_state_get: *n_written is the required size; writes when capacity
+ * suffices (dst = NULL, capacity = 0 to size it).
+ */
+SPECDEC_API specdec_status specdec_session_context_state_get(
+        specdec_session    * session,
+        specdec_context_role role,
+        llama_seq_id         seq_id,
+        uint32_t             flags,
+        uint8_t            * dst,
+        size_t               capacity,
+        size_t             * n_written);
+
+/* Restores bytes from context_state_get. NATIVE_FAILURE if llama.cpp rejects them. */
+SPECDEC_API specdec_status specdec_session_context_state_set(
+        specdec_session    * session,
+        specdec_context_role role,
+        llama_seq_id         seq_id,
+        uint32_t             flags,
+        const uint8_t      * src,
+        size_t               size);
+
+/* Counters and timings since the session was created. Times are microseconds. */
+typedef struct specdec_session_stats {
+    uint64_t n_begin;        /* begin calls */
+    uint64_t n_process;      /* process calls */
+    uint64_t n_draft;        /* sequences asked to draft */
+    uint64_t n_proposals;    /* non-empty proposals */
+    uint64_t n_drafted;      /* tokens proposed */
+    uint64_t n_accept;       /* accept calls */
+    uint64_t n_accepted;     /* tokens accepted */
+    uint64_t n_accepted_at[SPECDEC_MAX_DRAFT]; /* [i]: proposals whose token i was accepted */
+    int64_t  t_begin_us;
+    int64_t  t_process_us;
+    int64_t  t_draft_us;
+    int64_t  t_accept_us;
+} specdec_session_stats;
+
+SPECDEC_API specdec_session_stats specdec_session_get_stats(const specdec_session * session);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SPECDEC_H */

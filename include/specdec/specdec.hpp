@@ -1,0 +1,99 @@
+// specdec: lossless speculative decoding on llama.cpp, C++ API.
+//
+// The same operations as the C ABI in specdec.h, with RAII and exceptions:
+// every failure throws specdec::error carrying a specdec_status and a message
+// that says what to change. A failed call leaves the session as it was,
+// unless a comment says otherwise.
+//
+// Threads: a session and the contexts it borrows are single-threaded. Models
+// may be shared by sessions on different threads.
+#pragma once
+
+#include "specdec/specdec.h"
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace specdec {
+
+// The one exception type of the library.
+class error : public std::runtime_error {
+public:
+    error(specdec_status code, const std::string & message);
+
+    specdec_status      code() const noexcept { return code_; }
+    specdec_status_kind kind() const noexcept { return specdec_status_kind_of(code_); }
+
+private:
+    specdec_status code_;
+};
+
+using session_params = specdec_session_params; // defaults: specdec_session_default_params()
+using draft_request  = specdec_draft_request;
+using session_stats  = specdec_session_stats;
+using context_role   = specdec_context_role;
+
+// Drafter + bookkeeping for one target context. Move-only; borrows `target`
+// and `draft` for its whole lifetime (they must outlive it, and nothing else
+// may decode on them while it lives, except through this session).
+class session {
+public:
+    // Validates `params` and every compatibility rule of the strategy before
+    // any llama.cpp call, then creates the drafter. `draft` is nullptr for the
+    // n-gram strategies. See specdec_session_init for the rules.
+    session(llama_context * target, llama_context * draft, const session_params & params);
+    ~session();
+    session(session &&) noexcept;
+    session & operator=(session &&) noexcept;
+    session(const session &) = delete;
+    session & operator=(const session &) = delete;
+
+    // Parameters in effect (n_draft_max may be lowered by the drafter).
+    const session_params & params() const noexcept;
+    bool is_quiescent() const noexcept;
+    bool reads_target_features() const noexcept;
+    llama_context * target_context() const noexcept;
+    llama_context * draft_context() const noexcept; // nullptr for n-gram strategies
+
+    // Replaces the history of `seq_id` with `prompt` (tokens already in the
+    // target) and tells the drafter a generation starts. Needs quiescence.
+    void begin(llama_seq_id seq_id, std::span<const llama_token> prompt);
+    // After every successful target decode (see specdec_session_process).
+    void process(const llama_batch & batch);
+    // Target decode, then process; a failed decode is never processed.
+    void decode_target_and_process(const llama_batch & batch);
+
+    // Drafts for the requested sequences in one drafter pass.
+    void draft(std::span<const draft_request> requests);
+    // Latest proposal of `seq_id`; valid until the next draft/accept.
+    std::span<const llama_token> proposal(llama_seq_id seq_id) const;
+    // Completes the pending proposal of `seq_id` with its accepted prefix length.
+    void accept(llama_seq_id seq_id, uint16_t n_accepted);
+
+    int32_t n_nextn_heads() const noexcept;
+    void    set_nextn_head(int32_t head);
+
+    // Versioned checkpoint of one sequence (needs quiescence).
+    std::vector<uint8_t> state(llama_seq_id seq_id) const;
+    // Validates the whole blob, then restores it; unchanged on failure.
+    void restore_state(llama_seq_id seq_id, std::span<const uint8_t> blob);
+
+    // Drops [p0, p1) of `seq_id` from one context (negative = open end).
+    void remove_range(context_role role, llama_seq_id seq_id, llama_pos p0, llama_pos p1);
+    // Per-sequence context bytes (llama_state_seq_*_ext with `flags`).
+    std::vector<uint8_t> context_state(context_role role, llama_seq_id seq_id, uint32_t flags);
+    void restore_context_state(context_role role, llama_seq_id seq_id, uint32_t flags,
+                               std::span<const uint8_t> bytes);
+
+    session_stats stats() const noexcept;
+
+private:
+    struct impl;
+    std::unique_ptr<impl> impl_;
+};
+
+} // namespace specdec

@@ -1,0 +1,225 @@
+// The C ABI: thin wrappers that turn every exception into a status code.
+#include "specdec/specdec.h"
+#include "specdec/specdec.hpp"
+
+#include "error.h"
+#include "params.h"
+
+#include <cstring>
+#include <new>
+#include <optional>
+
+struct specdec_session {
+    specdec::session session;
+};
+
+namespace {
+
+void record(const char * message) noexcept {
+    try {
+        specdec::detail::set_last_error(message);
+    } catch (...) {
+        // Nothing sensible is left to do when even the message cannot be stored.
+    }
+}
+
+template <typename F>
+specdec_status guard(F && body) noexcept {
+    try {
+        body();
+        return SPECDEC_STATUS_OK;
+    } catch (const specdec::error & e) {
+        record(e.what());
+        return e.code();
+    } catch (const std::bad_alloc &) {
+        record("out of memory");
+        return SPECDEC_STATUS_OUT_OF_MEMORY;
+    } catch (const std::exception & e) {
+        record(e.what());
+        return SPECDEC_STATUS_NATIVE_FAILURE;
+    } catch (...) {
+        record("unknown exception");
+        return SPECDEC_STATUS_NATIVE_FAILURE;
+    }
+}
+
+template <typename T>
+void require(const T * p, const char * what) {
+    if (p == nullptr) {
+        specdec::detail::fail(SPECDEC_STATUS_INVALID_ARGUMENT, what, " must not be NULL");
+    }
+}
+
+// Copies `bytes` to dst when it fits; *n_written is the full size either way.
+void copy_out(const std::vector<uint8_t> & bytes, uint8_t * dst, size_t capacity, size_t * n_written) {
+    *n_written = bytes.size();
+    if (dst == nullptr && capacity == 0) {
+        return;
+    }
+    require(dst, "dst");
+    if (capacity < bytes.size()) {
+        specdec::detail::fail(SPECDEC_STATUS_INVALID_ARGUMENT, "buffer holds ", capacity, " bytes; ", bytes.size(), " are needed");
+    }
+    std::memcpy(dst, bytes.data(), bytes.size());
+}
+
+std::span<const uint8_t> bytes_in(const uint8_t * src, size_t size) {
+    if (size > 0) {
+        require(src, "src");
+    }
+    return {src, size};
+}
+
+} // namespace
+
+extern "C" {
+
+specdec_status specdec_session_params_validate(const specdec_session_params * params) {
+    return guard([&] {
+        require(params, "params");
+        specdec::detail::validate_params(*params);
+    });
+}
+
+specdec_status specdec_session_init(llama_context * target, llama_context * draft,
+                                    const specdec_session_params * params, specdec_session ** out) {
+    return guard([&] {
+        require(params, "params");
+        require(out, "out");
+        *out = nullptr;
+        *out = new specdec_session{specdec::session(target, draft, *params)};
+    });
+}
+
+void specdec_session_free(specdec_session * session) {
+    delete session;
+}
+
+specdec_session_params specdec_session_get_params(const specdec_session * session) {
+    return session != nullptr ? session->session.params() : specdec_session_default_params();
+}
+
+bool specdec_session_is_quiescent(const specdec_session * session) {
+    return session == nullptr || session->session.is_quiescent();
+}
+
+bool specdec_session_reads_target_features(const specdec_session * session) {
+    return session != nullptr && session->session.reads_target_features();
+}
+
+specdec_status specdec_session_begin(specdec_session * session, llama_seq_id seq_id, const llama_token * prompt,
+                                     size_t n_prompt) {
+    return guard([&] {
+        require(session, "session");
+        if (n_prompt > 0) {
+            require(prompt, "prompt");
+        }
+        session->session.begin(seq_id, {prompt, n_prompt});
+    });
+}
+
+specdec_status specdec_session_process(specdec_session * session, const llama_batch * batch) {
+    return guard([&] {
+        require(session, "session");
+        require(batch, "batch");
+        session->session.process(*batch);
+    });
+}
+
+specdec_status specdec_session_decode_target_and_process(specdec_session * session, llama_batch batch) {
+    return guard([&] {
+        require(session, "session");
+        session->session.decode_target_and_process(batch);
+    });
+}
+
+specdec_status specdec_session_draft(specdec_session * session, const specdec_draft_request * requests,
+                                     size_t n_requests) {
+    return guard([&] {
+        require(session, "session");
+        if (n_requests > 0) {
+            require(requests, "requests");
+        }
+        session->session.draft({requests, n_requests});
+    });
+}
+
+specdec_status specdec_session_proposal(const specdec_session * session, llama_seq_id seq_id,
+                                        const llama_token ** tokens, size_t * n_tokens) {
+    return guard([&] {
+        require(session, "session");
+        require(tokens, "tokens");
+        require(n_tokens, "n_tokens");
+        const auto p = session->session.proposal(seq_id);
+        *tokens = p.data();
+        *n_tokens = p.size();
+    });
+}
+
+specdec_status specdec_session_accept(specdec_session * session, llama_seq_id seq_id, uint16_t n_accepted) {
+    return guard([&] {
+        require(session, "session");
+        session->session.accept(seq_id, n_accepted);
+    });
+}
+
+int32_t specdec_session_n_nextn_heads(const specdec_session * session) {
+    return session != nullptr ? session->session.n_nextn_heads() : 0;
+}
+
+specdec_status specdec_session_set_nextn_head(specdec_session * session, int32_t head) {
+    return guard([&] {
+        require(session, "session");
+        session->session.set_nextn_head(head);
+    });
+}
+
+specdec_status specdec_session_state_get(const specdec_session * session, llama_seq_id seq_id, uint8_t * dst,
+                                         size_t capacity, size_t * n_written) {
+    return guard([&] {
+        require(session, "session");
+        require(n_written, "n_written");
+        copy_out(session->session.state(seq_id), dst, capacity, n_written);
+    });
+}
+
+specdec_status specdec_session_state_set(specdec_session * session, llama_seq_id seq_id, const uint8_t * src,
+                                         size_t size) {
+    return guard([&] {
+        require(session, "session");
+        session->session.restore_state(seq_id, bytes_in(src, size));
+    });
+}
+
+specdec_status specdec_session_remove_range(specdec_session * session, specdec_context_role role,
+                                            llama_seq_id seq_id, llama_pos p0, llama_pos p1) {
+    return guard([&] {
+        require(session, "session");
+        session->session.remove_range(role, seq_id, p0, p1);
+    });
+}
+
+specdec_status specdec_session_context_state_get(specdec_session * session, specdec_context_role role,
+                                                 llama_seq_id seq_id, uint32_t flags, uint8_t * dst,
+                                                 size_t capacity, size_t * n_written) {
+    return guard([&] {
+        require(session, "session");
+        require(n_written, "n_written");
+        copy_out(session->session.context_state(role, seq_id, flags), dst, capacity, n_written);
+    });
+}
+
+specdec_status specdec_session_context_state_set(specdec_session * session, specdec_context_role role,
+                                                 llama_seq_id seq_id, uint32_t flags, const uint8_t * src,
+                                                 size_t size) {
+    return guard([&] {
+        require(session, "session");
+        session->session.restore_context_state(role, seq_id, flags, bytes_in(src, size));
+    });
+}
+
+specdec_session_stats specdec_session_get_stats(const specdec_session * session) {
+    return session != nullptr ? session->session.stats() : specdec_session_stats{};
+}
+
+} // extern "C"

@@ -1,0 +1,540 @@
+#include "specdec/specdec.hpp"
+
+#include "compat.h"
+#include "error.h"
+#include "params.h"
+#include "state-codec.h"
+
+#include "common.h"
+#include "llama-ext.h"
+#include "speculative.h"
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+
+namespace specdec {
+
+using detail::fail;
+
+namespace {
+
+common_speculative_type upstream_type(specdec_strategy s) {
+    switch (s) {
+        case SPECDEC_STRATEGY_MTP:           return COMMON_SPECULATIVE_TYPE_DRAFT_MTP;
+        case SPECDEC_STRATEGY_EAGLE3:        return COMMON_SPECULATIVE_TYPE_DRAFT_EAGLE3;
+        case SPECDEC_STRATEGY_DFLASH:        return COMMON_SPECULATIVE_TYPE_DRAFT_DFLASH;
+        case SPECDEC_STRATEGY_DSPARK:        return COMMON_SPECULATIVE_TYPE_DRAFT_DSPARK;
+        case SPECDEC_STRATEGY_DRAFT:         return COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE;
+        case SPECDEC_STRATEGY_NGRAM_SIMPLE:  return COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE;
+        case SPECDEC_STRATEGY_NGRAM_MAP_K:   return COMMON_SPECULATIVE_TYPE_NGRAM_MAP_K;
+        case SPECDEC_STRATEGY_NGRAM_MAP_K4V: return COMMON_SPECULATIVE_TYPE_NGRAM_MAP_K4V;
+        case SPECDEC_STRATEGY_NGRAM_MOD:     return COMMON_SPECULATIVE_TYPE_NGRAM_MOD;
+        case SPECDEC_STRATEGY_NGRAM_CACHE:   return COMMON_SPECULATIVE_TYPE_NGRAM_CACHE;
+        case SPECDEC_STRATEGY_COUNT:         break;
+    }
+    return COMMON_SPECULATIVE_TYPE_NONE;
+}
+
+bool reads_features(specdec_strategy s) {
+    return s == SPECDEC_STRATEGY_MTP || s == SPECDEC_STRATEGY_EAGLE3 || s == SPECDEC_STRATEGY_DFLASH ||
+           s == SPECDEC_STRATEGY_DSPARK;
+}
+
+// Adds the elapsed wall time to `total_us` when it goes out of scope.
+class stopwatch {
+public:
+    explicit stopwatch(int64_t & total_us) : total_us_(total_us), start_(std::chrono::steady_clock::now()) {}
+    ~stopwatch() {
+        total_us_ += std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start_).count();
+    }
+    stopwatch(const stopwatch &) = delete;
+    stopwatch & operator=(const stopwatch &) = delete;
+
+private:
+    int64_t & total_us_;
+    std::chrono::steady_clock::time_point start_;
+};
+
+// Runs an upstream call, turning what it throws into NATIVE_FAILURE.
+template <typename F>
+auto upstream(const char * what, F && f) {
+    try {
+        return f();
+    } catch (const std::bad_alloc &) {
+        throw;
+    } catch (const std::exception & e) {
+        fail(SPECDEC_STATUS_NATIVE_FAILURE, what, " failed in llama.cpp: ", e.what());
+    }
+}
+
+} // namespace
+
+struct session::impl {
+    llama_context * target = nullptr;
+    llama_context * draft  = nullptr;
+    session_params  params{};
+    int32_t         n_vocab = 0;
+    bool            features = false;
+
+    common_params_speculative upstream_params;
+    common_speculative_ptr    spec;
+
+    // Per sequence: the tokens at positions [0, size) of the target, as
+    // seen through begin/process and trimmed by accept/remove_range.
+    std::vector<llama_tokens> history;
+    std::vector<llama_tokens> proposal;
+    std::vector<llama_pos>    proposal_pos0; // n_past of the pending proposal
+    std::vector<bool>         pending;
+
+    session_stats stats{};
+
+    void check_seq(llama_seq_id seq_id) const {
+        if (seq_id < 0 || static_cast<uint32_t>(seq_id) >= params.n_seq) {
+            fail(SPECDEC_STATUS_BAD_SEQ_ID, "sequence id ", seq_id, " is outside [0, n_seq = ", params.n_seq, ")");
+        }
+    }
+
+    void require_quiescent(const char * what) const {
+        for (size_t i = 0; i < pending.size(); ++i) {
+            if (pending[i]) {
+                fail(SPECDEC_STATUS_PROPOSAL_PENDING, what, " needs every proposal completed, but sequence ", i,
+                     " has a proposal awaiting accept()");
+            }
+        }
+    }
+
+    void check_tokens(std::span<const llama_token> tokens, const char * what) const {
+        for (llama_token t : tokens) {
+            if (t < 0 || t >= n_vocab) {
+                fail(SPECDEC_STATUS_INVALID_ARGUMENT, what, " holds token ", t, ", outside the vocabulary [0, ", n_vocab, ")");
+            }
+        }
+    }
+
+    // Everything upstream's process() assumes about a batch, checked before it
+    // runs. Returns, per sequence, the first position in the batch (-1: absent).
+    std::vector<llama_pos> validate_batch(const llama_batch & b) const {
+        if (b.n_tokens < 0) {
+            fail(SPECDEC_STATUS_INVALID_ARGUMENT, "batch has a negative token count");
+        }
+        std::vector<llama_pos> first(params.n_seq, -1);
+        if (b.n_tokens == 0) {
+            return first;
+        }
+        if (b.token == nullptr || b.embd != nullptr) {
+            fail(SPECDEC_STATUS_INVALID_ARGUMENT, "batch must carry token ids (embedding batches are not supported)");
+        }
+        if (b.pos == nullptr || b.n_seq_id == nullptr || b.seq_id == nullptr) {
+            fail(SPECDEC_STATUS_INVALID_ARGUMENT,
+                 "batch must carry explicit positions and sequence ids (llama_batch_get_one batches do not)");
+        }
+        if (static_cast<uint32_t>(b.n_tokens) > llama_n_batch(target)) {
+            fail(SPECDEC_STATUS_BATCH_CAPACITY, "batch has ", b.n_tokens, " tokens; the target context takes at most n_batch = ",
+                 llama_n_batch(target));
+        }
+        if (draft != nullptr && static_cast<uint32_t>(b.n_tokens) > llama_n_batch(draft)) {
+            fail(SPECDEC_STATUS_BATCH_CAPACITY, "batch has ", b.n_tokens, " tokens; the drafter replays it on a draft context with n_batch = ",
+                 llama_n_batch(draft), "; split it or give the draft context a larger n_batch");
+        }
+        std::vector<llama_pos> last(params.n_seq, -1);
+        llama_seq_id prev = -1;
+        for (int32_t k = 0; k < b.n_tokens; ++k) {
+            if (b.n_seq_id[k] != 1 || b.seq_id[k] == nullptr) {
+                fail(SPECDEC_STATUS_INVALID_ARGUMENT, "batch token ", k, " belongs to ", b.n_seq_id[k],
+                     " sequences; each token must belong to exactly one");
+            }
+            const llama_seq_id s = b.seq_id[k][0];
+            check_seq(s);
+            if (b.token[k] < 0 || b.token[k] >= n_vocab) {
+                fail(SPECDEC_STATUS_INVALID_ARGUMENT, "batch token ", k, " is ", b.token[k], ", outside the vocabulary [0, ", n_vocab, ")");
+            }
+            const size_t i = static_cast<size_t>(s);
+            if (first[i] < 0) {
+                first[i] = b.pos[k];
+            } else if (s != prev) {
+                fail(SPECDEC_STATUS_INVALID_ARGUMENT, "batch tokens of sequence ", s, " are not contiguous");
+            } else if (b.pos[k] != last[i] + 1) {
+                fail(SPECDEC_STATUS_INVALID_ARGUMENT, "batch positions of sequence ", s, " jump from ", last[i], " to ", b.pos[k]);
+            }
+            if (b.pos[k] < 0) {
+                fail(SPECDEC_STATUS_INVALID_ARGUMENT, "batch token ", k, " has negative position ", b.pos[k]);
+            }
+            last[i] = b.pos[k];
+            prev = s;
+        }
+        for (size_t i = 0; i < first.size(); ++i) {
+            if (first[i] < 0) {
+                continue;
+            }
+            if (static_cast<size_t>(first[i]) > history[i].size()) {
+                fail(SPECDEC_STATUS_POSITION_MISMATCH, "batch starts sequence ", i, " at position ", first[i],
+                     ", but the session has seen only ", history[i].size(),
+                     " tokens of it; process every target batch, or call begin() with the tokens already decoded");
+            }
+            if (static_cast<uint64_t>(last[i]) + 1 > SPECDEC_MAX_PROMPT_TOKENS) {
+                fail(SPECDEC_STATUS_PROMPT_TOO_LONG, "sequence ", i, " would exceed ", SPECDEC_MAX_PROMPT_TOKENS, " tokens");
+            }
+        }
+        return first;
+    }
+
+    // Upstream aborts when the hidden states it reads were not produced.
+    void require_features() const {
+        const llama_model * tm = llama_get_model(target);
+        switch (params.strategy) {
+            case SPECDEC_STRATEGY_MTP:
+                if (llama_get_embeddings_nextn(target) == nullptr) {
+                    fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the target has no hidden states for this batch; process() must follow a successful target decode of the same batch");
+                }
+                break;
+            case SPECDEC_STRATEGY_EAGLE3:
+            case SPECDEC_STRATEGY_DFLASH:
+            case SPECDEC_STRATEGY_DSPARK: {
+                const llama_model * dm = llama_get_model(draft);
+                const int32_t * ids = llama_model_target_layer_ids(dm);
+                for (uint32_t k = 0; k < llama_model_target_layer_ids_n(dm); ++k) {
+                    const float * rows = ids[k] < llama_model_n_layer(tm)
+                        ? llama_get_embeddings_layer_inp(target, static_cast<uint32_t>(ids[k]))
+                        : llama_get_embeddings_nextn(target);
+                    if (rows == nullptr) {
+                        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the target has no features of layer ", ids[k],
+                             " for this batch; process() must follow a successful target decode of the same batch");
+                    }
+                }
+                break;
+            }
+            default:
+                break;
+        }
+    }
+
+    void commit_history(const llama_batch & b, const std::vector<llama_pos> & first) {
+        for (size_t i = 0; i < first.size(); ++i) {
+            if (first[i] >= 0) {
+                history[i].resize(static_cast<size_t>(first[i]));
+            }
+        }
+        for (int32_t k = 0; k < b.n_tokens; ++k) {
+            history[static_cast<size_t>(b.seq_id[k][0])].push_back(b.token[k]);
+        }
+    }
+
+    void process_validated(const llama_batch & b, const std::vector<llama_pos> & first) {
+        if (b.n_tokens == 0) {
+            return;
+        }
+        if (features) {
+            require_features();
+        }
+        bool ok = false;
+        {
+            stopwatch sw(stats.t_process_us);
+            ok = upstream("process", [&] { return common_speculative_process(spec.get(), b); });
+        }
+        stats.n_process++;
+        if (!ok) {
+            fail(SPECDEC_STATUS_NATIVE_FAILURE, "the drafter could not replay the batch on the draft context "
+                 "(a draft decode failed; see the llama.cpp log)");
+        }
+        commit_history(b, first);
+    }
+};
+
+session::session(llama_context * target, llama_context * draft, const session_params & params)
+    : impl_(std::make_unique<impl>()) {
+    detail::validate_params(params);
+    detail::validate_contexts(target, draft, params);
+
+    impl & s = *impl_;
+    s.target   = target;
+    s.draft    = draft;
+    s.params   = params;
+    s.n_vocab  = llama_vocab_n_tokens(llama_model_get_vocab(llama_get_model(target)));
+    s.features = reads_features(params.strategy);
+
+    common_params_speculative & up = s.upstream_params;
+    up.types = {upstream_type(params.strategy)};
+    up.draft.n_max   = params.n_draft_max;
+    up.draft.n_min   = params.n_draft_min;
+    up.draft.p_min   = params.p_min;
+    up.draft.ctx_tgt = target;
+    up.draft.ctx_dft = draft;
+    const auto size_m = static_cast<uint16_t>(params.n_draft_max);
+    up.ngram_simple.size_m  = size_m;
+    up.ngram_map_k.size_m   = size_m;
+    up.ngram_map_k4v.size_m = size_m;
+    up.ngram_mod.n_max = params.n_draft_max;
+    up.ngram_mod.n_min = params.n_draft_min;
+
+    s.spec.reset(upstream("creating the drafter", [&] { return common_speculative_init(up, params.n_seq); }));
+    if (!s.spec) {
+        fail(SPECDEC_STATUS_NATIVE_FAILURE, "llama.cpp created no drafter for strategy '",
+             specdec_strategy_name(params.strategy), "'");
+    }
+    // The drafter may propose fewer tokens than asked (e.g. a DFlash block).
+    s.params.n_draft_max = std::min(params.n_draft_max, std::max(1, common_speculative_n_max(s.spec.get())));
+    s.params.n_draft_min = std::min(s.params.n_draft_min, s.params.n_draft_max);
+
+    s.history.resize(params.n_seq);
+    s.proposal.resize(params.n_seq);
+    s.proposal_pos0.assign(params.n_seq, -1);
+    s.pending.assign(params.n_seq, false);
+}
+
+session::~session() = default;
+session::session(session &&) noexcept = default;
+session & session::operator=(session &&) noexcept = default;
+
+const session_params & session::params() const noexcept { return impl_->params; }
+bool session::reads_target_features() const noexcept { return impl_->features; }
+llama_context * session::target_context() const noexcept { return impl_->target; }
+llama_context * session::draft_context() const noexcept { return impl_->draft; }
+session_stats session::stats() const noexcept { return impl_->stats; }
+
+bool session::is_quiescent() const noexcept {
+    return std::none_of(impl_->pending.begin(), impl_->pending.end(), [](bool p) { return p; });
+}
+
+void session::begin(llama_seq_id seq_id, std::span<const llama_token> prompt) {
+    impl & s = *impl_;
+    s.check_seq(seq_id);
+    s.require_quiescent("begin()");
+    if (prompt.size() > SPECDEC_MAX_PROMPT_TOKENS) {
+        fail(SPECDEC_STATUS_PROMPT_TOO_LONG, "prompt has ", prompt.size(), " tokens, above the ",
+             SPECDEC_MAX_PROMPT_TOKENS, "-token bound");
+    }
+    s.check_tokens(prompt, "prompt");
+    llama_tokens tokens(prompt.begin(), prompt.end());
+    {
+        stopwatch sw(s.stats.t_begin_us);
+        upstream("begin", [&] { common_speculative_begin(s.spec.get(), seq_id, tokens); return 0; });
+    }
+    s.stats.n_begin++;
+    s.history[static_cast<size_t>(seq_id)] = std::move(tokens);
+}
+
+void session::process(const llama_batch & batch) {
+    const std::vector<llama_pos> first = impl_->validate_batch(batch);
+    impl_->process_validated(batch, first);
+}
+
+void session::decode_target_and_process(const llama_batch & batch) {
+    impl & s = *impl_;
+    const std::vector<llama_pos> first = s.validate_batch(batch);
+    const int32_t rc = llama_decode(s.target, batch);
+    if (rc == 1) {
+        fail(SPECDEC_STATUS_CONTEXT_FULL, "the target context has no room for this batch (llama_decode returned 1)");
+    }
+    if (rc != 0) {
+        fail(SPECDEC_STATUS_DECODE_FAILED, "target decode failed (llama_decode returned ", rc, ")");
+    }
+    s.process_validated(batch, first);
+}
+
+void session::draft(std::span<const draft_request> requests) {
+    impl & s = *impl_;
+    std::vector<int32_t> caps(requests.size());
+    std::vector<bool> seen(s.params.n_seq, false);
+    const llama_pos n_ctx = static_cast<llama_pos>(llama_n_ctx_seq(s.target));
+    for (size_t r = 0; r < requests.size(); ++r) {
+        const draft_request & q = requests[r];
+        s.check_seq(q.seq_id);
+        const size_t i = static_cast<size_t>(q.seq_id);
+        if (seen[i]) {
+            fail(SPECDEC_STATUS_INVALID_ARGUMENT, "sequence ", q.seq_id, " appears twice in one draft() call");
+        }
+        seen[i] = true;
+        if (s.pending[i]) {
+            fail(SPECDEC_STATUS_PROPOSAL_PENDING, "sequence ", q.seq_id, " still has a proposal awaiting accept()");
+        }
+        if (q.id_last < 0 || q.id_last >= s.n_vocab) {
+            fail(SPECDEC_STATUS_INVALID_ARGUMENT, "id_last ", q.id_last, " is outside the vocabulary [0, ", s.n_vocab, ")");
+        }
+        if (q.n_max < -1 || q.n_max > s.params.n_draft_max) {
+            fail(SPECDEC_STATUS_INVALID_ARGUMENT, "n_max ", q.n_max, " is outside [-1, n_draft_max = ", s.params.n_draft_max, "]");
+        }
+        if (q.n_past < 0 || static_cast<size_t>(q.n_past) != s.history[i].size()) {
+            fail(SPECDEC_STATUS_POSITION_MISMATCH, "n_past is ", q.n_past, " for sequence ", q.seq_id, ", but the session has seen ",
+                 s.history[i].size(), " of its tokens; pass the number of tokens in the target context");
+        }
+        if (q.n_past >= n_ctx) {
+            fail(SPECDEC_STATUS_CONTEXT_FULL, "sequence ", q.seq_id, " fills the target context (", n_ctx,
+                 " positions); id_last cannot be decoded");
+        }
+        const int32_t room = n_ctx - q.n_past - 1;
+        caps[r] = std::min(q.n_max < 0 ? s.params.n_draft_max : q.n_max, room);
+    }
+
+    for (size_t r = 0; r < requests.size(); ++r) {
+        const draft_request & q = requests[r];
+        const size_t i = static_cast<size_t>(q.seq_id);
+        s.proposal[i].clear();
+        common_speculative_get_draft_params(s.spec.get(), q.seq_id) = {
+            /* .drafting = */ caps[r] > 0,
+            /* .n_max    = */ caps[r],
+            /* .pos0     = */ q.n_past,
+            /* .id_last  = */ q.id_last,
+            /* .prompt   = */ &s.history[i],
+            /* .result   = */ &s.proposal[i],
+        };
+    }
+    {
+        stopwatch sw(s.stats.t_draft_us);
+        upstream("draft", [&] { common_speculative_draft(s.spec.get()); return 0; });
+    }
+
+    for (size_t r = 0; r < requests.size(); ++r) {
+        const draft_request & q = requests[r];
+        const size_t i = static_cast<size_t>(q.seq_id);
+        llama_tokens & p = s.proposal[i];
+        // Keep the valid prefix: a drafter with its own vocabulary could
+        // propose an id the target does not have.
+        const auto bad = std::find_if(p.begin(), p.end(), [&](llama_token t) { return t < 0 || t >= s.n_vocab; });
+        p.erase(bad, p.end());
+        if (p.size() > static_cast<size_t>(caps[r])) {
+            p.resize(static_cast<size_t>(caps[r]));
+        }
+        s.stats.n_draft++;
+        if (!p.empty()) {
+            s.pending[i] = true;
+            s.proposal_pos0[i] = q.n_past;
+            s.stats.n_proposals++;
+            s.stats.n_drafted += p.size();
+        }
+        // Drafting wrote the proposal into the draft context; verification
+        // replays the accepted tokens there, so drop everything from id_last on.
+        if (s.draft != nullptr) {
+            llama_memory_seq_rm(llama_get_memory(s.draft), q.seq_id, q.n_past, -1);
+        }
+    }
+}
+
+std::span<const llama_token> session::proposal(llama_seq_id seq_id) const {
+    impl_->check_seq(seq_id);
+    return impl_->proposal[static_cast<size_t>(seq_id)];
+}
+
+void session::accept(llama_seq_id seq_id, uint16_t n_accepted) {
+    impl & s = *impl_;
+    s.check_seq(seq_id);
+    const size_t i = static_cast<size_t>(seq_id);
+    if (!s.pending[i]) {
+        fail(SPECDEC_STATUS_NO_PROPOSAL, "sequence ", seq_id, " has no proposal to accept; call draft() first");
+    }
+    if (n_accepted > s.proposal[i].size()) {
+        fail(SPECDEC_STATUS_ACCEPTED_TOO_MANY, "accepted ", n_accepted, " tokens of a ", s.proposal[i].size(),
+             "-token proposal for sequence ", seq_id);
+    }
+    {
+        stopwatch sw(s.stats.t_accept_us);
+        upstream("accept", [&] { common_speculative_accept(s.spec.get(), seq_id, n_accepted); return 0; });
+    }
+    s.stats.n_accept++;
+    s.stats.n_accepted += n_accepted;
+    for (uint16_t k = 0; k < n_accepted; ++k) {
+        s.stats.n_accepted_at[k]++;
+    }
+    // The verification batch put id_last and the whole proposal in the
+    // history and the draft context; keep id_last and the accepted prefix.
+    const size_t keep = static_cast<size_t>(s.proposal_pos0[i]) + 1 + n_accepted;
+    if (s.history[i].size() > keep) {
+        s.history[i].resize(keep);
+    }
+    if (s.draft != nullptr) {
+        llama_memory_seq_rm(llama_get_memory(s.draft), seq_id, static_cast<llama_pos>(keep), -1);
+    }
+    s.pending[i] = false;
+    s.proposal[i].clear();
+}
+
+int32_t session::n_nextn_heads() const noexcept {
+    if (impl_->params.strategy != SPECDEC_STRATEGY_MTP) {
+        return 0;
+    }
+    return llama_model_n_layer_nextn(llama_get_model(impl_->target));
+}
+
+void session::set_nextn_head(int32_t head) {
+    if (impl_->params.strategy != SPECDEC_STRATEGY_MTP) {
+        fail(SPECDEC_STATUS_MODEL_UNSUPPORTED, "NextN heads exist only for the MTP strategy");
+    }
+    if (head < 0 || head >= n_nextn_heads()) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "NextN head ", head, " is outside [0, ", n_nextn_heads(), ")");
+    }
+    llama_set_nextn_layer_offset(impl_->draft, head);
+}
+
+std::vector<uint8_t> session::state(llama_seq_id seq_id) const {
+    const impl & s = *impl_;
+    s.check_seq(seq_id);
+    s.require_quiescent("capturing state");
+    detail::session_state st;
+    st.params  = s.params;
+    st.seq_id  = seq_id;
+    st.history = s.history[static_cast<size_t>(seq_id)];
+    upstream("capturing drafter state", [&] { return common_speculative_get_state(s.spec.get(), seq_id, st.impl); });
+    return detail::encode_state(st);
+}
+
+void session::restore_state(llama_seq_id seq_id, std::span<const uint8_t> blob) {
+    impl & s = *impl_;
+    s.check_seq(seq_id);
+    s.require_quiescent("restoring state");
+    detail::session_state st = detail::decode_state(blob, s.params, seq_id, s.n_vocab);
+    if (!st.impl.empty()) {
+        upstream("restoring drafter state", [&] { common_speculative_set_state(s.spec.get(), seq_id, st.impl); return 0; });
+    }
+    s.history[static_cast<size_t>(seq_id)] = std::move(st.history);
+}
+
+static llama_context * context_for(const session & self, context_role role) {
+    if (role == SPECDEC_CONTEXT_TARGET) {
+        return self.target_context();
+    }
+    if (role != SPECDEC_CONTEXT_DRAFT) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "context role ", static_cast<int>(role), " is neither target nor draft");
+    }
+    if (self.draft_context() == nullptr) {
+        fail(SPECDEC_STATUS_MODEL_UNSUPPORTED, "this session has no draft context");
+    }
+    return self.draft_context();
+}
+
+void session::remove_range(context_role role, llama_seq_id seq_id, llama_pos p0, llama_pos p1) {
+    impl & s = *impl_;
+    s.check_seq(seq_id);
+    s.require_quiescent("removing a range");
+    llama_context * ctx = context_for(*this, role);
+    if (!llama_memory_seq_rm(llama_get_memory(ctx), seq_id, p0, p1)) {
+        fail(SPECDEC_STATUS_MODEL_UNSUPPORTED, "the ", role == SPECDEC_CONTEXT_TARGET ? "target" : "draft",
+             " memory cannot drop positions [", p0, ", ", p1, ") of sequence ", seq_id,
+             " (recurrent state rolls back at most n_rs_seq tokens, right after a decode)");
+    }
+    if (role == SPECDEC_CONTEXT_TARGET) {
+        llama_tokens & h = s.history[static_cast<size_t>(seq_id)];
+        h.resize(std::min(h.size(), static_cast<size_t>(std::max(p0, 0))));
+    }
+}
+
+std::vector<uint8_t> session::context_state(context_role role, llama_seq_id seq_id, uint32_t flags) {
+    impl_->check_seq(seq_id);
+    llama_context * ctx = context_for(*this, role);
+    std::vector<uint8_t> bytes(llama_state_seq_get_size_ext(ctx, seq_id, flags));
+    const size_t n = llama_state_seq_get_data_ext(ctx, bytes.data(), bytes.size(), seq_id, flags);
+    if (n != bytes.size()) {
+        fail(SPECDEC_STATUS_NATIVE_FAILURE, "llama.cpp wrote ", n, " of ", bytes.size(), " bytes of sequence state");
+    }
+    return bytes;
+}
+
+void session::restore_context_state(context_role role, llama_seq_id seq_id, uint32_t flags,
+                                    std::span<const uint8_t> bytes) {
+    impl_->check_seq(seq_id);
+    llama_context * ctx = context_for(*this, role);
+    if (bytes.empty() || llama_state_seq_set_data_ext(ctx, bytes.data(), bytes.size(), seq_id, flags) == 0) {
+        fail(SPECDEC_STATUS_NATIVE_FAILURE, "llama.cpp rejected the sequence state (", bytes.size(), " bytes)");
+    }
+}
+
+} // namespace specdec
