@@ -21,7 +21,7 @@
 namespace specdec {
 
 // The one exception type of the library.
-class error : public std::runtime_error {
+class SPECDEC_API error : public std::runtime_error {
 public:
     error(specdec_status code, const std::string & message);
 
@@ -40,7 +40,7 @@ using context_role   = specdec_context_role;
 // Drafter + bookkeeping for one target context. Move-only; borrows `target`
 // and `draft` for its whole lifetime (they must outlive it, and nothing else
 // may decode on them while it lives, except through this session).
-class session {
+class SPECDEC_API session {
 public:
     // Validates `params` and every compatibility rule of the strategy before
     // any llama.cpp call, then creates the drafter. `draft` is nullptr for the
