@@ -1,0 +1,53 @@
+// Reference models of the controlled drafters: what each construction must
+// propose, derived from the fixture design, so tests assert exact counts.
+#pragma once
+
+#include "fixtures.h"
+
+#include <vector>
+
+namespace specdec::test {
+
+// The proposal a controlled drafter of `kind` makes after id_last `t`, capped
+// at n tokens. hidden_only repeats its first guess: later steps feed it its
+// own output row, which carries the same token direction.
+inline std::vector<int32_t> reference_proposal(fixtures::drafter_kind kind, int32_t t, int n, uint32_t n_vocab,
+                                               uint32_t wrong_every) {
+    using fixtures::successor;
+    std::vector<int32_t> out;
+    int32_t x = t;
+    for (int j = 0; j < n; ++j) {
+        switch (kind) {
+            case fixtures::drafter_kind::exact:
+                x = successor(x, n_vocab);
+                break;
+            case fixtures::drafter_kind::wrong_every_k:
+                x = (x % static_cast<int32_t>(wrong_every) == 0) ? successor(successor(x, n_vocab), n_vocab)
+                                                                 : successor(x, n_vocab);
+                break;
+            case fixtures::drafter_kind::hidden_only:
+                x = successor(t, n_vocab);
+                break;
+            case fixtures::drafter_kind::random:
+                return {};
+        }
+        out.push_back(x);
+    }
+    return out;
+}
+
+// Accepted prefix length of `proposal` against the controlled target after t.
+inline int reference_accepted(const std::vector<int32_t> & proposal, int32_t t, uint32_t n_vocab) {
+    int k = 0;
+    int32_t x = t;
+    for (int32_t d : proposal) {
+        x = fixtures::successor(x, n_vocab);
+        if (d != x) {
+            break;
+        }
+        ++k;
+    }
+    return k;
+}
+
+} // namespace specdec::test

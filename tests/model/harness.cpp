@@ -1,0 +1,220 @@
+#include "harness.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <stdexcept>
+
+namespace specdec::test {
+
+namespace {
+
+void quiet_log(ggml_log_level level, const char * text, void *) {
+    if (level == GGML_LOG_LEVEL_ERROR && std::getenv("SPECDEC_TEST_LOG") != nullptr) {
+        std::fputs(text, stderr);
+    }
+}
+
+class llama_environment : public ::testing::Environment {
+public:
+    void SetUp() override {
+        llama_log_set(quiet_log, nullptr);
+        llama_backend_init();
+    }
+    void TearDown() override {
+        llama_backend_free();
+        if (!dir.empty()) {
+            std::error_code ec;
+            std::filesystem::remove_all(dir, ec);
+        }
+    }
+    std::string dir;
+};
+
+llama_environment * environment =
+    static_cast<llama_environment *>(::testing::AddGlobalTestEnvironment(new llama_environment));
+
+struct batch_owner {
+    explicit batch_owner(int32_t n) : b(llama_batch_init(n, 0, 1)) {}
+    ~batch_owner() { llama_batch_free(b); }
+    batch_owner(const batch_owner &) = delete;
+    batch_owner & operator=(const batch_owner &) = delete;
+
+    void clear() { b.n_tokens = 0; }
+    void add(llama_token t, llama_pos pos, llama_seq_id seq, bool logits) {
+        const int32_t i = b.n_tokens++;
+        b.token[i] = t;
+        b.pos[i] = pos;
+        b.n_seq_id[i] = 1;
+        b.seq_id[i][0] = seq;
+        b.logits[i] = logits;
+    }
+    llama_batch b;
+};
+
+} // namespace
+
+std::string fixture(const std::string & name, const std::function<void(const std::string &)> & writer) {
+    static std::map<std::string, std::string> written;
+    if (environment->dir.empty()) {
+        std::string tmpl = (std::filesystem::temp_directory_path() / "specdec-fixtures-XXXXXX").string();
+        if (mkdtemp(tmpl.data()) == nullptr) {
+            throw std::runtime_error("cannot create a temporary directory");
+        }
+        environment->dir = tmpl;
+    }
+    auto it = written.find(name);
+    if (it == written.end()) {
+        const std::string path = environment->dir + "/" + name + ".gguf";
+        writer(path);
+        it = written.emplace(name, path).first;
+    }
+    return it->second;
+}
+
+llama_model_ptr load_model(const std::string & path) {
+    llama_model_params p = llama_model_default_params();
+    p.load_mtp = true; // MTP contexts need the nextn tensors (llama.cpp skips them by default)
+    llama_model * m = llama_model_load_from_file(path.c_str(), p);
+    if (m == nullptr) {
+        throw std::runtime_error("cannot load fixture " + path);
+    }
+    return llama_model_ptr(m);
+}
+
+llama_context_ptr make_context(llama_model * model, const context_options & o) {
+    llama_context_params p = llama_context_default_params();
+    p.n_ctx = o.n_ctx;
+    p.n_batch = o.n_batch;
+    p.n_ubatch = o.n_ubatch;
+    p.n_seq_max = o.n_seq_max;
+    p.n_rs_seq = o.n_rs_seq;
+    p.ctx_type = o.type;
+    p.ctx_other = o.other;
+    p.n_threads = 2;
+    p.n_threads_batch = 2;
+    llama_context * c = llama_init_from_model(model, p);
+    if (c == nullptr) {
+        throw std::runtime_error("llama.cpp refused the context parameters");
+    }
+    return llama_context_ptr(c);
+}
+
+int32_t argmax(const float * logits, int32_t n_vocab) {
+    return static_cast<int32_t>(std::max_element(logits, logits + n_vocab) - logits);
+}
+
+static int32_t vocab_size(llama_context * ctx) {
+    return llama_vocab_n_tokens(llama_model_get_vocab(llama_get_model(ctx)));
+}
+
+std::vector<llama_token> plain_greedy(llama_context * ctx, const std::vector<llama_token> & prompt, int n_predict) {
+    batch_owner batch(static_cast<int32_t>(prompt.size()));
+    for (size_t i = 0; i < prompt.size(); ++i) {
+        batch.add(prompt[i], static_cast<llama_pos>(i), 0, i + 1 == prompt.size());
+    }
+    if (llama_decode(ctx, batch.b) != 0) {
+        throw std::runtime_error("prompt decode failed");
+    }
+    std::vector<llama_token> out;
+    llama_pos pos = static_cast<llama_pos>(prompt.size());
+    while (static_cast<int>(out.size()) < n_predict) {
+        const llama_token t = argmax(llama_get_logits_ith(ctx, -1), vocab_size(ctx));
+        out.push_back(t);
+        batch.clear();
+        batch.add(t, pos++, 0, true);
+        if (llama_decode(ctx, batch.b) != 0) {
+            throw std::runtime_error("decode failed");
+        }
+    }
+    return out;
+}
+
+std::vector<llama_token> expected_cycle(llama_token last, int n, uint32_t n_vocab) {
+    std::vector<llama_token> out;
+    for (int i = 0; i < n; ++i) {
+        last = fixtures::successor(last, n_vocab);
+        out.push_back(last);
+    }
+    return out;
+}
+
+int spec_run::total_proposed() const {
+    int n = 0;
+    for (int p : proposed) {
+        n += p;
+    }
+    return n;
+}
+
+int spec_run::total_accepted() const {
+    int n = 0;
+    for (int a : accepted) {
+        n += a;
+    }
+    return n;
+}
+
+spec_run spec_greedy(session & s, const std::vector<llama_token> & prompt, int n_predict, llama_seq_id seq) {
+    batch_owner batch(static_cast<int32_t>(prompt.size()));
+    for (size_t i = 0; i + 1 < prompt.size(); ++i) {
+        batch.add(prompt[i], static_cast<llama_pos>(i), seq, false);
+    }
+    s.decode_target_and_process(batch.b);
+    s.begin(seq, std::vector<llama_token>(prompt.begin(), prompt.end() - 1));
+    return spec_continue(s, static_cast<llama_pos>(prompt.size() - 1), prompt.back(), n_predict, seq);
+}
+
+spec_run spec_continue(session & s, llama_pos n_past, llama_token id_last, int n_predict, llama_seq_id seq) {
+    llama_context * target = s.target_context();
+    const int32_t n_vocab = vocab_size(target);
+    batch_owner batch(s.params().n_draft_max + 1);
+    spec_run run;
+    while (static_cast<int>(run.tokens.size()) < n_predict) {
+        const draft_request request{seq, n_past, id_last, -1};
+        s.draft({&request, 1});
+        const auto span = s.proposal(seq);
+        const std::vector<llama_token> proposal(span.begin(), span.end());
+
+        batch.clear();
+        batch.add(id_last, n_past, seq, true);
+        for (size_t i = 0; i < proposal.size(); ++i) {
+            batch.add(proposal[i], n_past + 1 + static_cast<llama_pos>(i), seq, true);
+        }
+        s.decode_target_and_process(batch.b);
+
+        size_t k = 0;
+        while (k < proposal.size() && argmax(llama_get_logits_ith(target, static_cast<int32_t>(k)), n_vocab) == proposal[k]) {
+            ++k;
+        }
+        const llama_token next = argmax(llama_get_logits_ith(target, static_cast<int32_t>(k)), n_vocab);
+        if (!proposal.empty()) {
+            s.accept(seq, static_cast<uint16_t>(k));
+        }
+        if (k < proposal.size()) {
+            s.remove_range(SPECDEC_CONTEXT_TARGET, seq, n_past + 1 + static_cast<llama_pos>(k), -1);
+        }
+        run.proposed.push_back(static_cast<int>(proposal.size()));
+        run.accepted.push_back(static_cast<int>(k));
+        run.tokens.insert(run.tokens.end(), proposal.begin(), proposal.begin() + static_cast<std::ptrdiff_t>(k));
+        run.tokens.push_back(next);
+        n_past += 1 + static_cast<llama_pos>(k);
+        id_last = next;
+    }
+    run.tokens.resize(static_cast<size_t>(n_predict));
+    return run;
+}
+
+specdec_status status_of(const std::function<void()> & f) {
+    try {
+        f();
+        return SPECDEC_STATUS_OK;
+    } catch (const error & e) {
+        return e.code();
+    }
+}
+
+} // namespace specdec::test

@@ -1,0 +1,65 @@
+// Shared helpers of the model tier: generated fixtures, contexts, and a
+// minimal greedy speculative loop used to observe a session's behaviour.
+#pragma once
+
+#include "fixtures.h"
+#include "specdec/specdec.hpp"
+
+#include "llama-cpp.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace specdec::test {
+
+// Path of a generated fixture, written once per test process into a
+// temporary directory that is removed at exit. `name` must identify the
+// writer and its options.
+std::string fixture(const std::string & name, const std::function<void(const std::string &)> & writer);
+
+llama_model_ptr load_model(const std::string & path);
+
+struct context_options {
+    uint32_t           n_ctx     = 256;
+    uint32_t           n_batch   = 64;
+    uint32_t           n_ubatch  = 64;
+    uint32_t           n_seq_max = 1;
+    uint32_t           n_rs_seq  = 0;
+    llama_context_type type      = LLAMA_CONTEXT_TYPE_DEFAULT;
+    llama_context *    other     = nullptr; // ctx_other (e.g. the target of a draft context)
+};
+
+// Throws std::runtime_error when llama.cpp refuses the parameters.
+llama_context_ptr make_context(llama_model * model, const context_options & opt);
+
+int32_t argmax(const float * logits, int32_t n_vocab);
+
+// Plain greedy decoding by the target alone: `n_predict` tokens after `prompt`.
+std::vector<llama_token> plain_greedy(llama_context * ctx, const std::vector<llama_token> & prompt, int n_predict);
+
+// The tokens `successor` predicts after `prompt`.
+std::vector<llama_token> expected_cycle(llama_token last, int n, uint32_t n_vocab);
+
+struct spec_run {
+    std::vector<llama_token> tokens;          // exactly n_predict tokens
+    std::vector<int>         proposed;        // per step: proposal length
+    std::vector<int>         accepted;        // per step: accepted prefix length
+    int total_proposed() const;
+    int total_accepted() const;
+};
+
+// Greedy speculative decoding of one sequence through `s`: prefill,
+// then draft -> verify in one target batch -> accept -> drop rejected
+// positions, until n_predict tokens exist.
+spec_run spec_greedy(session & s, const std::vector<llama_token> & prompt, int n_predict, llama_seq_id seq = 0);
+
+// Continues a run from a quiescent point: n_past tokens are in the target,
+// id_last is the next token to decode.
+spec_run spec_continue(session & s, llama_pos n_past, llama_token id_last, int n_predict, llama_seq_id seq = 0);
+
+// Runs `f` and returns the specdec status it throws (SPECDEC_STATUS_OK if none).
+specdec_status status_of(const std::function<void()> & f);
+
+} // namespace specdec::test
