@@ -159,11 +159,15 @@ int spec_run::total_accepted() const {
 }
 
 spec_run spec_greedy(session & s, const std::vector<llama_token> & prompt, int n_predict, llama_seq_id seq) {
-    batch_owner batch(static_cast<int32_t>(prompt.size()));
+    const size_t chunk = llama_n_batch(s.target_context());
+    batch_owner batch(static_cast<int32_t>(chunk));
     for (size_t i = 0; i + 1 < prompt.size(); ++i) {
         batch.add(prompt[i], static_cast<llama_pos>(i), seq, false);
+        if (static_cast<size_t>(batch.b.n_tokens) == chunk || i + 2 == prompt.size()) {
+            s.decode_target_and_process(batch.b);
+            batch.clear();
+        }
     }
-    s.decode_target_and_process(batch.b);
     s.begin(seq, std::vector<llama_token>(prompt.begin(), prompt.end() - 1));
     return spec_continue(s, static_cast<llama_pos>(prompt.size() - 1), prompt.back(), n_predict, seq);
 }
@@ -204,6 +208,8 @@ spec_run spec_continue(session & s, llama_pos n_past, llama_token id_last, int n
         n_past += 1 + static_cast<llama_pos>(k);
         id_last = next;
     }
+    run.n_past = n_past;
+    run.id_last = id_last;
     run.tokens.resize(static_cast<size_t>(n_predict));
     return run;
 }
