@@ -91,6 +91,17 @@ specdec_status specdec_session_init(llama_context * target, llama_context * draf
     });
 }
 
+specdec_status specdec_draft_context_init(llama_context * target, llama_model * draft_model,
+                                          const specdec_session_params * params, llama_context_params cparams,
+                                          llama_context ** out) {
+    return guard([&] {
+        require(params, "params");
+        require(out, "out");
+        *out = nullptr;
+        *out = specdec::make_draft_context(target, draft_model, *params, cparams).release();
+    });
+}
+
 void specdec_session_free(specdec_session * session) {
     delete session;
 }
@@ -126,10 +137,19 @@ specdec_status specdec_session_process(specdec_session * session, const llama_ba
     });
 }
 
-specdec_status specdec_session_decode_target_and_process(specdec_session * session, llama_batch batch) {
+specdec_status specdec_session_decode_target(specdec_session * session, const llama_batch * batch) {
     return guard([&] {
         require(session, "session");
-        session->session.decode_target_and_process(batch);
+        require(batch, "batch");
+        session->session.decode_target(*batch);
+    });
+}
+
+specdec_status specdec_session_decode_target_and_process(specdec_session * session, const llama_batch * batch) {
+    return guard([&] {
+        require(session, "session");
+        require(batch, "batch");
+        session->session.decode_target_and_process(*batch);
     });
 }
 

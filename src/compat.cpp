@@ -63,9 +63,8 @@ void check_context_type(const llama_context * ctx, const char * role, llama_cont
     }
 }
 
-void check_mtp(const llama_context * target, const llama_context * draft) {
-    const llama_model * model = llama_get_model(target);
-    if (llama_get_model(draft) != model) {
+void check_mtp(const llama_model * model, const llama_model * draft) {
+    if (draft != model) {
         fail(SPECDEC_STATUS_MODEL_UNSUPPORTED,
              "MTP drafts with the target's own nextn heads: create the draft context over the target model");
     }
@@ -73,9 +72,9 @@ void check_mtp(const llama_context * target, const llama_context * draft) {
         fail(SPECDEC_STATUS_MODEL_UNSUPPORTED, "the target model (", model_arch(model),
              ") has no MTP (nextn) layers; choose another strategy or a model that ships MTP heads");
     }
-    if (llama_model_n_embd_out(llama_get_model(draft)) != llama_model_n_embd_out(model)) {
-        fail(SPECDEC_STATUS_WIDTH_MISMATCH, "the MTP draft output width (", llama_model_n_embd_out(llama_get_model(draft)),
-             ") differs from the target hidden width (", llama_model_n_embd_out(model), ")");
+    if (!has_nextn_tensors(model)) {
+        fail(SPECDEC_STATUS_MODEL_UNSUPPORTED,
+             "the target model was loaded without its MTP tensors; load it with llama_model_params.load_mtp = true");
     }
 }
 
@@ -106,22 +105,20 @@ void check_extraction_sites(const llama_model * target, const llama_model * draf
     }
 }
 
-void check_eagle3(const llama_context * target, const llama_context * draft) {
-    const llama_model * draft_model = llama_get_model(draft);
+void check_eagle3(const llama_model * target, const llama_model * draft_model) {
     if (model_arch(draft_model) != "eagle3") {
         fail(SPECDEC_STATUS_MODEL_UNSUPPORTED, "strategy 'eagle3' needs a draft model of architecture eagle3, got '",
              model_arch(draft_model), "'");
     }
-    check_extraction_sites(llama_get_model(target), draft_model, "EAGLE-3", true);
+    check_extraction_sites(target, draft_model, "EAGLE-3", true);
 }
 
-void check_dflash(const llama_context * target, const llama_context * draft, const specdec_session_params & p) {
-    const llama_model * draft_model = llama_get_model(draft);
+void check_dflash(const llama_model * target, const llama_model * draft_model, const specdec_session_params & p) {
     if (model_arch(draft_model) != "dflash") {
         fail(SPECDEC_STATUS_MODEL_UNSUPPORTED, "strategy '", strategy_name(p),
              "' needs a draft model of architecture dflash, got '", model_arch(draft_model), "'");
     }
-    check_extraction_sites(llama_get_model(target), draft_model, "DFlash", false);
+    check_extraction_sites(target, draft_model, "DFlash", false);
     const std::string block = meta(draft_model, "dflash.block_size");
     if (!block.empty() && std::atoll(block.c_str()) < 2) {
         fail(SPECDEC_STATUS_MODEL_UNSUPPORTED, "the DFlash draft has dflash.block_size = ", block,
@@ -129,6 +126,16 @@ void check_dflash(const llama_context * target, const llama_context * draft, con
     }
     if (llama_vocab_mask(llama_model_get_vocab(draft_model)) < 0) {
         fail(SPECDEC_STATUS_MODEL_UNSUPPORTED, "the DFlash draft defines no mask token (tokenizer.ggml.mask_token_id)");
+    }
+}
+
+// A DFlash block samples every position on the backend (DFlash2 samples on the CPU).
+void check_block_outputs(const llama_context * draft, const specdec_session_params & p) {
+    const bool dflash2 = llama_model_dflash_selector_top_k(llama_get_model(draft)) > 0;
+    const uint32_t need = static_cast<uint32_t>(p.n_draft_max) + 1;
+    if (!dflash2 && n_outputs_max_per_seq(draft) < need) {
+        fail(SPECDEC_STATUS_BATCH_CAPACITY, "the DFlash draft context allows ", n_outputs_max_per_seq(draft),
+             " outputs per sequence; a block needs n_outputs_max_per_seq >= n_draft_max + 1 = ", need);
     }
 }
 
@@ -193,6 +200,13 @@ void validate_contexts(const llama_context * target, const llama_context * draft
                        p.strategy == SPECDEC_STRATEGY_MTP ? LLAMA_CONTEXT_TYPE_MTP : LLAMA_CONTEXT_TYPE_DEFAULT, p);
     check_capacity(draft, "draft", p);
 
+    if (p.strategy == SPECDEC_STRATEGY_DFLASH || p.strategy == SPECDEC_STRATEGY_DSPARK) {
+        check_block_outputs(draft, p);
+    }
+    validate_models(llama_get_model(target), llama_get_model(draft), p);
+}
+
+void validate_models(const llama_model * target, const llama_model * draft, const specdec_session_params & p) {
     switch (p.strategy) {
         case SPECDEC_STRATEGY_MTP:
             check_mtp(target, draft);
@@ -205,7 +219,7 @@ void validate_contexts(const llama_context * target, const llama_context * draft
             check_dflash(target, draft, p);
             break;
         case SPECDEC_STRATEGY_DRAFT: {
-            const std::string why = vocab_mismatch(llama_get_model(target), llama_get_model(draft));
+            const std::string why = vocab_mismatch(target, draft);
             if (!why.empty()) {
                 fail(SPECDEC_STATUS_VOCAB_MISMATCH, "the draft model's vocabulary does not match the target's: ", why);
             }

@@ -8,8 +8,14 @@
 
 namespace specdec::detail {
 
+// Model-level rules of the strategy (architecture, extraction sites, widths,
+// vocabularies, MTP heads). `draft` is the target's own model for MTP and
+// nullptr for n-gram strategies. Throws error(<compatibility status>).
+void validate_models(const llama_model * target, const llama_model * draft, const specdec_session_params & params);
+
 // Throws error(<compatibility status>) for the first rule `target`/`draft`
-// break for `params` (already validated). Each message says what to change.
+// break for `params` (already validated): context types and capacities, then
+// validate_models. Each message says what to change.
 void validate_contexts(const llama_context * target, const llama_context * draft,
                        const specdec_session_params & params);
 

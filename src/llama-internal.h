@@ -9,4 +9,11 @@ namespace specdec::detail {
 // The llama_context_type a context was created with.
 llama_context_type context_type(const llama_context * ctx);
 
+// True when the model was loaded with its NextN (MTP) tensors
+// (llama_model_params.load_mtp); MTP contexts abort without them.
+bool has_nextn_tensors(const llama_model * model);
+
+// Most outputs one sequence may request in a batch when a backend sampler is attached.
+uint32_t n_outputs_max_per_seq(const llama_context * ctx);
+
 } // namespace specdec::detail

@@ -89,6 +89,37 @@ struct session::impl {
 
     session_stats stats{};
 
+    // The batch decode_target() last ran on the target and process() has not
+    // consumed yet: drafters that read the target's hidden states may only
+    // process that batch (llama.cpp aborts when the features are missing).
+    std::vector<llama_token>  decoded_tokens;
+    std::vector<llama_pos>    decoded_pos;
+    std::vector<llama_seq_id> decoded_seq;
+    bool                      decoded_pending = false;
+
+    void remember_decoded(const llama_batch & b) {
+        decoded_tokens.assign(b.token, b.token + b.n_tokens);
+        decoded_pos.assign(b.pos, b.pos + b.n_tokens);
+        decoded_seq.resize(static_cast<size_t>(b.n_tokens));
+        for (int32_t k = 0; k < b.n_tokens; ++k) {
+            decoded_seq[static_cast<size_t>(k)] = b.seq_id[k][0];
+        }
+        decoded_pending = true;
+    }
+
+    bool is_decoded(const llama_batch & b) const {
+        if (!decoded_pending || decoded_tokens.size() != static_cast<size_t>(b.n_tokens)) {
+            return false;
+        }
+        for (int32_t k = 0; k < b.n_tokens; ++k) {
+            const size_t i = static_cast<size_t>(k);
+            if (decoded_tokens[i] != b.token[k] || decoded_pos[i] != b.pos[k] || decoded_seq[i] != b.seq_id[k][0]) {
+                return false;
+            }
+        }
+        return true;
+    }
+
     void check_seq(llama_seq_id seq_id) const {
         if (seq_id < 0 || static_cast<uint32_t>(seq_id) >= params.n_seq) {
             fail(SPECDEC_STATUS_BAD_SEQ_ID, "sequence id ", seq_id, " is outside [0, n_seq = ", params.n_seq, ")");
@@ -179,34 +210,27 @@ struct session::impl {
         return first;
     }
 
-    // Upstream aborts when the hidden states it reads were not produced.
-    void require_features() const {
-        const llama_model * tm = llama_get_model(target);
-        switch (params.strategy) {
-            case SPECDEC_STRATEGY_MTP:
-                if (llama_get_embeddings_nextn(target) == nullptr) {
-                    fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the target has no hidden states for this batch; process() must follow a successful target decode of the same batch");
-                }
-                break;
-            case SPECDEC_STRATEGY_EAGLE3:
-            case SPECDEC_STRATEGY_DFLASH:
-            case SPECDEC_STRATEGY_DSPARK: {
-                const llama_model * dm = llama_get_model(draft);
-                const int32_t * ids = llama_model_target_layer_ids(dm);
-                for (uint32_t k = 0; k < llama_model_target_layer_ids_n(dm); ++k) {
-                    const float * rows = ids[k] < llama_model_n_layer(tm)
-                        ? llama_get_embeddings_layer_inp(target, static_cast<uint32_t>(ids[k]))
-                        : llama_get_embeddings_nextn(target);
-                    if (rows == nullptr) {
-                        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the target has no features of layer ", ids[k],
-                             " for this batch; process() must follow a successful target decode of the same batch");
-                    }
-                }
-                break;
-            }
-            default:
-                break;
+    // llama.cpp aborts when the hidden states a drafter reads were not
+    // produced for the batch, and offers no way to ask; the session knows
+    // because the decode went through decode_target().
+    void require_features(const llama_batch & b) const {
+        if (!is_decoded(b)) {
+            fail(SPECDEC_STATUS_INVALID_ARGUMENT, "strategy '", specdec_strategy_name(params.strategy),
+                 "' reads the target's hidden states of the processed batch: decode it with decode_target() "
+                 "(or decode_target_and_process()) right before process()");
         }
+    }
+
+    void decode(const llama_batch & b) {
+        decoded_pending = false;
+        const int32_t rc = llama_decode(target, b);
+        if (rc == 1) {
+            fail(SPECDEC_STATUS_CONTEXT_FULL, "the target context has no room for this batch (llama_decode returned 1)");
+        }
+        if (rc != 0) {
+            fail(SPECDEC_STATUS_DECODE_FAILED, "target decode failed (llama_decode returned ", rc, ")");
+        }
+        remember_decoded(b);
     }
 
     void commit_history(const llama_batch & b, const std::vector<llama_pos> & first) {
@@ -225,8 +249,9 @@ struct session::impl {
             return;
         }
         if (features) {
-            require_features();
+            require_features(b);
         }
+        decoded_pending = false;
         bool ok = false;
         {
             stopwatch sw(stats.t_process_us);
@@ -260,12 +285,8 @@ session::session(llama_context * target, llama_context * draft, const session_pa
     up.draft.p_min   = params.p_min;
     up.draft.ctx_tgt = target;
     up.draft.ctx_dft = draft;
-    const auto size_m = static_cast<uint16_t>(params.n_draft_max);
-    up.ngram_simple.size_m  = size_m;
-    up.ngram_map_k.size_m   = size_m;
-    up.ngram_map_k4v.size_m = size_m;
-    up.ngram_mod.n_max = params.n_draft_max;
-    up.ngram_mod.n_min = params.n_draft_min;
+    // The n-gram drafters keep llama.cpp's own lookup sizes (their match
+    // rules depend on them); each proposal is capped at n_draft_max.
 
     s.spec.reset(upstream("creating the drafter", [&] { return common_speculative_init(up, params.n_seq); }));
     if (!s.spec) {
@@ -319,17 +340,15 @@ void session::process(const llama_batch & batch) {
     impl_->process_validated(batch, first);
 }
 
+void session::decode_target(const llama_batch & batch) {
+    impl_->validate_batch(batch);
+    impl_->decode(batch);
+}
+
 void session::decode_target_and_process(const llama_batch & batch) {
-    impl & s = *impl_;
-    const std::vector<llama_pos> first = s.validate_batch(batch);
-    const int32_t rc = llama_decode(s.target, batch);
-    if (rc == 1) {
-        fail(SPECDEC_STATUS_CONTEXT_FULL, "the target context has no room for this batch (llama_decode returned 1)");
-    }
-    if (rc != 0) {
-        fail(SPECDEC_STATUS_DECODE_FAILED, "target decode failed (llama_decode returned ", rc, ")");
-    }
-    s.process_validated(batch, first);
+    const std::vector<llama_pos> first = impl_->validate_batch(batch);
+    impl_->decode(batch);
+    impl_->process_validated(batch, first);
 }
 
 void session::draft(std::span<const draft_request> requests) {

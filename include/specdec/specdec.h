@@ -153,6 +153,27 @@ SPECDEC_API specdec_status specdec_session_params_validate(const specdec_session
 typedef struct specdec_session specdec_session;
 
 /*
+ * Creates the draft context a strategy needs, after the model checks whose
+ * failure would otherwise abort inside llama.cpp while the context is built
+ * (e.g. an EAGLE-3 draft made for another target width, or an MTP context
+ * over a model loaded without load_mtp). Starting from `cparams` (threads,
+ * cache types, ...), it sets the context type (MTP or default), ctx_other =
+ * target, n_ctx = the target's, and raises n_seq_max, n_batch, n_ubatch,
+ * n_rs_seq (recurrent models) and the per-sequence outputs (DFlash blocks) to
+ * what `params` needs.
+ *  - draft_model: the draft model; NULL for MTP (the target's model is used).
+ *  - *out: a new context the caller frees with llama_free, before `target`.
+ * Errors: INVALID_CONFIG, INVALID_ARGUMENT (n-gram strategy, missing model),
+ * the compatibility statuses, NATIVE_FAILURE (llama.cpp refused).
+ */
+SPECDEC_API specdec_status specdec_draft_context_init(
+        struct llama_context         * target,
+        struct llama_model           * draft_model,
+        const specdec_session_params * params,
+        struct llama_context_params    cparams,
+        struct llama_context        ** out);
+
+/*
  * Creates a session over `target` and `draft`.
  *  - target: a default-type context; must outlive the session.
  *  - draft:  MTP: a context of type LLAMA_CONTEXT_TYPE_MTP over the target's
@@ -195,27 +216,38 @@ SPECDEC_API specdec_status specdec_session_begin(
         size_t              n_prompt);
 
 /*
- * Hands the drafter a batch the target context has just decoded
- * successfully. Call it after every target decode, including prompt chunks
- * and verification batches. The batch needs token ids, positions and one
- * sequence id per token; each sequence's tokens must be contiguous with
- * consecutive positions. Tokens are appended to each sequence's history at
- * their positions.
- * Errors: INVALID_ARGUMENT (malformed batch, features not extracted),
- * BAD_SEQ_ID, BATCH_CAPACITY, PROMPT_TOO_LONG, NATIVE_FAILURE.
+ * Decodes `batch` on the target context. The batch is validated first (see
+ * specdec_session_process); llama_decode's failure is DECODE_FAILED, or
+ * CONTEXT_FULL when it found no room. Allowed while proposals are pending:
+ * this is how a proposal is verified.
+ */
+SPECDEC_API specdec_status specdec_session_decode_target(
+        specdec_session          * session,
+        const struct llama_batch * batch);
+
+/*
+ * Hands the drafter the batch the target has just decoded. Call it after
+ * every target decode, including prompt chunks and verification batches.
+ * The batch needs token ids, positions and one sequence id per token; each
+ * sequence's tokens must be contiguous with consecutive positions, starting
+ * at most at the end of what the session has seen of it. Tokens are appended
+ * to each sequence's history at their positions.
+ * Strategies that read the target's hidden states (MTP, EAGLE3, DFLASH,
+ * DSPARK) process only the batch specdec_session_decode_target decoded last
+ * (llama.cpp aborts when those states are missing); n-gram and classic draft
+ * strategies also accept batches decoded directly with llama_decode.
+ * Errors: INVALID_ARGUMENT (malformed batch, not the decoded batch),
+ * BAD_SEQ_ID, BATCH_CAPACITY, POSITION_MISMATCH, PROMPT_TOO_LONG,
+ * NATIVE_FAILURE (a draft decode failed; the history is unchanged).
  */
 SPECDEC_API specdec_status specdec_session_process(
         specdec_session          * session,
         const struct llama_batch * batch);
 
-/*
- * Decodes `batch` on the target, then processes it. A failed decode
- * (DECODE_FAILED, with llama_decode's return value in the message) is never
- * processed. Validation happens before the decode.
- */
+/* decode_target, then process; a failed decode is never processed. */
 SPECDEC_API specdec_status specdec_session_decode_target_and_process(
-        specdec_session    * session,
-        struct llama_batch   batch);
+        specdec_session          * session,
+        const struct llama_batch * batch);
 
 /* One sequence's drafting request. */
 typedef struct specdec_draft_request {

@@ -11,6 +11,8 @@
 
 #include "specdec/specdec.h"
 
+#include "llama-cpp.h"
+
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -37,6 +39,12 @@ using draft_request  = specdec_draft_request;
 using session_stats  = specdec_session_stats;
 using context_role   = specdec_context_role;
 
+// Creates the draft context `params.strategy` needs (see
+// specdec_draft_context_init); the caller owns it and must keep `target`
+// alive as long as it.
+SPECDEC_API llama_context_ptr make_draft_context(llama_context * target, llama_model * draft_model,
+                                                 const session_params & params, llama_context_params cparams);
+
 // Drafter + bookkeeping for one target context. Move-only; borrows `target`
 // and `draft` for its whole lifetime (they must outlive it, and nothing else
 // may decode on them while it lives, except through this session).
@@ -62,9 +70,12 @@ public:
     // Replaces the history of `seq_id` with `prompt` (tokens already in the
     // target) and tells the drafter a generation starts. Needs quiescence.
     void begin(llama_seq_id seq_id, std::span<const llama_token> prompt);
-    // After every successful target decode (see specdec_session_process).
+    // Decodes `batch` on the target (validated first). While a proposal is
+    // pending this is the verification step.
+    void decode_target(const llama_batch & batch);
+    // Hands the drafter the batch just decoded (see specdec_session_process).
     void process(const llama_batch & batch);
-    // Target decode, then process; a failed decode is never processed.
+    // decode_target, then process; a failed decode is never processed.
     void decode_target_and_process(const llama_batch & batch);
 
     // Drafts for the requested sequences in one drafter pass.

@@ -8,11 +8,15 @@
 
 namespace specdec::test {
 
-// The proposal a controlled drafter of `kind` makes after id_last `t`, capped
-// at n tokens. hidden_only repeats its first guess: later steps feed it its
-// own output row, which carries the same token direction.
+// The proposal a controlled drafter of `kind` makes after id_last `t`
+// (`prev` is the token before it), capped at n tokens. hidden_only drafts
+// succ(succ(prev)) first, from the target's row at prev; then an MTP head is
+// fed its own output row, which carries the same token direction, so it
+// repeats that guess, while EAGLE-3 and DFlash drafts advance one token per
+// step (`chained_features`).
 inline std::vector<int32_t> reference_proposal(fixtures::drafter_kind kind, int32_t t, int n, uint32_t n_vocab,
-                                               uint32_t wrong_every) {
+                                               uint32_t wrong_every, int32_t prev = -1,
+                                               bool chained_features = false) {
     using fixtures::successor;
     std::vector<int32_t> out;
     int32_t x = t;
@@ -25,9 +29,11 @@ inline std::vector<int32_t> reference_proposal(fixtures::drafter_kind kind, int3
                 x = (x % static_cast<int32_t>(wrong_every) == 0) ? successor(successor(x, n_vocab), n_vocab)
                                                                  : successor(x, n_vocab);
                 break;
-            case fixtures::drafter_kind::hidden_only:
-                x = successor(t, n_vocab);
+            case fixtures::drafter_kind::hidden_only: {
+                const int32_t first = successor(successor(prev < 0 ? t - 1 : prev, n_vocab), n_vocab);
+                x = (j == 0 || !chained_features) ? first : successor(x, n_vocab);
                 break;
+            }
             case fixtures::drafter_kind::random:
                 return {};
         }

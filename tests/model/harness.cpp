@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <map>
+#include <unistd.h>
 #include <stdexcept>
 
 namespace specdec::test {
@@ -24,18 +24,10 @@ public:
         llama_log_set(quiet_log, nullptr);
         llama_backend_init();
     }
-    void TearDown() override {
-        llama_backend_free();
-        if (!dir.empty()) {
-            std::error_code ec;
-            std::filesystem::remove_all(dir, ec);
-        }
-    }
-    std::string dir;
+    void TearDown() override { llama_backend_free(); }
 };
 
-llama_environment * environment =
-    static_cast<llama_environment *>(::testing::AddGlobalTestEnvironment(new llama_environment));
+[[maybe_unused]] const ::testing::Environment * environment = ::testing::AddGlobalTestEnvironment(new llama_environment);
 
 struct batch_owner {
     explicit batch_owner(int32_t n) : b(llama_batch_init(n, 0, 1)) {}
@@ -58,21 +50,16 @@ struct batch_owner {
 } // namespace
 
 std::string fixture(const std::string & name, const std::function<void(const std::string &)> & writer) {
-    static std::map<std::string, std::string> written;
-    if (environment->dir.empty()) {
-        std::string tmpl = (std::filesystem::temp_directory_path() / "specdec-fixtures-XXXXXX").string();
-        if (mkdtemp(tmpl.data()) == nullptr) {
-            throw std::runtime_error("cannot create a temporary directory");
-        }
-        environment->dir = tmpl;
+    // Shared by every test process of the build; written once, atomically.
+    const std::filesystem::path dir = SPECDEC_FIXTURE_DIR;
+    const std::filesystem::path path = dir / (name + ".gguf");
+    if (!std::filesystem::exists(path)) {
+        std::filesystem::create_directories(dir);
+        const std::filesystem::path tmp = dir / (name + ".tmp." + std::to_string(getpid()));
+        writer(tmp.string());
+        std::filesystem::rename(tmp, path);
     }
-    auto it = written.find(name);
-    if (it == written.end()) {
-        const std::string path = environment->dir + "/" + name + ".gguf";
-        writer(path);
-        it = written.emplace(name, path).first;
-    }
-    return it->second;
+    return path.string();
 }
 
 llama_model_ptr load_model(const std::string & path) {
@@ -92,10 +79,13 @@ llama_context_ptr make_context(llama_model * model, const context_options & o) {
     p.n_ubatch = o.n_ubatch;
     p.n_seq_max = o.n_seq_max;
     p.n_rs_seq = o.n_rs_seq;
+    p.n_outputs_max_per_seq = o.n_outputs_max_per_seq;
     p.ctx_type = o.type;
     p.ctx_other = o.other;
-    p.n_threads = 2;
-    p.n_threads_batch = 2;
+    // One thread: ctest runs test processes in parallel, and spinning
+    // worker threads of several processes would starve each other.
+    p.n_threads = 1;
+    p.n_threads_batch = 1;
     llama_context * c = llama_init_from_model(model, p);
     if (c == nullptr) {
         throw std::runtime_error("llama.cpp refused the context parameters");

@@ -14,9 +14,9 @@
 
 namespace specdec::test {
 
-// Path of a generated fixture, written once per test process into a
-// temporary directory that is removed at exit. `name` must identify the
-// writer and its options.
+// Path of a generated fixture in the build's fixture directory, written on
+// first use by any test process. `name` must identify the writer and its
+// options.
 std::string fixture(const std::string & name, const std::function<void(const std::string &)> & writer);
 
 llama_model_ptr load_model(const std::string & path);
@@ -27,6 +27,7 @@ struct context_options {
     uint32_t           n_ubatch  = 64;
     uint32_t           n_seq_max = 1;
     uint32_t           n_rs_seq  = 0;
+    uint32_t           n_outputs_max_per_seq = 0; // 0: no limit below n_outputs_max
     llama_context_type type      = LLAMA_CONTEXT_TYPE_DEFAULT;
     llama_context *    other     = nullptr; // ctx_other (e.g. the target of a draft context)
 };
