@@ -7,10 +7,16 @@
 
 #include <cstring>
 #include <new>
-#include <optional>
+#include <memory>
+#include <string>
+#include <vector>
 
 struct specdec_session {
     specdec::session session;
+};
+
+struct specdec_generation {
+    specdec::generation_result result;
 };
 
 namespace {
@@ -240,6 +246,77 @@ specdec_status specdec_session_context_state_set(specdec_session * session, spec
 
 specdec_session_stats specdec_session_get_stats(const specdec_session * session) {
     return session != nullptr ? session->session.stats() : specdec_session_stats{};
+}
+
+specdec_status specdec_generate(specdec_session * session, llama_context * target, const llama_token * const * prompts,
+                                const size_t * n_prompt_tokens, size_t n_prompts, const specdec_generate_params * params,
+                                specdec_token_callback callback, void * user_data, specdec_generation ** out) {
+    return guard([&] {
+        require(params, "params");
+        require(out, "out");
+        *out = nullptr;
+        if (n_prompts > 0) {
+            require(prompts, "prompts");
+            require(n_prompt_tokens, "n_prompt_tokens");
+        }
+        std::vector<std::vector<llama_token>> copies(n_prompts);
+        for (size_t i = 0; i < n_prompts; ++i) {
+            if (n_prompt_tokens[i] > 0) {
+                require(prompts[i], "prompts[i]");
+                copies[i].assign(prompts[i], prompts[i] + n_prompt_tokens[i]);
+            }
+        }
+        specdec::token_callback on_token;
+        if (callback != nullptr) {
+            on_token = [&](llama_seq_id seq, llama_token token, std::string_view piece) {
+                const std::string text(piece);
+                return callback(seq, token, text.c_str(), user_data);
+            };
+        }
+        auto generation = std::make_unique<specdec_generation>();
+        generation->result = session != nullptr ? specdec::generate(session->session, copies, *params, on_token)
+                                                 : specdec::generate_plain(target, copies, *params, on_token);
+        *out = generation.release();
+    });
+}
+
+void specdec_generation_free(specdec_generation * generation) {
+    delete generation;
+}
+
+size_t specdec_generation_n_sequences(const specdec_generation * generation) {
+    return generation != nullptr ? generation->result.sequences.size() : 0;
+}
+
+static const specdec::sequence_result * sequence_at(const specdec_generation * g, size_t i) {
+    return g != nullptr && i < g->result.sequences.size() ? &g->result.sequences[i] : nullptr;
+}
+
+const llama_token * specdec_generation_tokens(const specdec_generation * generation, size_t i, size_t * n_tokens) {
+    const specdec::sequence_result * r = sequence_at(generation, i);
+    if (n_tokens != nullptr) {
+        *n_tokens = r != nullptr ? r->tokens.size() : 0;
+    }
+    return r != nullptr ? r->tokens.data() : nullptr;
+}
+
+const char * specdec_generation_text(const specdec_generation * generation, size_t i) {
+    const specdec::sequence_result * r = sequence_at(generation, i);
+    return r != nullptr ? r->text.c_str() : nullptr;
+}
+
+specdec_stop_reason specdec_generation_stop_reason(const specdec_generation * generation, size_t i) {
+    const specdec::sequence_result * r = sequence_at(generation, i);
+    return r != nullptr ? r->stop : SPECDEC_STOP_BUDGET;
+}
+
+specdec_sequence_stats specdec_generation_sequence_stats(const specdec_generation * generation, size_t i) {
+    const specdec::sequence_result * r = sequence_at(generation, i);
+    return r != nullptr ? r->stats : specdec_sequence_stats{};
+}
+
+specdec_generation_times specdec_generation_get_times(const specdec_generation * generation) {
+    return generation != nullptr ? generation->result.times : specdec_generation_times{};
 }
 
 } // extern "C"

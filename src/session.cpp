@@ -523,7 +523,9 @@ static llama_context * context_for(const session & self, context_role role) {
 void session::remove_range(context_role role, llama_seq_id seq_id, llama_pos p0, llama_pos p1) {
     impl & s = *impl_;
     s.check_seq(seq_id);
-    s.require_quiescent("removing a range");
+    if (s.pending[static_cast<size_t>(seq_id)]) {
+        fail(SPECDEC_STATUS_PROPOSAL_PENDING, "sequence ", seq_id, " has a proposal awaiting accept(); accept it before removing positions");
+    }
     llama_context * ctx = context_for(*this, role);
     if (!llama_memory_seq_rm(llama_get_memory(ctx), seq_id, p0, p1)) {
         fail(SPECDEC_STATUS_MODEL_UNSUPPORTED, "the ", role == SPECDEC_CONTEXT_TARGET ? "target" : "draft",

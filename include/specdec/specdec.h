@@ -334,7 +334,8 @@ typedef enum specdec_context_role {
 /*
  * Removes positions [p0, p1) of `seq_id` from a context's memory (p0 < 0:
  * from 0; p1 < 0: to the end) and cuts the session history at p0 when the
- * target is addressed. Requires quiescence.
+ * target is addressed. Refused while that sequence has a pending proposal
+ * (other sequences may have one).
  * Errors: BAD_SEQ_ID, PROPOSAL_PENDING, MODEL_UNSUPPORTED (no draft context,
  * or the memory cannot drop a partial range, as recurrent memory beyond its
  * rollback slots).
@@ -387,6 +388,98 @@ typedef struct specdec_session_stats {
 } specdec_session_stats;
 
 SPECDEC_API specdec_session_stats specdec_session_get_stats(const specdec_session * session);
+
+/*
+ * ---------------------------------------------------------------------------
+ * Generation: the complete draft -> verify -> accept loop.
+ * ---------------------------------------------------------------------------
+ * Greedy output is token-identical to plain decoding by the target. Sampled
+ * output keeps the target's distribution exactly: every emitted token is
+ * drawn from the target's own distribution at its position (a drafted token
+ * is kept only when the draw equals it), with one draw per emitted token, so
+ * a seeded speculative run equals a seeded plain run token for token.
+ */
+
+typedef struct specdec_generate_params {
+    int32_t              n_predict;      /* most new tokens per sequence, >= 0; default 128 */
+    int32_t              n_draft;        /* tokens drafted per step: 0..session n_draft_max, -1 = n_draft_max; default -1 */
+    float                temperature;    /* <= 0: greedy (argmax, lowest id on ties); default 0 */
+    int32_t              top_k;          /* keep the k most likely tokens; <= 0: off; default 0 */
+    float                top_p;          /* nucleus mass in (0, 1]; 1: off; default 1 */
+    float                min_p;          /* drop tokens below min_p x the top probability, [0, 1); default 0 */
+    uint32_t             seed;           /* sampling seed; sequence i uses seed + i; default 0 */
+    bool                 ignore_eog;     /* keep going past end-of-generation tokens; default false */
+    const char * const * stop_strings;   /* stop when the text contains one of these; borrowed for the call */
+    size_t               n_stop_strings;
+} specdec_generate_params;
+
+SPECDEC_API specdec_generate_params specdec_generate_default_params(void);
+
+typedef enum specdec_stop_reason {
+    SPECDEC_STOP_BUDGET   = 0, /* n_predict tokens generated */
+    SPECDEC_STOP_EOG      = 1, /* an end-of-generation token (not part of the output) */
+    SPECDEC_STOP_STRING   = 2, /* a stop string appeared (the text ends before it) */
+    SPECDEC_STOP_CONTEXT  = 3, /* the target context has no position left */
+    SPECDEC_STOP_CALLBACK = 4, /* the token callback returned false */
+} specdec_stop_reason;
+
+/* Per-sequence counters. */
+typedef struct specdec_sequence_stats {
+    uint64_t n_generated;                       /* tokens in the output */
+    uint64_t n_steps;                           /* target verification passes */
+    uint64_t n_drafted;                         /* tokens proposed */
+    uint64_t n_accepted;                        /* proposed tokens the target kept */
+    uint64_t n_proposed_at[SPECDEC_MAX_DRAFT];  /* [i]: proposals with a token at position i */
+    uint64_t n_accepted_at[SPECDEC_MAX_DRAFT];  /* [i]: proposals whose token i was kept */
+} specdec_sequence_stats;
+
+/* Time of one generate call, in microseconds; bookkeeping is the rest. */
+typedef struct specdec_generation_times {
+    int64_t t_prefill_us; /* prompt decode and drafter prefill */
+    int64_t t_verify_us;  /* target decodes of verification batches */
+    int64_t t_draft_us;   /* drafting and the drafter's processing of verified batches */
+    int64_t t_total_us;
+} specdec_generation_times;
+
+/* Called for every emitted token; return false to stop that sequence. `piece`
+ * is the token's text, valid during the call. */
+typedef bool (*specdec_token_callback)(llama_seq_id seq_id, llama_token token, const char * piece, void * user_data);
+
+typedef struct specdec_generation specdec_generation;
+
+/*
+ * Generates for n_prompts sequences at once (sequence i = prompt i, one target
+ * batch verifies every sequence's proposal per step). Each prompt needs at
+ * least one token; its sequence's memory is cleared first.
+ *  - session: drafts and verifies through it; n_prompts <= its n_seq.
+ *    NULL: plain decoding of `target` alone (the reference speculation must equal).
+ *  - target: ignored when session is set (the session's target is used).
+ *  - callback: optional (NULL).
+ *  - *out: the results; free with specdec_generation_free.
+ * Errors: INVALID_ARGUMENT (empty prompt, token outside the vocabulary, bad
+ * parameter), INVALID_CONFIG, SEQ_CAPACITY, CONTEXT_FULL (a prompt longer than
+ * the context), DECODE_FAILED, NATIVE_FAILURE.
+ */
+SPECDEC_API specdec_status specdec_generate(
+        specdec_session               * session,
+        struct llama_context          * target,
+        const llama_token * const     * prompts,
+        const size_t                  * n_prompt_tokens,
+        size_t                          n_prompts,
+        const specdec_generate_params * params,
+        specdec_token_callback          callback,
+        void                          * user_data,
+        specdec_generation           ** out);
+
+SPECDEC_API void specdec_generation_free(specdec_generation * generation);
+SPECDEC_API size_t specdec_generation_n_sequences(const specdec_generation * generation);
+/* Output tokens of sequence i (valid until free); NULL if i is out of range. */
+SPECDEC_API const llama_token * specdec_generation_tokens(const specdec_generation * generation, size_t i, size_t * n_tokens);
+/* Output text of sequence i, NUL-terminated (valid until free); NULL if out of range. */
+SPECDEC_API const char * specdec_generation_text(const specdec_generation * generation, size_t i);
+SPECDEC_API specdec_stop_reason specdec_generation_stop_reason(const specdec_generation * generation, size_t i);
+SPECDEC_API specdec_sequence_stats specdec_generation_sequence_stats(const specdec_generation * generation, size_t i);
+SPECDEC_API specdec_generation_times specdec_generation_get_times(const specdec_generation * generation);
 
 #ifdef __cplusplus
 }

@@ -14,10 +14,12 @@
 #include "llama-cpp.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace specdec {
@@ -106,5 +108,30 @@ private:
     struct impl;
     std::unique_ptr<impl> impl_;
 };
+
+using generate_params = specdec_generate_params; // defaults: specdec_generate_default_params()
+
+struct sequence_result {
+    std::vector<llama_token> tokens;  // emitted tokens (no end-of-generation token)
+    std::string              text;    // their text, cut before a stop string
+    specdec_stop_reason      stop = SPECDEC_STOP_BUDGET;
+    specdec_sequence_stats   stats{};
+};
+
+struct generation_result {
+    std::vector<sequence_result> sequences; // one per prompt, in order
+    specdec_generation_times     times{};
+};
+
+// Called per emitted token with its text; return false to stop that sequence.
+using token_callback = std::function<bool(llama_seq_id seq_id, llama_token token, std::string_view piece)>;
+
+// The complete speculative loop over one sequence per prompt (see specdec_generate).
+SPECDEC_API generation_result generate(session & s, std::span<const std::vector<llama_token>> prompts,
+                                       const generate_params & params, const token_callback & on_token = {});
+
+// Plain decoding of `target` alone, through the same loop with no drafter.
+SPECDEC_API generation_result generate_plain(llama_context * target, std::span<const std::vector<llama_token>> prompts,
+                                             const generate_params & params, const token_callback & on_token = {});
 
 } // namespace specdec

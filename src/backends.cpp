@@ -1,0 +1,130 @@
+// The two real generation backends: a session (speculative) and a bare
+// target context (plain decoding), plus the public generate functions.
+#include "generation-backend.h"
+
+#include "error.h"
+
+#include <cstring>
+
+namespace specdec {
+
+namespace detail {
+namespace {
+
+std::string token_piece(const llama_vocab * vocab, llama_token token) {
+    char buf[128];
+    const int32_t n = llama_token_to_piece(vocab, token, buf, sizeof(buf), 0, true);
+    if (n >= 0) {
+        return std::string(buf, static_cast<size_t>(n));
+    }
+    std::string big(static_cast<size_t>(-n), '\0');
+    llama_token_to_piece(vocab, token, big.data(), static_cast<int32_t>(big.size()), 0, true);
+    return big;
+}
+
+// Shared by both backends: the target context's own answers.
+class context_backend : public generation_backend {
+public:
+    explicit context_backend(llama_context * target)
+        : target_(target), vocab_(llama_model_get_vocab(llama_get_model(target))) {}
+
+    int32_t n_vocab() const override { return llama_vocab_n_tokens(vocab_); }
+    int32_t n_ctx() const override { return static_cast<int32_t>(llama_n_ctx_seq(target_)); }
+    int32_t n_batch() const override { return static_cast<int32_t>(llama_n_batch(target_)); }
+    const float * logits(int32_t i) override {
+        const float * row = llama_get_logits_ith(target_, i);
+        if (row == nullptr) {
+            fail(SPECDEC_STATUS_NATIVE_FAILURE, "the target produced no logits for batch row ", i);
+        }
+        return row;
+    }
+    bool is_eog(llama_token token) const override { return llama_vocab_is_eog(vocab_, token); }
+    std::string piece(llama_token token) const override { return token_piece(vocab_, token); }
+
+protected:
+    llama_context *     target_;
+    const llama_vocab * vocab_;
+};
+
+class session_backend final : public context_backend {
+public:
+    explicit session_backend(session & s) : context_backend(s.target_context()), s_(s) {}
+
+    uint32_t n_seq() const override { return s_.params().n_seq; }
+    int32_t n_draft_max() const override { return s_.params().n_draft_max; }
+    void clear(llama_seq_id seq) override {
+        s_.remove_range(SPECDEC_CONTEXT_TARGET, seq, -1, -1);
+        if (s_.draft_context() != nullptr) {
+            s_.remove_range(SPECDEC_CONTEXT_DRAFT, seq, -1, -1);
+        }
+    }
+    void begin(llama_seq_id seq, std::span<const llama_token> prompt) override { s_.begin(seq, prompt); }
+    void decode(const llama_batch & batch) override { s_.decode_target(batch); }
+    void process(const llama_batch & batch) override { s_.process(batch); }
+    void draft(std::span<const draft_request> requests) override { s_.draft(requests); }
+    std::span<const llama_token> proposal(llama_seq_id seq) override { return s_.proposal(seq); }
+    void accept(llama_seq_id seq, uint16_t n) override { s_.accept(seq, n); }
+    void truncate(llama_seq_id seq, llama_pos p0) override { s_.remove_range(SPECDEC_CONTEXT_TARGET, seq, p0, -1); }
+
+private:
+    session & s_;
+};
+
+class plain_backend final : public context_backend {
+public:
+    using context_backend::context_backend;
+
+    uint32_t n_seq() const override { return llama_n_seq_max(target_); }
+    int32_t n_draft_max() const override { return 0; }
+    void clear(llama_seq_id seq) override { llama_memory_seq_rm(llama_get_memory(target_), seq, -1, -1); }
+    void begin(llama_seq_id, std::span<const llama_token>) override {}
+    void decode(const llama_batch & batch) override {
+        const int32_t rc = llama_decode(target_, batch);
+        if (rc == 1) {
+            fail(SPECDEC_STATUS_CONTEXT_FULL, "the target context has no room for this batch (llama_decode returned 1)");
+        }
+        if (rc != 0) {
+            fail(SPECDEC_STATUS_DECODE_FAILED, "target decode failed (llama_decode returned ", rc, ")");
+        }
+    }
+    void process(const llama_batch &) override {}
+    void draft(std::span<const draft_request>) override {}
+    std::span<const llama_token> proposal(llama_seq_id) override { return {}; }
+    void accept(llama_seq_id, uint16_t) override {}
+    void truncate(llama_seq_id, llama_pos) override {}
+};
+
+} // namespace
+} // namespace detail
+
+generation_result generate(session & s, std::span<const std::vector<llama_token>> prompts, const generate_params & params,
+                           const token_callback & on_token) {
+    detail::session_backend backend(s);
+    return detail::run_generation(backend, prompts, params, on_token);
+}
+
+generation_result generate_plain(llama_context * target, std::span<const std::vector<llama_token>> prompts,
+                                 const generate_params & params, const token_callback & on_token) {
+    if (target == nullptr) {
+        detail::fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the target context must not be NULL");
+    }
+    detail::plain_backend backend(target);
+    return detail::run_generation(backend, prompts, params, on_token);
+}
+
+} // namespace specdec
+
+extern "C" specdec_generate_params specdec_generate_default_params(void) {
+    specdec_generate_params p{};
+    p.n_predict = 128;
+    p.n_draft = -1;
+    p.temperature = 0.0f;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.seed = 0;
+    p.ignore_eog = false;
+    p.stop_strings = nullptr;
+    p.n_stop_strings = 0;
+    return p;
+}

@@ -1,0 +1,48 @@
+// What the generation loop needs from a target and its drafter. The library
+// implements it over a session (speculative) or a bare context (plain); the
+// unit tests implement it with a scripted fake, so the loop's logic is
+// checked without a model.
+#pragma once
+
+#include "specdec/specdec.hpp"
+
+#include <span>
+#include <string>
+
+namespace specdec::detail {
+
+class generation_backend {
+public:
+    virtual ~generation_backend() = default;
+
+    virtual int32_t n_vocab() const = 0;
+    virtual int32_t n_ctx() const = 0;       // positions per sequence
+    virtual int32_t n_batch() const = 0;     // tokens per decode
+    virtual uint32_t n_seq() const = 0;      // sequences that can run at once
+    virtual int32_t n_draft_max() const = 0; // 0: no drafter
+
+    // Empties a sequence before its prompt.
+    virtual void clear(llama_seq_id seq) = 0;
+    virtual void begin(llama_seq_id seq, std::span<const llama_token> prompt) = 0;
+    // Target decode of a validated batch; throws specdec::error.
+    virtual void decode(const llama_batch & batch) = 0;
+    // The drafter's processing of the batch decode() just ran.
+    virtual void process(const llama_batch & batch) = 0;
+    // Logits of batch row i of the last decode.
+    virtual const float * logits(int32_t i) = 0;
+
+    virtual void draft(std::span<const draft_request> requests) = 0;
+    virtual std::span<const llama_token> proposal(llama_seq_id seq) = 0;
+    virtual void accept(llama_seq_id seq, uint16_t n_accepted) = 0;
+    // Drops positions >= p0 of the target sequence (rejected drafts).
+    virtual void truncate(llama_seq_id seq, llama_pos p0) = 0;
+
+    virtual bool is_eog(llama_token token) const = 0;
+    virtual std::string piece(llama_token token) const = 0;
+};
+
+// The loop itself.
+generation_result run_generation(generation_backend & backend, std::span<const std::vector<llama_token>> prompts,
+                                 const generate_params & params, const token_callback & on_token);
+
+} // namespace specdec::detail

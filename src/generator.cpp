@@ -1,0 +1,335 @@
+// The generation loop: prefill, then per step draft for every active
+// sequence, verify all proposals in one target batch, keep the agreeing
+// prefix plus the target's own token, and drop the rest.
+#include "generation-backend.h"
+
+#include "error.h"
+#include "sampler.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace specdec::detail {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+int64_t since_us(clock_type::time_point t0) {
+    return std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - t0).count();
+}
+
+// A batch the loop owns, with every token in one sequence.
+class token_batch {
+public:
+    explicit token_batch(int32_t capacity) : b_(llama_batch_init(capacity, 0, 1)), capacity_(capacity) {}
+    ~token_batch() { llama_batch_free(b_); }
+    token_batch(const token_batch &) = delete;
+    token_batch & operator=(const token_batch &) = delete;
+
+    void clear() { b_.n_tokens = 0; }
+    int32_t size() const { return b_.n_tokens; }
+    int32_t room() const { return capacity_ - b_.n_tokens; }
+    void add(llama_token t, llama_pos pos, llama_seq_id seq, bool logits) {
+        const int32_t i = b_.n_tokens++;
+        b_.token[i] = t;
+        b_.pos[i] = pos;
+        b_.n_seq_id[i] = 1;
+        b_.seq_id[i][0] = seq;
+        b_.logits[i] = logits;
+    }
+    const llama_batch & get() const { return b_; }
+
+private:
+    llama_batch b_;
+    int32_t capacity_;
+};
+
+struct sequence_state {
+    llama_seq_id    seq = 0;
+    llama_pos       n_past = 0;  // tokens in the target
+    llama_token     id_last = 0; // next token to decode
+    bool            active = true;
+    token_sampler   sampler;
+    sequence_result result;
+    size_t          text_checked = 0; // text before this offset holds no stop string
+};
+
+void validate(generation_backend & backend, std::span<const std::vector<llama_token>> prompts,
+              const generate_params & p) {
+    if (p.n_predict < 0) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "n_predict is ", p.n_predict, "; it must be >= 0");
+    }
+    if (p.n_draft < -1 || p.n_draft > backend.n_draft_max()) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "n_draft is ", p.n_draft, "; it must be within [-1, ", backend.n_draft_max(), "]");
+    }
+    if (p.n_stop_strings > 0 && p.stop_strings == nullptr) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "stop_strings must not be NULL when n_stop_strings > 0");
+    }
+    for (size_t i = 0; i < p.n_stop_strings; ++i) {
+        if (p.stop_strings[i] == nullptr || p.stop_strings[i][0] == '\0') {
+            fail(SPECDEC_STATUS_INVALID_ARGUMENT, "stop string ", i, " is empty");
+        }
+    }
+    validate_sampling(p);
+    if (prompts.empty()) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "no prompt given");
+    }
+    if (prompts.size() > static_cast<size_t>(backend.n_batch())) {
+        fail(SPECDEC_STATUS_BATCH_CAPACITY, prompts.size(), " sequences cannot share a verification batch of n_batch = ",
+             backend.n_batch(), " tokens");
+    }
+    if (prompts.size() > backend.n_seq()) {
+        fail(SPECDEC_STATUS_SEQ_CAPACITY, prompts.size(), " prompts need as many sequences, but only ", backend.n_seq(),
+             " are available");
+    }
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        const auto & prompt = prompts[i];
+        if (prompt.empty()) {
+            fail(SPECDEC_STATUS_INVALID_ARGUMENT, "prompt ", i, " is empty; it needs at least one token");
+        }
+        if (prompt.size() > static_cast<size_t>(backend.n_ctx())) {
+            fail(SPECDEC_STATUS_CONTEXT_FULL, "prompt ", i, " has ", prompt.size(), " tokens; the context holds ",
+                 backend.n_ctx(), " per sequence");
+        }
+        for (llama_token t : prompt) {
+            if (t < 0 || t >= backend.n_vocab()) {
+                fail(SPECDEC_STATUS_INVALID_ARGUMENT, "prompt ", i, " holds token ", t, ", outside the vocabulary [0, ",
+                     backend.n_vocab(), ")");
+            }
+        }
+    }
+}
+
+class loop {
+public:
+    loop(generation_backend & backend, const generate_params & params, const token_callback & on_token)
+        : b_(backend), p_(params), on_token_(on_token),
+          n_draft_(params.n_draft < 0 ? backend.n_draft_max() : params.n_draft),
+          batch_(std::max(backend.n_batch(), 1)) {
+        for (size_t i = 0; i < params.n_stop_strings; ++i) {
+            stops_.emplace_back(params.stop_strings[i]);
+        }
+    }
+
+    generation_result run(std::span<const std::vector<llama_token>> prompts) {
+        const auto t0 = clock_type::now();
+        for (size_t i = 0; i < prompts.size(); ++i) {
+            const auto seq = static_cast<llama_seq_id>(i);
+            seqs_.push_back({seq, 0, 0, true, token_sampler(p_, p_.seed + static_cast<uint32_t>(i), b_.n_vocab()), {}, 0});
+        }
+        prefill(prompts);
+        times_.t_prefill_us = since_us(t0);
+        for (sequence_state & s : seqs_) {
+            if (p_.n_predict == 0) {
+                s.active = false;
+            }
+        }
+        while (std::any_of(seqs_.begin(), seqs_.end(), [](const sequence_state & s) { return s.active; })) {
+            step();
+        }
+        times_.t_total_us = since_us(t0);
+
+        generation_result out;
+        out.times = times_;
+        for (sequence_state & s : seqs_) {
+            out.sequences.push_back(std::move(s.result));
+        }
+        return out;
+    }
+
+private:
+    // Decodes every prompt but its last token, in batches of at most n_batch
+    // tokens that may mix sequences; the last token becomes id_last.
+    void prefill(std::span<const std::vector<llama_token>> prompts) {
+        for (sequence_state & s : seqs_) {
+            b_.clear(s.seq);
+        }
+        batch_.clear();
+        for (sequence_state & s : seqs_) {
+            const auto & prompt = prompts[static_cast<size_t>(s.seq)];
+            for (size_t i = 0; i + 1 < prompt.size(); ++i) {
+                if (batch_.room() == 0) {
+                    flush_prefill();
+                }
+                batch_.add(prompt[i], static_cast<llama_pos>(i), s.seq, false);
+            }
+            s.n_past = static_cast<llama_pos>(prompt.size()) - 1;
+            s.id_last = prompt.back();
+        }
+        flush_prefill();
+        for (sequence_state & s : seqs_) {
+            const auto & prompt = prompts[static_cast<size_t>(s.seq)];
+            b_.begin(s.seq, std::span<const llama_token>(prompt.data(), prompt.size() - 1));
+        }
+    }
+
+    void flush_prefill() {
+        if (batch_.size() > 0) {
+            b_.decode(batch_.get());
+            b_.process(batch_.get());
+            batch_.clear();
+        }
+    }
+
+    void step() {
+        // Draft for every active sequence that has room for more than id_last:
+        // within its token budget, the context, and its share of the batch.
+        const auto n_active = std::count_if(seqs_.begin(), seqs_.end(), [](const sequence_state & s) { return s.active; });
+        const int64_t share = b_.n_batch() / n_active - 1;
+        std::vector<draft_request> requests;
+        for (const sequence_state & s : seqs_) {
+            if (!s.active) {
+                continue;
+            }
+            const int64_t budget = p_.n_predict - static_cast<int64_t>(s.result.tokens.size()) - 1;
+            const int64_t room = static_cast<int64_t>(b_.n_ctx()) - s.n_past - 1;
+            const auto cap = static_cast<int32_t>(std::clamp<int64_t>(std::min<int64_t>({n_draft_, budget, room, share}), 0, n_draft_));
+            if (cap > 0) {
+                requests.push_back({s.seq, s.n_past, s.id_last, cap});
+            }
+        }
+        auto t = clock_type::now();
+        if (!requests.empty()) {
+            b_.draft(requests);
+        }
+        times_.t_draft_us += since_us(t);
+
+        // One verification batch: per sequence id_last, then its proposal.
+        batch_.clear();
+        std::vector<int32_t> row0(seqs_.size(), -1);
+        std::vector<std::vector<llama_token>> proposals(seqs_.size());
+        for (sequence_state & s : seqs_) {
+            if (!s.active) {
+                continue;
+            }
+            const size_t i = static_cast<size_t>(s.seq);
+            const bool drafted = std::any_of(requests.begin(), requests.end(), [&](const draft_request & r) { return r.seq_id == s.seq; });
+            if (drafted) {
+                const auto p = b_.proposal(s.seq);
+                proposals[i].assign(p.begin(), p.end());
+            }
+            row0[i] = batch_.size();
+            batch_.add(s.id_last, s.n_past, s.seq, true);
+            for (size_t k = 0; k < proposals[i].size(); ++k) {
+                batch_.add(proposals[i][k], s.n_past + 1 + static_cast<llama_pos>(k), s.seq, true);
+            }
+        }
+        t = clock_type::now();
+        b_.decode(batch_.get());
+        times_.t_verify_us += since_us(t);
+        t = clock_type::now();
+        b_.process(batch_.get());
+        times_.t_draft_us += since_us(t);
+
+        for (sequence_state & s : seqs_) {
+            if (s.active) {
+                verify(s, proposals[static_cast<size_t>(s.seq)], row0[static_cast<size_t>(s.seq)]);
+            }
+        }
+    }
+
+    // Draws the target's token at each position in turn and keeps going while
+    // the draw equals the drafted token: each emitted token is exactly what
+    // the target alone would have produced there.
+    void verify(sequence_state & s, const std::vector<llama_token> & proposal, int32_t row0) {
+        size_t kept = 0;
+        llama_token last = s.id_last;
+        for (size_t k = 0; k <= proposal.size() && s.active; ++k) {
+            const llama_token x = s.sampler.choose(b_.logits(row0 + static_cast<int32_t>(k)));
+            last = x;
+            emit(s, x);
+            if (k == proposal.size() || x != proposal[k]) {
+                break;
+            }
+            ++kept;
+        }
+        sequence_stats_update(s, proposal.size(), kept);
+        if (!proposal.empty()) {
+            b_.accept(s.seq, static_cast<uint16_t>(kept));
+        }
+        if (kept < proposal.size()) {
+            b_.truncate(s.seq, s.n_past + 1 + static_cast<llama_pos>(kept));
+        }
+        s.n_past += 1 + static_cast<llama_pos>(kept);
+        s.id_last = last;
+        if (s.active && s.n_past >= b_.n_ctx()) {
+            s.active = false;
+            s.result.stop = SPECDEC_STOP_CONTEXT;
+        }
+    }
+
+    void sequence_stats_update(sequence_state & s, size_t proposed, size_t kept) {
+        specdec_sequence_stats & st = s.result.stats;
+        st.n_steps++;
+        st.n_drafted += proposed;
+        st.n_accepted += kept;
+        for (size_t k = 0; k < proposed; ++k) {
+            st.n_proposed_at[k]++;
+        }
+        for (size_t k = 0; k < kept; ++k) {
+            st.n_accepted_at[k]++;
+        }
+    }
+
+    void emit(sequence_state & s, llama_token x) {
+        if (!p_.ignore_eog && b_.is_eog(x)) {
+            stop(s, SPECDEC_STOP_EOG);
+            return;
+        }
+        const std::string piece = b_.piece(x);
+        s.result.tokens.push_back(x);
+        s.result.text += piece;
+        s.result.stats.n_generated++;
+        if (on_token_ && !on_token_(s.seq, x, piece)) {
+            stop(s, SPECDEC_STOP_CALLBACK);
+            return;
+        }
+        if (cut_at_stop_string(s)) {
+            stop(s, SPECDEC_STOP_STRING);
+            return;
+        }
+        if (s.result.tokens.size() >= static_cast<size_t>(p_.n_predict)) {
+            stop(s, SPECDEC_STOP_BUDGET);
+        }
+    }
+
+    bool cut_at_stop_string(sequence_state & s) {
+        std::string & text = s.result.text;
+        for (const std::string & stop : stops_) {
+            // A stop string may straddle the previous pieces.
+            const size_t from = s.text_checked >= stop.size() ? s.text_checked - stop.size() + 1 : 0;
+            const size_t at = text.find(stop, from);
+            if (at != std::string::npos) {
+                text.resize(at);
+                return true;
+            }
+        }
+        s.text_checked = text.size();
+        return false;
+    }
+
+    static void stop(sequence_state & s, specdec_stop_reason why) {
+        s.active = false;
+        s.result.stop = why;
+    }
+
+    generation_backend &        b_;
+    const generate_params &     p_;
+    const token_callback &      on_token_;
+    const int32_t               n_draft_;
+    token_batch                 batch_;
+    std::vector<std::string>    stops_;
+    std::vector<sequence_state> seqs_;
+    specdec_generation_times    times_{};
+};
+
+} // namespace
+
+generation_result run_generation(generation_backend & backend, std::span<const std::vector<llama_token>> prompts,
+                                 const generate_params & params, const token_callback & on_token) {
+    validate(backend, prompts, params);
+    return loop(backend, params, on_token).run(prompts);
+}
+
+} // namespace specdec::detail

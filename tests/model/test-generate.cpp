@@ -1,0 +1,186 @@
+// The losslessness matrix on generated fixtures: for every strategy, draft
+// lengths 1, 2, 4, 8 and 1 or 3 sequences, speculative output equals plain
+// decoding of the same target, greedy and seeded sampling alike.
+#include "harness.h"
+
+#include <gtest/gtest.h>
+
+#include <tuple>
+
+namespace specdec::test {
+namespace {
+
+using fixtures::drafter_kind;
+
+constexpr uint32_t n_vocab = 128;
+const std::vector<std::vector<llama_token>> prompts = {{20, 21, 22, 23, 24}, {90, 7, 8}, {50, 51, 60, 61, 62, 63, 64}};
+
+fixtures::fixture_options wrong_drafter() {
+    fixtures::fixture_options opt;
+    opt.drafter = drafter_kind::wrong_every_k; // both accepted and rejected drafts
+    return opt;
+}
+
+// A target model, and the draft model file when the strategy has one.
+struct strategy_case {
+    std::string      name;
+    specdec_strategy strategy;
+    std::string      target;
+    std::string      draft; // "" for MTP and n-gram
+};
+
+strategy_case make_case(const std::string & name) {
+    const auto opt = wrong_drafter();
+    auto llama = [&] { return fixture("llama-target-2-256", [&](const std::string & p) { fixtures::write_llama_target(p, {}); }); };
+    if (name == "mtp-qwen35") {
+        return {name, SPECDEC_STRATEGY_MTP, fixture("qwen35-mtp-wrong", [&](const std::string & p) { fixtures::write_qwen35_mtp(p, opt); }), ""};
+    }
+    if (name == "mtp-glm4moe") {
+        return {name, SPECDEC_STRATEGY_MTP, fixture("glm4moe-mtp-wrong", [&](const std::string & p) { fixtures::write_glm4moe_mtp(p, opt); }), ""};
+    }
+    if (name == "eagle3") {
+        return {name, SPECDEC_STRATEGY_EAGLE3, llama(), fixture("eagle3-wrong-2-256", [&](const std::string & p) { fixtures::write_eagle3_draft(p, opt); })};
+    }
+    if (name == "dflash" || name == "dflash2") {
+        const bool v2 = name == "dflash2";
+        return {name, SPECDEC_STRATEGY_DFLASH, llama(),
+                fixture(name + "-wrong-2-256", [&](const std::string & p) { fixtures::write_dflash_draft(p, opt, v2); })};
+    }
+    if (name == "draft") {
+        return {name, SPECDEC_STRATEGY_DRAFT, llama(), llama()};
+    }
+    return {name, SPECDEC_STRATEGY_NGRAM_SIMPLE, llama(), ""};
+}
+
+struct opened {
+    llama_model_ptr   target_model;
+    llama_model_ptr   draft_model;
+    llama_context_ptr target;
+    llama_context_ptr draft;
+};
+
+opened open(const strategy_case & c, const session_params & sp) {
+    opened o;
+    o.target_model = load_model(c.target);
+    context_options t;
+    t.n_seq_max = sp.n_seq;
+    t.n_rs_seq = static_cast<uint32_t>(sp.n_draft_max);
+    o.target = make_context(o.target_model.get(), t);
+    if (specdec_strategy_needs_draft_context(c.strategy)) {
+        if (!c.draft.empty()) {
+            o.draft_model = load_model(c.draft);
+        }
+        llama_context_params cp = llama_context_default_params();
+        cp.n_threads = 1;
+        cp.n_threads_batch = 1;
+        o.draft = make_draft_context(o.target.get(), o.draft_model.get(), sp, cp);
+    }
+    return o;
+}
+
+generation_result plain_reference(const strategy_case & c, size_t n_seq, const generate_params & gp) {
+    auto model = load_model(c.target);
+    context_options t;
+    t.n_seq_max = static_cast<uint32_t>(n_seq);
+    auto ctx = make_context(model.get(), t);
+    return generate_plain(ctx.get(), std::span(prompts.data(), n_seq), gp);
+}
+
+class Lossless : public ::testing::TestWithParam<std::tuple<std::string, int, int>> {};
+
+TEST_P(Lossless, GreedyOutputEqualsPlainDecoding) {
+    const auto & [name, n_draft, n_seq] = GetParam();
+    const strategy_case c = make_case(name);
+    session_params sp = specdec_session_default_params();
+    sp.strategy = c.strategy;
+    sp.n_draft_max = n_draft;
+    sp.n_seq = static_cast<uint32_t>(n_seq);
+
+    generate_params gp = specdec_generate_default_params();
+    gp.n_predict = 32;
+    const generation_result ref = plain_reference(c, static_cast<size_t>(n_seq), gp);
+
+    opened o = open(c, sp);
+    session s(o.target.get(), o.draft.get(), sp);
+    const generation_result out = generate(s, std::span(prompts.data(), static_cast<size_t>(n_seq)), gp);
+    ASSERT_EQ(out.sequences.size(), static_cast<size_t>(n_seq));
+    uint64_t drafted = 0;
+    for (int i = 0; i < n_seq; ++i) {
+        EXPECT_EQ(out.sequences[static_cast<size_t>(i)].tokens, ref.sequences[static_cast<size_t>(i)].tokens) << "sequence " << i;
+        EXPECT_EQ(out.sequences[static_cast<size_t>(i)].tokens, expected_cycle(prompts[static_cast<size_t>(i)].back(), 32, n_vocab));
+        EXPECT_EQ(out.sequences[static_cast<size_t>(i)].text, ref.sequences[static_cast<size_t>(i)].text);
+        drafted += out.sequences[static_cast<size_t>(i)].stats.n_drafted;
+    }
+    if (c.strategy != SPECDEC_STRATEGY_NGRAM_SIMPLE) {
+        EXPECT_GT(drafted, 0u);
+    }
+    EXPECT_TRUE(s.is_quiescent());
+    EXPECT_EQ(s.stats().n_drafted, drafted);
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, Lossless,
+                         ::testing::Combine(::testing::Values("mtp-qwen35", "mtp-glm4moe", "eagle3", "dflash", "dflash2",
+                                                              "draft", "ngram-simple"),
+                                            ::testing::Values(1, 2, 4, 8), ::testing::Values(1, 3)),
+                         [](const auto & tc) {
+                             std::string n = std::get<0>(tc.param);
+                             for (char & ch : n) {
+                                 ch = ch == '-' ? '_' : ch;
+                             }
+                             n += "_n";
+                             n += std::to_string(std::get<1>(tc.param));
+                             n += "_seq";
+                             n += std::to_string(std::get<2>(tc.param));
+                             return n;
+                         });
+
+class SampledLossless : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SampledLossless, SeededOutputEqualsSeededPlainDecoding) {
+    const strategy_case c = make_case(GetParam());
+    session_params sp = specdec_session_default_params();
+    sp.strategy = c.strategy;
+    sp.n_draft_max = 4;
+    sp.n_seq = 3;
+    generate_params gp = specdec_generate_default_params();
+    gp.n_predict = 24;
+    gp.temperature = 4.0f; // spreads the constructed logits (margin 16) so drafts are sometimes rejected
+    gp.top_k = 40;
+    gp.seed = 1234;
+    const generation_result ref = plain_reference(c, 3, gp);
+    opened o = open(c, sp);
+    session s(o.target.get(), o.draft.get(), sp);
+    const generation_result out = generate(s, prompts, gp);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        EXPECT_EQ(out.sequences[i].tokens, ref.sequences[i].tokens) << "sequence " << i;
+    }
+    EXPECT_NE(out.sequences[0].tokens, expected_cycle(prompts[0].back(), 24, n_vocab)); // really sampled
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, SampledLossless,
+                         ::testing::Values("mtp-qwen35", "mtp-glm4moe", "eagle3", "dflash", "dflash2", "draft"),
+                         [](const auto & tc) {
+                             std::string n = tc.param;
+                             for (char & ch : n) {
+                                 ch = ch == '-' ? '_' : ch;
+                             }
+                             return n;
+                         });
+
+TEST(Generate, ExactDrafterAcceptsAlmostEverything) {
+    const auto path = fixture("glm4moe-mtp-exact", [](const std::string & p) { fixtures::write_glm4moe_mtp(p, {}); });
+    session_params sp = specdec_session_default_params();
+    sp.n_draft_max = 4;
+    opened o = open({"mtp", SPECDEC_STRATEGY_MTP, path, ""}, sp);
+    session s(o.target.get(), o.draft.get(), sp);
+    generate_params gp = specdec_generate_default_params();
+    gp.n_predict = 64;
+    const auto out = generate(s, std::span(prompts.data(), 1), gp);
+    const auto & st = out.sequences[0].stats;
+    EXPECT_EQ(st.n_accepted, st.n_drafted);
+    EXPECT_GT(static_cast<double>(st.n_accepted) / static_cast<double>(st.n_drafted), 0.99);
+    EXPECT_EQ(st.n_steps, 13u); // 64 tokens at 5 per step
+}
+
+} // namespace
+} // namespace specdec::test

@@ -1,0 +1,446 @@
+// The generation loop against a scripted target and drafter, no model:
+// losslessness, stop conditions, streaming, statistics, rollback, and the
+// sampling distribution.
+#include "generation-backend.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <numeric>
+
+namespace specdec::test {
+namespace {
+
+using detail::generation_backend;
+using detail::run_generation;
+
+constexpr int32_t V = 16;
+constexpr llama_token eog = 15;
+
+// A deterministic "language": the target's logits at a position depend only
+// on the token there. Greedy successor: (3t + 1) mod 15, never the EOG id.
+llama_token greedy_next(llama_token t) {
+    return (3 * t + 1) % 15;
+}
+
+// Scripted target + drafter. It also checks the contract the loop must keep
+// with a real context: positions continue exactly where each sequence ends.
+class fake_backend : public generation_backend {
+public:
+    // drafter(seq, id_last, cap) -> proposal
+    using drafter_fn = std::function<std::vector<llama_token>(llama_seq_id, llama_token, int32_t)>;
+
+    fake_backend(int32_t n_draft_max, drafter_fn drafter, uint32_t n_seq = 4, int32_t n_ctx = 4096,
+                 int32_t n_batch = 64)
+        : n_draft_max_(n_draft_max), drafter_(std::move(drafter)), n_seq_(n_seq), n_ctx_(n_ctx), n_batch_(n_batch) {}
+
+    // Logits for the position after token t (greedy_next(t) is the argmax).
+    std::function<void(llama_token, float *)> logits_for = [](llama_token t, float * out) {
+        std::fill(out, out + V, 0.0f);
+        out[greedy_next(t)] = 10.0f;
+    };
+
+    int32_t n_vocab() const override { return V; }
+    int32_t n_ctx() const override { return n_ctx_; }
+    int32_t n_batch() const override { return n_batch_; }
+    uint32_t n_seq() const override { return n_seq_; }
+    int32_t n_draft_max() const override { return n_draft_max_; }
+
+    void clear(llama_seq_id seq) override { kv[seq].clear(); }
+    void begin(llama_seq_id, std::span<const llama_token>) override {}
+
+    void decode(const llama_batch & b) override {
+        EXPECT_LE(b.n_tokens, n_batch_);
+        rows.assign(static_cast<size_t>(b.n_tokens) * V, 0.0f);
+        for (int32_t i = 0; i < b.n_tokens; ++i) {
+            auto & seq_kv = kv[b.seq_id[i][0]];
+            EXPECT_EQ(b.pos[i], static_cast<llama_pos>(seq_kv.size())) << "positions must continue the sequence";
+            EXPECT_LT(b.pos[i], n_ctx_);
+            seq_kv.push_back(b.token[i]);
+            logits_for(b.token[i], rows.data() + static_cast<size_t>(i) * V);
+        }
+        ++n_decodes;
+    }
+    void process(const llama_batch &) override {}
+    const float * logits(int32_t i) override { return rows.data() + static_cast<size_t>(i) * V; }
+
+    void draft(std::span<const draft_request> requests) override {
+        for (const auto & r : requests) {
+            EXPECT_GE(r.n_max, 1);
+            EXPECT_LE(r.n_max, n_draft_max_);
+            EXPECT_EQ(r.n_past, static_cast<llama_pos>(kv[r.seq_id].size()));
+            EXPECT_FALSE(pending.count(r.seq_id));
+            auto p = drafter_(r.seq_id, r.id_last, r.n_max);
+            if (p.size() > static_cast<size_t>(r.n_max)) {
+                p.resize(static_cast<size_t>(r.n_max));
+            }
+            proposals[r.seq_id] = p;
+            if (!p.empty()) {
+                pending[r.seq_id] = p.size();
+            }
+        }
+    }
+    std::span<const llama_token> proposal(llama_seq_id seq) override { return proposals[seq]; }
+    void accept(llama_seq_id seq, uint16_t n) override {
+        ASSERT_TRUE(pending.count(seq));
+        EXPECT_LE(n, pending[seq]);
+        pending.erase(seq);
+        accepted_calls.push_back(n);
+    }
+    void truncate(llama_seq_id seq, llama_pos p0) override {
+        EXPECT_LE(p0, static_cast<llama_pos>(kv[seq].size()));
+        kv[seq].resize(static_cast<size_t>(p0));
+    }
+    bool is_eog(llama_token t) const override { return t == eog; }
+    std::string piece(llama_token t) const override { return std::string(1, static_cast<char>('a' + t)); }
+
+    std::map<llama_seq_id, std::vector<llama_token>> kv;
+    std::map<llama_seq_id, std::vector<llama_token>> proposals;
+    std::map<llama_seq_id, size_t>                   pending;
+    std::vector<uint16_t>                            accepted_calls;
+    std::vector<float>                               rows;
+    int                                              n_decodes = 0;
+
+private:
+    int32_t    n_draft_max_;
+    drafter_fn drafter_;
+    uint32_t   n_seq_;
+    int32_t    n_ctx_;
+    int32_t    n_batch_;
+};
+
+// Chains greedy_next; errs (off by one) when the input token is a multiple of `wrong_every`.
+fake_backend::drafter_fn chained_drafter(int wrong_every = 0) {
+    return [wrong_every](llama_seq_id, llama_token t, int32_t cap) {
+        std::vector<llama_token> out;
+        for (int32_t i = 0; i < cap; ++i) {
+            llama_token next = greedy_next(t);
+            if (wrong_every > 0 && t % wrong_every == 0) {
+                next = (next + 1) % 15;
+            }
+            out.push_back(next);
+            t = next;
+        }
+        return out;
+    };
+}
+
+fake_backend::drafter_fn silent_drafter() {
+    return [](llama_seq_id, llama_token, int32_t) { return std::vector<llama_token>{}; };
+}
+
+generate_params greedy(int n_predict, int n_draft = -1) {
+    generate_params p = specdec_generate_default_params();
+    p.n_predict = n_predict;
+    p.n_draft = n_draft;
+    return p;
+}
+
+std::vector<llama_token> expected(llama_token last, int n) {
+    std::vector<llama_token> out;
+    for (int i = 0; i < n; ++i) {
+        last = greedy_next(last);
+        out.push_back(last);
+    }
+    return out;
+}
+
+const std::vector<std::vector<llama_token>> three_prompts = {{1, 2, 3}, {4}, {7, 8, 9, 10, 11}};
+
+// --- losslessness ----------------------------------------------------------------
+
+class GreedyLossless : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
+
+TEST_P(GreedyLossless, EqualsPlainDecoding) {
+    const auto [n_draft, wrong_every, n_seq] = GetParam();
+    const std::vector<std::vector<llama_token>> prompts(three_prompts.begin(), three_prompts.begin() + n_seq);
+
+    fake_backend plain(0, silent_drafter());
+    const generation_result ref = run_generation(plain, prompts, greedy(37), {});
+
+    fake_backend spec(n_draft, chained_drafter(wrong_every));
+    const generation_result out = run_generation(spec, prompts, greedy(37), {});
+    ASSERT_EQ(out.sequences.size(), prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        EXPECT_EQ(out.sequences[i].tokens, ref.sequences[i].tokens);
+        EXPECT_EQ(out.sequences[i].tokens, expected(prompts[i].back(), 37));
+        EXPECT_EQ(out.sequences[i].stop, SPECDEC_STOP_BUDGET);
+        EXPECT_EQ(out.sequences[i].text.size(), 37u);
+        const auto & st = out.sequences[i].stats;
+        EXPECT_EQ(st.n_generated, 37u);
+        // Every step emits the kept prefix plus one target token (the last may overshoot the budget).
+        EXPECT_GE(st.n_accepted + st.n_steps, 37u);
+        if (wrong_every == 0) {
+            EXPECT_EQ(st.n_accepted, st.n_drafted);
+            EXPECT_EQ(st.n_steps, static_cast<uint64_t>((37 + n_draft) / (n_draft + 1)));
+        }
+        EXPECT_EQ(std::accumulate(st.n_accepted_at, st.n_accepted_at + SPECDEC_MAX_DRAFT, uint64_t{0}), st.n_accepted);
+        EXPECT_EQ(std::accumulate(st.n_proposed_at, st.n_proposed_at + SPECDEC_MAX_DRAFT, uint64_t{0}), st.n_drafted);
+    }
+    EXPECT_TRUE(spec.pending.empty());
+    // One verification batch per step for all sequences together.
+    EXPECT_LT(spec.n_decodes, plain.n_decodes);
+}
+
+INSTANTIATE_TEST_SUITE_P(Drafts, GreedyLossless,
+                         ::testing::Combine(::testing::Values(1, 2, 4, 8), ::testing::Values(0, 3), ::testing::Values(1, 3)),
+                         [](const auto & tc) {
+                             std::string name = "n";
+                             name += std::to_string(std::get<0>(tc.param));
+                             name += "_wrong";
+                             name += std::to_string(std::get<1>(tc.param));
+                             name += "_seq";
+                             name += std::to_string(std::get<2>(tc.param));
+                             return name;
+                         });
+
+TEST(Generator, RejectedPositionsAreDroppedBeforeTheNextStep) {
+    fake_backend spec(4, chained_drafter(2));
+    run_generation(spec, {{{5}}}, greedy(20), {});
+    // The fake checks every decode continues the sequence; here the final
+    // memory holds exactly prompt + emitted tokens minus the last id_last.
+    EXPECT_EQ(spec.kv[0].size(), 20u);
+    EXPECT_FALSE(spec.accepted_calls.empty());
+    EXPECT_TRUE(std::any_of(spec.accepted_calls.begin(), spec.accepted_calls.end(), [](uint16_t n) { return n < 4; }));
+}
+
+TEST(Generator, AcceptanceMatchesTheScriptedDrafter) {
+    // Wrong whenever the input is even: from 1 the chain is 1 -> 4 (even) -> 13 wrong.
+    fake_backend spec(3, chained_drafter(2));
+    const auto out = run_generation(spec, {{{1}}}, greedy(30), {});
+    llama_token t = 1;
+    size_t step = 0;
+    for (uint16_t kept : spec.accepted_calls) {
+        // Reference: count the chain's agreeing prefix.
+        const auto want = chained_drafter(2)(0, t, 3);
+        uint16_t k = 0;
+        llama_token x = t;
+        while (k < want.size() && want[k] == greedy_next(x)) {
+            x = want[k];
+            ++k;
+        }
+        EXPECT_EQ(kept, k) << "step " << step++;
+        for (int i = 0; i <= kept; ++i) {
+            t = greedy_next(t);
+        }
+        if (out.sequences[0].tokens.size() < 30 && t == out.sequences[0].tokens.back()) {
+            break;
+        }
+    }
+}
+
+// --- stopping and streaming ---------------------------------------------------------
+
+TEST(Generator, CallbackFiresOncePerTokenAndCanStopOneSequence) {
+    fake_backend spec(4, chained_drafter());
+    std::map<llama_seq_id, int> calls;
+    const auto out = run_generation(spec, three_prompts, greedy(25), [&](llama_seq_id seq, llama_token, std::string_view piece) {
+        EXPECT_EQ(piece.size(), 1u);
+        ++calls[seq];
+        return !(seq == 1 && calls[seq] == 7);
+    });
+    EXPECT_EQ(calls[0], 25);
+    EXPECT_EQ(calls[1], 7);
+    EXPECT_EQ(calls[2], 25);
+    EXPECT_EQ(out.sequences[1].stop, SPECDEC_STOP_CALLBACK);
+    EXPECT_EQ(out.sequences[1].tokens.size(), 7u);
+    EXPECT_EQ(out.sequences[0].stop, SPECDEC_STOP_BUDGET);
+}
+
+TEST(Generator, EndOfGenerationStopsUnlessIgnored) {
+    // 14 -> 43 mod 15 = 13 ... make the target emit EOG after token 4.
+    fake_backend spec(4, chained_drafter());
+    spec.logits_for = [](llama_token t, float * out) {
+        std::fill(out, out + V, 0.0f);
+        out[t == 4 ? eog : greedy_next(t)] = 10.0f;
+    };
+    const auto out = run_generation(spec, {{{1}}}, greedy(30), {});
+    EXPECT_EQ(out.sequences[0].stop, SPECDEC_STOP_EOG);
+    EXPECT_EQ(out.sequences[0].tokens, std::vector<llama_token>({4})); // 1 -> 4 -> EOG (not emitted)
+
+    fake_backend again(4, chained_drafter());
+    again.logits_for = spec.logits_for;
+    generate_params p = greedy(5);
+    p.ignore_eog = true;
+    const auto cont = run_generation(again, {{{1}}}, p, {});
+    EXPECT_EQ(cont.sequences[0].stop, SPECDEC_STOP_BUDGET);
+    EXPECT_EQ(cont.sequences[0].tokens[1], eog);
+}
+
+TEST(Generator, StopStringsCutTheTextEvenAcrossTokens) {
+    // From 1: 4 13 10 1 4 ... -> pieces "e" "n" "k" "b" "e"
+    fake_backend spec(4, chained_drafter());
+    const char * stops[] = {"kb"};
+    generate_params p = greedy(40);
+    p.stop_strings = stops;
+    p.n_stop_strings = 1;
+    const auto out = run_generation(spec, {{{1}}}, p, {});
+    EXPECT_EQ(out.sequences[0].stop, SPECDEC_STOP_STRING);
+    EXPECT_EQ(out.sequences[0].text, "en");
+    EXPECT_EQ(out.sequences[0].tokens, std::vector<llama_token>({4, 13, 10, 1}));
+}
+
+TEST(Generator, TheContextLimitIsACleanStop) {
+    fake_backend spec(4, chained_drafter(), 4, /*n_ctx=*/12);
+    const auto out = run_generation(spec, {{{1, 2, 3}}}, greedy(100), {});
+    EXPECT_EQ(out.sequences[0].stop, SPECDEC_STOP_CONTEXT);
+    EXPECT_EQ(out.sequences[0].tokens.size(), 10u); // 12 positions: 2 prompt tokens decoded + 10
+    EXPECT_EQ(out.sequences[0].tokens, expected(3, 10));
+}
+
+TEST(Generator, DraftsNeverReachBeyondTheBudget) {
+    int32_t max_cap_at_end = 0;
+    fake_backend spec(8, [&](llama_seq_id s, llama_token t, int32_t cap) {
+        max_cap_at_end = cap;
+        return chained_drafter()(s, t, cap);
+    });
+    const auto out = run_generation(spec, {{{1}}}, greedy(12), {});
+    EXPECT_EQ(out.sequences[0].tokens.size(), 12u);
+    EXPECT_EQ(out.sequences[0].stats.n_generated, 12u);
+    EXPECT_LE(max_cap_at_end, 2); // 9 emitted after the first step, 3 left: at most 2 drafts
+}
+
+TEST(Generator, ZeroBudgetOnlyPrefills) {
+    fake_backend spec(4, chained_drafter());
+    const auto out = run_generation(spec, {{{1, 2, 3}}}, greedy(0), {});
+    EXPECT_TRUE(out.sequences[0].tokens.empty());
+    EXPECT_EQ(spec.kv[0].size(), 2u);
+}
+
+TEST(Generator, BadInputIsATypedError) {
+    auto status = [](const std::function<void()> & f) {
+        try {
+            f();
+        } catch (const error & e) {
+            return e.code();
+        }
+        return SPECDEC_STATUS_OK;
+    };
+    fake_backend spec(4, chained_drafter(), 2, 8);
+    EXPECT_EQ(status([&] { run_generation(spec, {{{}}}, greedy(4), {}); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(status([&] { run_generation(spec, {{{1, V}}}, greedy(4), {}); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(status([&] { run_generation(spec, {{{1}, {2}, {3}}}, greedy(4), {}); }), SPECDEC_STATUS_SEQ_CAPACITY);
+    EXPECT_EQ(status([&] { run_generation(spec, {{{1, 2, 3, 4, 5, 6, 7, 8, 9}}}, greedy(4), {}); }), SPECDEC_STATUS_CONTEXT_FULL);
+    EXPECT_EQ(status([&] { run_generation(spec, {{{1}}}, greedy(4, 5), {}); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(status([&] { run_generation(spec, {{{1}}}, greedy(-1), {}); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+    generate_params p = greedy(4);
+    p.temperature = 1.0f;
+    p.top_p = 0.0f;
+    EXPECT_EQ(status([&] { run_generation(spec, {{{1}}}, p, {}); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(spec.n_decodes, 0); // nothing ran
+}
+
+// --- sampling ----------------------------------------------------------------------
+
+// A target whose next-token distribution is spread out: p(x | t) ∝ w[(x - t) mod V].
+void spread_logits(llama_token t, float * out) {
+    static const float w[V] = {2.0f, 1.2f, 0.3f, 1.7f, 0.1f, 0.9f, 1.1f, 0.0f, 0.5f, 1.4f, 0.2f, 0.8f, 0.6f, 1.0f, 0.4f, 0.7f};
+    for (int x = 0; x < V; ++x) {
+        out[x] = w[(x - t + V) % V];
+    }
+}
+
+std::vector<double> softmax_of(llama_token t) {
+    float logits[V];
+    spread_logits(t, logits);
+    std::vector<double> p(V);
+    double z = 0;
+    for (int x = 0; x < V; ++x) {
+        z += p[static_cast<size_t>(x)] = std::exp(static_cast<double>(logits[x]));
+    }
+    for (double & v : p) {
+        v /= z;
+    }
+    return p;
+}
+
+generate_params sampled(int n_predict, uint32_t seed) {
+    generate_params p = greedy(n_predict);
+    p.temperature = 1.0f;
+    p.seed = seed;
+    p.ignore_eog = true;
+    return p;
+}
+
+TEST(Sampling, SeededSpeculationEqualsSeededPlainDecoding) {
+    uint64_t accepted = 0;
+    for (uint32_t seed = 1; seed <= 20; ++seed) {
+        fake_backend plain(0, silent_drafter());
+        plain.logits_for = spread_logits;
+        fake_backend spec(4, [](llama_seq_id, llama_token t, int32_t cap) {
+            return std::vector<llama_token>(static_cast<size_t>(cap), static_cast<llama_token>(t)); // the mode of p(.|t)
+        });
+        spec.logits_for = spread_logits;
+        const auto a = run_generation(plain, three_prompts, sampled(30, seed), {});
+        const auto b = run_generation(spec, three_prompts, sampled(30, seed), {});
+        for (size_t i = 0; i < three_prompts.size(); ++i) {
+            EXPECT_EQ(a.sequences[i].tokens, b.sequences[i].tokens) << "seed " << seed;
+        }
+        accepted += b.sequences[0].stats.n_accepted;
+    }
+    EXPECT_GT(accepted, 0u); // drafts were really kept, not only rejected
+}
+
+// Pearson's chi-square of observed counts against expected probabilities.
+double chi_square(const std::vector<int> & counts, const std::vector<double> & p) {
+    const double n = std::accumulate(counts.begin(), counts.end(), 0.0);
+    double x2 = 0;
+    for (size_t i = 0; i < counts.size(); ++i) {
+        const double e = n * p[i];
+        x2 += (counts[i] - e) * (counts[i] - e) / e;
+    }
+    return x2;
+}
+
+// Pre-registered bound: the 0.999 quantile of chi-square with 15 degrees of
+// freedom. A correct verifier exceeds it once in a thousand runs.
+constexpr double chi2_15_999 = 37.697;
+
+TEST(Sampling, EmittedTokensFollowTheTargetDistribution) {
+    // The drafter always proposes token 0 then token 1. Position 1's draw is
+    // only observed after position 0 accepted the draft (x0 == 0), so its
+    // conditional distribution must be p(. | 0).
+    constexpr int runs = 24000;
+    std::vector<int> first(V, 0);
+    std::vector<int> after_accept(V, 0);
+    for (int r = 0; r < runs; ++r) {
+        fake_backend spec(2, [](llama_seq_id, llama_token, int32_t cap) {
+            std::vector<llama_token> p = {0, 1};
+            p.resize(static_cast<size_t>(cap));
+            return p;
+        });
+        spec.logits_for = spread_logits;
+        const auto out = run_generation(spec, {{{0}}}, sampled(2, static_cast<uint32_t>(r) * 7919u + 13u), {});
+        const auto & tok = out.sequences[0].tokens;
+        first[static_cast<size_t>(tok[0])]++;
+        if (tok[0] == 0) {
+            after_accept[static_cast<size_t>(tok[1])]++;
+        }
+    }
+    const double x2_first = chi_square(first, softmax_of(0));
+    const double x2_after = chi_square(after_accept, softmax_of(0));
+    RecordProperty("chi2_first", std::to_string(x2_first));
+    RecordProperty("chi2_after_accept", std::to_string(x2_after));
+    EXPECT_LT(x2_first, chi2_15_999) << "first token";
+    EXPECT_LT(x2_after, chi2_15_999) << "token after an accepted draft";
+    EXPECT_GT(std::accumulate(after_accept.begin(), after_accept.end(), 0), runs / 10);
+
+    // Power: a classic verifier bug keeps the draft with probability p(d) and
+    // otherwise draws from p again (instead of the residual), emitting
+    // q(x) = [x = d] p(d) + (1 - p(d)) p(x). Over the same number of runs its
+    // expected statistic is far beyond the bound.
+    const std::vector<double> p = softmax_of(0);
+    double x2_biased = 0;
+    for (int x = 0; x < V; ++x) {
+        const double q = (x == 0 ? p[0] : 0.0) + (1.0 - p[0]) * p[static_cast<size_t>(x)];
+        x2_biased += runs * (q - p[static_cast<size_t>(x)]) * (q - p[static_cast<size_t>(x)]) / p[static_cast<size_t>(x)];
+    }
+    RecordProperty("chi2_biased_expected", std::to_string(x2_biased));
+    EXPECT_GT(x2_biased, 10 * chi2_15_999);
+}
+
+} // namespace
+} // namespace specdec::test
