@@ -3,6 +3,7 @@
 #include "specdec/specdec.hpp"
 
 #include "error.h"
+#include "gguf-inspect.h"
 #include "params.h"
 
 #include <cstring>
@@ -317,6 +318,55 @@ specdec_sequence_stats specdec_generation_sequence_stats(const specdec_generatio
 
 specdec_generation_times specdec_generation_get_times(const specdec_generation * generation) {
     return generation != nullptr ? generation->result.times : specdec_generation_times{};
+}
+
+} // extern "C"
+
+extern "C" {
+
+specdec_status specdec_inspect(const char * path, specdec_model_info * out) {
+    return guard([&] {
+        require(path, "path");
+        require(out, "out");
+        *out = specdec::detail::inspect_file(path).info;
+    });
+}
+
+specdec_status specdec_inspect_buffer(const void * data, size_t size, specdec_model_info * out) {
+    return guard([&] {
+        require(out, "out");
+        *out = specdec::detail::inspect_bytes(data, size).info;
+    });
+}
+
+specdec_status specdec_check_pair(const char * target_path, const char * draft_path, specdec_strategy strategy) {
+    return guard([&] {
+        require(target_path, "target_path");
+        if (specdec_strategy_name(strategy) == nullptr) {
+            specdec::detail::fail(SPECDEC_STATUS_INVALID_ARGUMENT, "strategy ", static_cast<int>(strategy), " is unknown");
+        }
+        const auto target = specdec::detail::inspect_file(target_path);
+        if (draft_path == nullptr) {
+            specdec::detail::check_pair(target, nullptr, strategy);
+            return;
+        }
+        const auto draft = specdec::detail::inspect_file(draft_path);
+        specdec::detail::check_pair(target, &draft, strategy);
+    });
+}
+
+specdec_status specdec_detect_strategy(const char * target_path, const char * draft_path, specdec_strategy * out) {
+    return guard([&] {
+        require(target_path, "target_path");
+        require(out, "out");
+        const auto target = specdec::detail::inspect_file(target_path);
+        if (draft_path == nullptr) {
+            *out = specdec::detail::detect_strategy(target, nullptr);
+            return;
+        }
+        const auto draft = specdec::detail::inspect_file(draft_path);
+        *out = specdec::detail::detect_strategy(target, &draft);
+    });
 }
 
 } // extern "C"

@@ -69,6 +69,7 @@ const char * specdec_status_name(specdec_status status) {
         case SPECDEC_STATUS_NATIVE_FAILURE:     return "NATIVE_FAILURE";
         case SPECDEC_STATUS_IO_ERROR:           return "IO_ERROR";
         case SPECDEC_STATUS_OUT_OF_MEMORY:      return "OUT_OF_MEMORY";
+        case SPECDEC_STATUS_MALFORMED_FILE:     return "MALFORMED_FILE";
     }
     return "UNKNOWN";
 }

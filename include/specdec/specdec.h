@@ -90,6 +90,7 @@ typedef enum specdec_status {
     SPECDEC_STATUS_NATIVE_FAILURE     = 501, /* llama.cpp reported or raised an error */
     SPECDEC_STATUS_IO_ERROR           = 502, /* a file could not be read */
     SPECDEC_STATUS_OUT_OF_MEMORY      = 503,
+    SPECDEC_STATUS_MALFORMED_FILE     = 504, /* not a readable GGUF file */
 } specdec_status;
 
 typedef enum specdec_status_kind {
@@ -480,6 +481,58 @@ SPECDEC_API const char * specdec_generation_text(const specdec_generation * gene
 SPECDEC_API specdec_stop_reason specdec_generation_stop_reason(const specdec_generation * generation, size_t i);
 SPECDEC_API specdec_sequence_stats specdec_generation_sequence_stats(const specdec_generation * generation, size_t i);
 SPECDEC_API specdec_generation_times specdec_generation_get_times(const specdec_generation * generation);
+
+/*
+ * ---------------------------------------------------------------------------
+ * Model files: what a GGUF file is and what it can serve, from its metadata
+ * alone (no weights are loaded, nothing is allocated for tensors).
+ * ---------------------------------------------------------------------------
+ */
+
+#define SPECDEC_MAX_TARGET_LAYERS 16
+
+typedef struct specdec_model_info {
+    char     architecture[64];    /* general.architecture; "" if missing */
+    char     name[128];           /* general.name; "" if missing */
+    uint64_t file_size;           /* bytes */
+    uint64_t n_params;            /* elements of all tensors */
+    uint32_t n_tensors;
+    uint32_t n_vocab;             /* tokenizer tokens; 0 without a tokenizer */
+    uint32_t n_embd;              /* <arch>.embedding_length; 0 if missing */
+    uint32_t n_layer;             /* <arch>.block_count (NextN blocks included); 0 if missing */
+    uint32_t n_layer_nextn;       /* NextN (MTP) blocks with their tensors present */
+    uint32_t n_target_layers;     /* target layers an EAGLE-3 / DFlash draft reads */
+    int32_t  target_layers[SPECDEC_MAX_TARGET_LAYERS];
+    uint32_t target_hidden_size;  /* hidden width the draft was made for; 0 if none */
+    uint32_t block_size;          /* DFlash block size; 0 if none */
+    bool     dflash2;             /* DFlash draft with the DFlash2 selector */
+    bool     markov_head;         /* DFlash draft with a DSpark Markov head */
+    uint32_t strategies;          /* bit (1u << s) per specdec_strategy the file can take part in,
+                                     as target (MTP, n-gram) or as draft (EAGLE3, DFLASH, DSPARK, DRAFT) */
+} specdec_model_info;
+
+/* Reads a GGUF file's metadata. Errors: INVALID_ARGUMENT, IO_ERROR (cannot
+ * open), MALFORMED_FILE (not GGUF, truncated, inconsistent). */
+SPECDEC_API specdec_status specdec_inspect(const char * path, specdec_model_info * out);
+
+/* The same from bytes in memory (e.g. a file already read). */
+SPECDEC_API specdec_status specdec_inspect_buffer(const void * data, size_t size, specdec_model_info * out);
+
+/*
+ * Whether the files at target_path and draft_path (NULL for MTP and n-gram)
+ * can run `strategy` together, from metadata alone: OK, or the compatibility
+ * status and a message saying why not (layer, width, vocabulary, missing
+ * heads). Plus the errors of specdec_inspect.
+ */
+SPECDEC_API specdec_status specdec_check_pair(const char * target_path, const char * draft_path, specdec_strategy strategy);
+
+/*
+ * Chooses the strategy for a target and an optional draft: the draft's
+ * architecture (eagle3, dflash with or without a Markov head, any other
+ * language model = DRAFT), else MTP when the target carries NextN heads.
+ * MODEL_UNSUPPORTED when neither applies (use an n-gram strategy explicitly).
+ */
+SPECDEC_API specdec_status specdec_detect_strategy(const char * target_path, const char * draft_path, specdec_strategy * out);
 
 #ifdef __cplusplus
 }
