@@ -1,0 +1,87 @@
+#include "cli-common.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+namespace cli {
+
+namespace {
+
+int g_verbosity = 0;
+
+void log_callback(ggml_log_level level, const char * text, void *) {
+    const bool show = g_verbosity >= 2 || (g_verbosity == 1 && (level == GGML_LOG_LEVEL_WARN || level == GGML_LOG_LEVEL_ERROR));
+    if (show) {
+        std::fputs(text, stderr);
+    }
+}
+
+bool show_progress(float progress, void * user) {
+    auto * last = static_cast<int *>(user);
+    const int percent = static_cast<int>(progress * 100.0f);
+    if (percent != *last) {
+        *last = percent;
+        std::fprintf(stderr, "\rloading %3d%%", percent);
+        if (percent >= 100) {
+            std::fputs("\r            \r", stderr);
+        }
+    }
+    return true;
+}
+
+} // namespace
+
+int report(const specdec::error & e) {
+    std::fprintf(stderr, "specdec: error: %s: %s\n", specdec_status_name(e.code()), e.what());
+    return exit_failure;
+}
+
+void set_verbosity(int verbosity) {
+    g_verbosity = verbosity;
+    llama_log_set(log_callback, nullptr);
+}
+
+llama_model_ptr load_model(const std::string & path, bool load_mtp) {
+    llama_model_params mp = llama_model_default_params();
+    mp.load_mtp = load_mtp;
+    int last = -1;
+    if (isatty(STDERR_FILENO)) {
+        mp.progress_callback = show_progress;
+        mp.progress_callback_user_data = &last;
+    }
+    llama_model * model = llama_model_load_from_file(path.c_str(), mp);
+    if (model == nullptr) {
+        throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot load model '" + path + "' (run with -v for llama.cpp's log)");
+    }
+    return llama_model_ptr(model);
+}
+
+std::vector<llama_token> tokenize(const llama_model * model, const std::string & text) {
+    const llama_vocab * vocab = llama_model_get_vocab(model);
+    const auto n_text = static_cast<int32_t>(text.size());
+    std::vector<llama_token> tokens(text.size() + 2);
+    int32_t n = llama_tokenize(vocab, text.data(), n_text, tokens.data(), static_cast<int32_t>(tokens.size()), true, false);
+    if (n < 0) {
+        tokens.resize(static_cast<size_t>(-n));
+        n = llama_tokenize(vocab, text.data(), n_text, tokens.data(), static_cast<int32_t>(tokens.size()), true, false);
+    }
+    if (n < 0) {
+        throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, "cannot tokenize the prompt");
+    }
+    tokens.resize(static_cast<size_t>(n));
+    return tokens;
+}
+
+std::string read_file(const std::string & path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot read '" + path + "'");
+    }
+    std::ostringstream out;
+    out << in.rdbuf();
+    return out.str();
+}
+
+} // namespace cli

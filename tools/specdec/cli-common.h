@@ -1,0 +1,33 @@
+// Pieces every subcommand shares: exit codes, error reporting, logging,
+// model loading with a progress indicator, tokenization.
+#pragma once
+
+#include "specdec/specdec.hpp"
+
+#include <string>
+#include <vector>
+
+namespace cli {
+
+enum exit_code : int {
+    exit_ok       = 0,
+    exit_failure  = 1, // a typed library error, or an incompatible pair
+    exit_usage    = 2, // bad command line
+};
+
+// Prints "specdec: error: <STATUS>: message" to stderr and returns exit_failure.
+int report(const specdec::error & e);
+
+// Routes llama.cpp's log to stderr: nothing at verbosity 0, warnings and
+// errors at 1, everything at 2.
+void set_verbosity(int verbosity);
+
+// Loads a model, showing progress on stderr when it is a terminal.
+// Throws specdec::error(IO_ERROR) on failure.
+llama_model_ptr load_model(const std::string & path, bool load_mtp);
+
+std::vector<llama_token> tokenize(const llama_model * model, const std::string & text);
+
+std::string read_file(const std::string & path);
+
+} // namespace cli
