@@ -4,6 +4,7 @@
 #include "error.h"
 #include "params.h"
 #include "state-codec.h"
+#include "upstream-log.h"
 
 #include "common.h"
 #include "llama-ext.h"
@@ -270,6 +271,7 @@ session::session(llama_context * target, llama_context * draft, const session_pa
     : impl_(std::make_unique<impl>()) {
     detail::validate_params(params);
     detail::validate_contexts(target, draft, params);
+    detail::quiet_upstream_log();
 
     impl & s = *impl_;
     s.target   = target;

@@ -111,6 +111,15 @@ SPECDEC_API const char * specdec_status_name(specdec_status status);
 SPECDEC_API const char * specdec_last_error(void);
 
 /*
+ * The drafters inside llama.cpp log through llama.cpp's "common" logger,
+ * which writes to stdout and stderr and ignores llama_log_set. specdec keeps
+ * that logger silent (sessions set it so when created) unless this is called:
+ * -1 silent, 1 errors, 2 warnings, 3 information, 5 debug. Process-wide and
+ * not thread-safe: call it before creating sessions.
+ */
+SPECDEC_API void specdec_set_upstream_log_level(int level);
+
+/*
  * Strategies. DFlash2 is a DFlash draft recognised from its metadata and
  * needs no value of its own.
  */

@@ -39,6 +39,9 @@ int main(int argc, char ** argv) {
         return rc == 0 ? cli::exit_ok : cli::exit_usage;
     }
     cli::set_verbosity(verbosity);
+    if (verbosity >= 2) {
+        specdec_set_upstream_log_level(3); // the drafters' own information lines
+    }
     llama_backend_init();
     int rc = cli::exit_ok;
     try {
