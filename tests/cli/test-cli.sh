@@ -2,6 +2,8 @@
 # The specdec CLI end to end on generated fixtures: happy paths of every
 # subcommand, and exit codes for bad input. Usage: test-cli.sh SPECDEC FIXTURE_TOOL
 set -u
+# Worker threads sleep instead of spinning: ctest runs other test processes beside this one.
+export OMP_WAIT_POLICY=PASSIVE
 specdec="$1"
 fixture="$2"
 work="$(mktemp -d)"

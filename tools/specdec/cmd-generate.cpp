@@ -194,13 +194,23 @@ int run_generate(const generate_options & o) {
     gp.stop_strings = stops.data();
     gp.n_stop_strings = stops.size();
 
-    // One sequence streams to stdout as it is generated; several are printed at the end.
+    // One sequence streams to stdout as it is generated; several are printed
+    // at the end, with a token count on stderr meanwhile when it is a terminal.
     const bool stream = !o.json && n_seq == 1;
+    const bool progress = !stream && isatty(STDERR_FILENO);
+    uint64_t n_emitted = 0;
     specdec::token_callback on_token;
     if (stream) {
         on_token = [](llama_seq_id, llama_token, std::string_view piece) {
             std::fwrite(piece.data(), 1, piece.size(), stdout);
             std::fflush(stdout);
+            return true;
+        };
+    } else if (progress) {
+        on_token = [&n_emitted](llama_seq_id, llama_token, std::string_view) {
+            if (++n_emitted % 16 == 0) {
+                std::fprintf(stderr, "\rgenerated %llu tokens", static_cast<unsigned long long>(n_emitted));
+            }
             return true;
         };
     }
@@ -225,6 +235,9 @@ int run_generate(const generate_options & o) {
         result = specdec::generate_plain(target.get(), prompts, gp, on_token);
     }
 
+    if (progress) {
+        std::fputs("\r                                \r", stderr);
+    }
     const nlohmann::json j = to_json(result, name, n_draft);
     if (o.json) {
         std::printf("%s\n", j.dump(2).c_str());
