@@ -42,6 +42,16 @@ inline std::vector<int32_t> reference_proposal(fixtures::drafter_kind kind, int3
     return out;
 }
 
+inline const char * kind_name(fixtures::drafter_kind k) {
+    switch (k) {
+        case fixtures::drafter_kind::exact:         return "exact";
+        case fixtures::drafter_kind::wrong_every_k: return "wrong";
+        case fixtures::drafter_kind::hidden_only:   return "hidden";
+        case fixtures::drafter_kind::random:        return "random";
+    }
+    return "?";
+}
+
 // Accepted prefix length of `proposal` against the controlled target after t.
 inline int reference_accepted(const std::vector<int32_t> & proposal, int32_t t, uint32_t n_vocab) {
     int k = 0;

@@ -29,24 +29,6 @@ public:
 
 [[maybe_unused]] const ::testing::Environment * environment = ::testing::AddGlobalTestEnvironment(new llama_environment);
 
-struct batch_owner {
-    explicit batch_owner(int32_t n) : b(llama_batch_init(n, 0, 1)) {}
-    ~batch_owner() { llama_batch_free(b); }
-    batch_owner(const batch_owner &) = delete;
-    batch_owner & operator=(const batch_owner &) = delete;
-
-    void clear() { b.n_tokens = 0; }
-    void add(llama_token t, llama_pos pos, llama_seq_id seq, bool logits) {
-        const int32_t i = b.n_tokens++;
-        b.token[i] = t;
-        b.pos[i] = pos;
-        b.n_seq_id[i] = 1;
-        b.seq_id[i][0] = seq;
-        b.logits[i] = logits;
-    }
-    llama_batch b;
-};
-
 } // namespace
 
 std::string fixture(const std::string & name, const std::function<void(const std::string &)> & writer) {
@@ -102,7 +84,7 @@ static int32_t vocab_size(llama_context * ctx) {
 }
 
 std::vector<llama_token> plain_greedy(llama_context * ctx, const std::vector<llama_token> & prompt, int n_predict) {
-    batch_owner batch(static_cast<int32_t>(prompt.size()));
+    test_batch batch(static_cast<int32_t>(prompt.size()));
     for (size_t i = 0; i < prompt.size(); ++i) {
         batch.add(prompt[i], static_cast<llama_pos>(i), 0, i + 1 == prompt.size());
     }
@@ -150,7 +132,7 @@ int spec_run::total_accepted() const {
 
 spec_run spec_greedy(session & s, const std::vector<llama_token> & prompt, int n_predict, llama_seq_id seq) {
     const size_t chunk = llama_n_batch(s.target_context());
-    batch_owner batch(static_cast<int32_t>(chunk));
+    test_batch batch(static_cast<int32_t>(chunk));
     for (size_t i = 0; i + 1 < prompt.size(); ++i) {
         batch.add(prompt[i], static_cast<llama_pos>(i), seq, false);
         if (static_cast<size_t>(batch.b.n_tokens) == chunk || i + 2 == prompt.size()) {
@@ -165,7 +147,7 @@ spec_run spec_greedy(session & s, const std::vector<llama_token> & prompt, int n
 spec_run spec_continue(session & s, llama_pos n_past, llama_token id_last, int n_predict, llama_seq_id seq) {
     llama_context * target = s.target_context();
     const int32_t n_vocab = vocab_size(target);
-    batch_owner batch(s.params().n_draft_max + 1);
+    test_batch batch(s.params().n_draft_max + 1);
     spec_run run;
     while (static_cast<int>(run.tokens.size()) < n_predict) {
         const draft_request request{seq, n_past, id_last, -1};

@@ -35,6 +35,26 @@ struct context_options {
 // Throws std::runtime_error when llama.cpp refuses the parameters.
 llama_context_ptr make_context(llama_model * model, const context_options & opt);
 
+// A llama_batch the test owns; add() appends one token of one sequence.
+class test_batch {
+public:
+    explicit test_batch(int32_t capacity, int32_t n_seq_max = 1) : b(llama_batch_init(capacity, 0, n_seq_max)) {}
+    ~test_batch() { llama_batch_free(b); }
+    test_batch(const test_batch &) = delete;
+    test_batch & operator=(const test_batch &) = delete;
+
+    void clear() { b.n_tokens = 0; }
+    void add(llama_token t, llama_pos pos, llama_seq_id seq, bool logits) {
+        const int32_t i = b.n_tokens++;
+        b.token[i] = t;
+        b.pos[i] = pos;
+        b.n_seq_id[i] = 1;
+        b.seq_id[i][0] = seq;
+        b.logits[i] = logits;
+    }
+    llama_batch b;
+};
+
 int32_t argmax(const float * logits, int32_t n_vocab);
 
 // Plain greedy decoding by the target alone: `n_predict` tokens after `prompt`.

@@ -20,16 +20,6 @@ constexpr uint32_t n_vocab = 128;
 const std::vector<llama_token> prompt = {20, 21, 22, 23, 40};
 constexpr int n_predict = 40;
 
-const char * kind_name(drafter_kind k) {
-    switch (k) {
-        case drafter_kind::exact:         return "exact";
-        case drafter_kind::wrong_every_k: return "wrong";
-        case drafter_kind::hidden_only:   return "hidden";
-        case drafter_kind::random:        return "random";
-    }
-    return "?";
-}
-
 std::string target_path(const fixtures::fixture_options & opt = {}) {
     return fixture("llama-target-" + std::to_string(opt.n_layer) + "-" + std::to_string(opt.n_embd) +
                        (opt.controlled ? "" : "-random"),
@@ -294,15 +284,9 @@ TEST(DraftCompatibility, ClassicDraftVocabularyMustMatch) {
 TEST(DraftLifecycle, ProcessBeforeAnyTargetDecodeIsRefused) {
     pair_setup p(target_path(), draft_path("eagle3", drafter_kind::exact));
     session s(p.target.get(), p.draft.get(), params_for(SPECDEC_STRATEGY_EAGLE3, 2));
-    llama_batch b = llama_batch_init(2, 0, 1);
-    b.n_tokens = 1;
-    b.token[0] = 20;
-    b.pos[0] = 0;
-    b.n_seq_id[0] = 1;
-    b.seq_id[0][0] = 0;
-    b.logits[0] = true;
-    EXPECT_EQ(status_of([&] { s.process(b); }), SPECDEC_STATUS_INVALID_ARGUMENT);
-    llama_batch_free(b);
+    test_batch b(2);
+    b.add(20, 0, 0, true);
+    EXPECT_EQ(status_of([&] { s.process(b.b); }), SPECDEC_STATUS_INVALID_ARGUMENT);
     EXPECT_EQ(spec_greedy(s, prompt, 8).tokens, expected_cycle(prompt.back(), 8, n_vocab));
 }
 

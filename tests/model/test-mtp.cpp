@@ -20,16 +20,6 @@ struct mtp_pair {
     llama_context_ptr draft;
 };
 
-const char * kind_name(drafter_kind k) {
-    switch (k) {
-        case drafter_kind::exact:         return "exact";
-        case drafter_kind::wrong_every_k: return "wrong";
-        case drafter_kind::hidden_only:   return "hidden";
-        case drafter_kind::random:        return "random";
-    }
-    return "?";
-}
-
 std::string mtp_fixture(const std::string & arch, drafter_kind kind) {
     fixtures::fixture_options opt;
     opt.drafter = kind;

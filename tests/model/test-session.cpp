@@ -188,54 +188,40 @@ TEST_F(Lifecycle, ACappedRequestProposesAtMostItsCap) {
     s.accept(0, 1);
 }
 
-struct batch_fixture {
-    explicit batch_fixture(int n) : b(llama_batch_init(n, 0, 2)) {}
-    ~batch_fixture() { llama_batch_free(b); }
-    void add(llama_token t, llama_pos p, llama_seq_id s) {
-        const int32_t i = b.n_tokens++;
-        b.token[i] = t;
-        b.pos[i] = p;
-        b.n_seq_id[i] = 1;
-        b.seq_id[i][0] = s;
-        b.logits[i] = true;
-    }
-    llama_batch b;
-};
-
 TEST_F(Lifecycle, MalformedBatchesAreRefusedBeforeDecoding) {
     {
-        batch_fixture bf(4);
-        bf.add(20, 0, 0);
-        bf.add(21, 2, 0); // position jump
+        test_batch bf(4, 2);
+        bf.add(20, 0, 0, true);
+        bf.add(21, 2, 0, true); // position jump
         EXPECT_EQ(status_of([&] { s.decode_target_and_process(bf.b); }), SPECDEC_STATUS_INVALID_ARGUMENT);
     }
     {
-        batch_fixture bf(4);
-        bf.add(20, 0, 0);
-        bf.add(20, 0, 1);
-        bf.add(21, 1, 0); // sequence 0 not contiguous
+        test_batch bf(4, 2);
+        bf.add(20, 0, 0, true);
+        bf.add(20, 0, 1, true);
+        bf.add(21, 1, 0, true); // sequence 0 not contiguous
         EXPECT_EQ(status_of([&] { s.decode_target_and_process(bf.b); }), SPECDEC_STATUS_INVALID_ARGUMENT);
     }
     {
-        batch_fixture bf(4);
-        bf.add(20, 0, 0);
+        test_batch bf(4, 2);
+        bf.add(20, 0, 0, true);
         bf.b.n_seq_id[0] = 2; // a token in two sequences
         bf.b.seq_id[0][1] = 1;
         EXPECT_EQ(status_of([&] { s.decode_target_and_process(bf.b); }), SPECDEC_STATUS_INVALID_ARGUMENT);
     }
     {
-        batch_fixture bf(4);
-        bf.add(static_cast<llama_token>(n_vocab), 0, 0);
+        test_batch bf(4, 2);
+        bf.add(static_cast<llama_token>(n_vocab), 0, 0, true);
         EXPECT_EQ(status_of([&] { s.decode_target_and_process(bf.b); }), SPECDEC_STATUS_INVALID_ARGUMENT);
     }
     {
-        batch_fixture bf(4);
-        bf.add(20, 0, 5);
+        test_batch bf(4, 2);
+        bf.add(20, 0, 5, true);
         EXPECT_EQ(status_of([&] { s.decode_target_and_process(bf.b); }), SPECDEC_STATUS_BAD_SEQ_ID);
     }
     {
-        batch_fixture bf(4);
-        bf.add(20, 3, 0); // the session has seen no token of sequence 0
+        test_batch bf(4, 2);
+        bf.add(20, 3, 0, true); // the session has seen no token of sequence 0
         EXPECT_EQ(status_of([&] { s.decode_target_and_process(bf.b); }), SPECDEC_STATUS_POSITION_MISMATCH);
     }
     {
@@ -244,9 +230,9 @@ TEST_F(Lifecycle, MalformedBatchesAreRefusedBeforeDecoding) {
         EXPECT_EQ(status_of([&] { s.process(one); }), SPECDEC_STATUS_INVALID_ARGUMENT);
     }
     {
-        batch_fixture bf(80);
+        test_batch bf(80, 2);
         for (int i = 0; i < 65; ++i) {
-            bf.add(20, i, 0);
+            bf.add(20, i, 0, true);
         }
         EXPECT_EQ(status_of([&] { s.decode_target_and_process(bf.b); }), SPECDEC_STATUS_BATCH_CAPACITY);
     }
