@@ -32,7 +32,8 @@ common_speculative_type upstream_type(specdec_strategy s) {
         case SPECDEC_STRATEGY_NGRAM_MAP_K4V: return COMMON_SPECULATIVE_TYPE_NGRAM_MAP_K4V;
         case SPECDEC_STRATEGY_NGRAM_MOD:     return COMMON_SPECULATIVE_TYPE_NGRAM_MOD;
         case SPECDEC_STRATEGY_NGRAM_CACHE:   return COMMON_SPECULATIVE_TYPE_NGRAM_CACHE;
-        case SPECDEC_STRATEGY_COUNT:         break;
+        case SPECDEC_STRATEGY_COUNT:
+        case SPECDEC_STRATEGY_MAX_ENUM:      break;
     }
     return COMMON_SPECULATIVE_TYPE_NONE;
 }

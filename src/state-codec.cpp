@@ -119,15 +119,16 @@ session_state decode_state(std::span<const uint8_t> blob, const specdec_session_
     }
 
     session_state s;
-    s.params.strategy    = static_cast<specdec_strategy>(r.u32("strategy"));
+    const uint32_t strategy = r.u32("strategy");
+    s.params.strategy    = static_cast<specdec_strategy>(strategy);
     s.params.n_seq       = r.u32("n_seq");
     s.params.n_draft_max = static_cast<int32_t>(r.u32("n_draft_max"));
     s.params.n_draft_min = static_cast<int32_t>(r.u32("n_draft_min"));
     s.params.p_min       = std::bit_cast<float>(r.u32("p_min"));
     s.seq_id             = static_cast<llama_seq_id>(r.u32("sequence id"));
 
-    if (s.params.strategy != expected.strategy) {
-        const char * name = specdec_strategy_name(s.params.strategy);
+    if (strategy != static_cast<uint32_t>(expected.strategy)) {
+        const char * name = strategy < SPECDEC_STRATEGY_COUNT ? specdec_strategy_name(s.params.strategy) : nullptr;
         fail(SPECDEC_STATUS_STATE_STRATEGY, "state blob was written by strategy '", name ? name : "unknown",
              "'; this session runs '", specdec_strategy_name(expected.strategy), "'");
     }

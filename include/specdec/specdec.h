@@ -134,7 +134,8 @@ typedef enum specdec_strategy {
     SPECDEC_STRATEGY_NGRAM_MAP_K4V = 7,
     SPECDEC_STRATEGY_NGRAM_MOD     = 8,
     SPECDEC_STRATEGY_NGRAM_CACHE   = 9,
-    SPECDEC_STRATEGY_COUNT
+    SPECDEC_STRATEGY_COUNT,
+    SPECDEC_STRATEGY_MAX_ENUM      = 0x7FFFFFFF /* not a strategy: makes any int a defined value */
 } specdec_strategy;
 
 /* Short name such as "mtp" or "ngram-map-k"; NULL for invalid values. Static storage. */
@@ -339,6 +340,7 @@ SPECDEC_API specdec_status specdec_session_state_set(
 typedef enum specdec_context_role {
     SPECDEC_CONTEXT_TARGET = 0,
     SPECDEC_CONTEXT_DRAFT  = 1,
+    SPECDEC_CONTEXT_MAX_ENUM = 0x7FFFFFFF /* not a role: makes any int a defined value */
 } specdec_context_role;
 
 /*
