@@ -135,7 +135,9 @@ gguf_summary summarize(const gguf_context * ctx, uint64_t file_size) {
     info.n_layer = static_cast<uint32_t>(std::clamp<int64_t>(r.integer(arch + ".block_count"), 0, UINT32_MAX));
     // NextN blocks are the last ones; count those whose projection is present
     // (llama.cpp's own detection reads block_count unchecked, and aborts without it).
-    const int64_t nextn = std::clamp<int64_t>(r.integer(arch + ".nextn_predict_layers"), 0, info.n_layer);
+    // Each NextN block has a tensor, so a file cannot have more than it has tensors.
+    const int64_t nextn = std::clamp<int64_t>(r.integer(arch + ".nextn_predict_layers"), 0,
+                                              std::min<int64_t>(info.n_layer, info.n_tensors));
     for (int64_t k = 0; k < nextn; ++k) {
         if (r.has_tensor("blk." + std::to_string(info.n_layer - nextn + k) + ".nextn.eh_proj.weight")) {
             info.n_layer_nextn++;
