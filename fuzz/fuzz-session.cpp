@@ -80,7 +80,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     input in{data, size};
     for (int op = 0; op < 64 && !in.done(); ++op) {
         const auto seq = static_cast<llama_seq_id>(in.byte() % 3); // 2 is out of range
-        switch (in.byte() % 9) {
+        switch (in.byte() % 10) {
             case 0: {
                 std::vector<llama_token> prompt(in.byte() % 6);
                 for (auto & t : prompt) {
@@ -138,6 +138,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
                 const llama_token * tokens = nullptr;
                 size_t n = 0;
                 check(specdec_session_proposal(s, seq, &tokens, &n));
+                break;
+            }
+            case 9: {
+                // The whole loop, with arbitrary prompts and parameters.
+                const size_t n_prompts = in.byte() % 4; // 3 exceeds n_seq
+                std::vector<std::vector<llama_token>> prompts(n_prompts);
+                std::vector<const llama_token *> ptrs;
+                std::vector<size_t> sizes;
+                for (auto & p : prompts) {
+                    p.resize(in.byte() % 8);
+                    for (auto & t : p) {
+                        t = in.byte() % 130;
+                    }
+                    ptrs.push_back(p.data());
+                    sizes.push_back(p.size());
+                }
+                specdec_generate_params gp = specdec_generate_default_params();
+                gp.n_predict = static_cast<int32_t>(in.byte() % 12) - 1;
+                gp.n_draft = static_cast<int32_t>(in.byte() % 6) - 1;
+                gp.temperature = static_cast<float>(in.byte() % 4) * 0.5f;
+                gp.top_k = in.byte() % 5;
+                gp.top_p = static_cast<float>(in.byte() % 5) * 0.25f;
+                gp.seed = in.byte();
+                specdec_generation * g = nullptr;
+                check(specdec_generate(s, nullptr, ptrs.data(), sizes.data(), n_prompts, &gp, nullptr, nullptr, &g));
+                specdec_generation_free(g);
                 break;
             }
         }

@@ -18,7 +18,7 @@ CC=clang-14 CXX=clang++-14 cmake -S fuzz -B build-fuzz -G Ninja \
 cmake --build build-fuzz
 
 passed=0
-for target in state gguf session; do
+for target in state gguf session cli; do
     mkdir -p "build-fuzz/corpus-$target"
     log="build-fuzz/fuzz-$target.log"
     set +e

@@ -1,0 +1,28 @@
+// The command line itself: every option of every subcommand, and parsing.
+#pragma once
+
+#include "cmd-generate.h"
+#include "cmd-inspect.h"
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+namespace cli {
+
+struct options {
+    int              verbosity = 0;
+    generate_options generate;
+    inspect_options  inspect;
+};
+
+// Declares the subcommands and their options on `app`, bound to `o`.
+void configure(CLI::App & app, options & o);
+
+// Parses arguments (without the program name). llama.cpp's tools spell the
+// draft model "-md", which CLI11's one-letter short names cannot, so it is
+// read as --model-draft. Throws CLI::ParseError.
+void parse(CLI::App & app, const std::vector<std::string> & args);
+
+} // namespace cli
