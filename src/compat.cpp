@@ -124,6 +124,12 @@ void check_dflash(const llama_model * target, const llama_model * draft_model, c
         fail(SPECDEC_STATUS_MODEL_UNSUPPORTED, "the DFlash draft has dflash.block_size = ", block,
              "; a block needs the anchor and at least one masked position (>= 2)");
     }
+    // DFlash2 is announced by a metadata key; without its selector llama.cpp
+    // asserts in the first draft ("selector produced no lattice").
+    if (llama_model_dflash_selector_top_k(draft_model) > 0 && !has_tensor(draft_model, "selector_hidden.weight")) {
+        fail(SPECDEC_STATUS_MODEL_UNSUPPORTED, "the draft declares dflash.selector_top_k = ",
+             llama_model_dflash_selector_top_k(draft_model), " (DFlash2) but has no selector tensors");
+    }
     if (llama_vocab_mask(llama_model_get_vocab(draft_model)) < 0) {
         fail(SPECDEC_STATUS_MODEL_UNSUPPORTED, "the DFlash draft defines no mask token (tokenizer.ggml.mask_token_id)");
     }

@@ -280,6 +280,10 @@ void check_pair(const gguf_summary & target, const gguf_summary * draft, specdec
         case SPECDEC_STRATEGY_DFLASH:
         case SPECDEC_STRATEGY_DSPARK:
             check_sites(target, *draft, false);
+            if (draft->info.block_size < 2) {
+                fail(SPECDEC_STATUS_MODEL_UNSUPPORTED, "the DFlash draft has block size ", draft->info.block_size,
+                     "; a block needs the anchor and at least one masked position (>= 2)");
+            }
             break;
         case SPECDEC_STRATEGY_DRAFT:
             check_vocab(target, *draft);

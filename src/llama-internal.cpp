@@ -16,6 +16,10 @@ bool has_nextn_tensors(const llama_model * model) {
            model->layers[first_nextn].nextn.eh_proj != nullptr;
 }
 
+bool has_tensor(const llama_model * model, const char * name) {
+    return model->get_tensor(name) != nullptr;
+}
+
 uint32_t n_outputs_max_per_seq(const llama_context * ctx) {
     return ctx->get_cparams().n_outputs_max_per_seq;
 }

@@ -13,6 +13,9 @@ llama_context_type context_type(const llama_context * ctx);
 // (llama_model_params.load_mtp); MTP contexts abort without them.
 bool has_nextn_tensors(const llama_model * model);
 
+// True when the model holds a tensor of that name.
+bool has_tensor(const llama_model * model, const char * name);
+
 // Most outputs one sequence may request in a batch when a backend sampler is attached.
 uint32_t n_outputs_max_per_seq(const llama_context * ctx);
 

@@ -5,8 +5,13 @@
 #include "drafter-model.h"
 #include "harness.h"
 
+#include "gguf.h"
+
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <tuple>
 
 namespace specdec::test {
@@ -261,6 +266,32 @@ TEST(DraftCompatibility, DflashNeedsOutputsForTheWholeBlock) {
     pair_setup p(target_path(), draft_path("dflash", drafter_kind::exact), one_output);
     EXPECT_EQ(status_of([&] { session s(p.target.get(), p.draft.get(), params_for(SPECDEC_STRATEGY_DFLASH, 3)); }),
               SPECDEC_STATUS_BATCH_CAPACITY);
+}
+
+// Copies a GGUF file with the value of one u32 metadata key replaced: in the
+// file the key's characters are followed by its type (u32) and its value.
+std::string with_u32(const std::string & path, const std::string & key, uint32_t value) {
+    std::ifstream in(path, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t at = bytes.find(key);
+    EXPECT_NE(at, std::string::npos);
+    const size_t value_at = at + key.size() + 4;
+    uint32_t type = 0;
+    std::memcpy(&type, bytes.data() + at + key.size(), 4);
+    EXPECT_EQ(type, static_cast<uint32_t>(GGUF_TYPE_UINT32));
+    std::memcpy(bytes.data() + value_at, &value, 4);
+    const std::string out = path + "." + key + "-" + std::to_string(value) + ".gguf";
+    std::ofstream(out, std::ios::binary) << bytes;
+    return out;
+}
+
+TEST(DraftCompatibility, DflashWithABlockOfOneIsRefused) {
+    const std::string bad = with_u32(draft_path("dflash", drafter_kind::exact), "dflash.block_size", 1);
+    EXPECT_EQ(specdec_check_pair(target_path().c_str(), bad.c_str(), SPECDEC_STRATEGY_DFLASH), SPECDEC_STATUS_MODEL_UNSUPPORTED);
+    pair_setup p(target_path(), bad);
+    EXPECT_EQ(status_of([&] { session s(p.target.get(), p.draft.get(), params_for(SPECDEC_STRATEGY_DFLASH, 2)); }),
+              SPECDEC_STATUS_MODEL_UNSUPPORTED);
+    EXPECT_NE(std::string(specdec_last_error()).size(), 0u);
 }
 
 TEST(DraftCompatibility, DflashClampsTheDraftLengthToItsBlock) {
