@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <string_view>
 
 namespace specdec::detail {
 
@@ -127,6 +128,13 @@ gguf_summary summarize(const gguf_context * ctx, uint64_t file_size) {
     s.bos = r.integer("tokenizer.ggml.bos_token_id", -1);
     s.eos = r.integer("tokenizer.ggml.eos_token_id", -1);
     info.n_vocab = static_cast<uint32_t>(s.tokens.size());
+    // llama.cpp's vocabulary loader asserts on two tokens with one text.
+    std::vector<std::string_view> sorted(s.tokens.begin(), s.tokens.end());
+    std::sort(sorted.begin(), sorted.end());
+    const auto dup = std::adjacent_find(sorted.begin(), sorted.end());
+    if (dup != sorted.end()) {
+        fail(SPECDEC_STATUS_MALFORMED_FILE, "the vocabulary holds the token text '", std::string(*dup), "' twice");
+    }
 
     if (arch.empty()) {
         return s;

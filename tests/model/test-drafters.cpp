@@ -294,6 +294,29 @@ TEST(DraftCompatibility, DflashWithABlockOfOneIsRefused) {
     EXPECT_NE(std::string(specdec_last_error()).size(), 0u);
 }
 
+TEST(DraftCompatibility, ClassicDraftWithAnotherTokenTextIsRefused) {
+    // In the tokens array each piece is a u64 length and its bytes; rename
+    // the piece "Q" (id 52) to a tab, a text no other token has (llama.cpp
+    // asserts on duplicate texts), so that one token's text differs.
+    std::ifstream in(target_path(), std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string q(std::string("\x01\0\0\0\0\0\0\0", 8) + "Q" + std::string("\x01\0\0\0\0\0\0\0", 8) + "R");
+    const size_t at = bytes.find(q);
+    ASSERT_NE(at, std::string::npos);
+    bytes[at + 8] = '\t';
+    const std::string other = target_path() + ".renamed-token.gguf";
+    std::ofstream(other, std::ios::binary) << bytes;
+
+    EXPECT_EQ(specdec_check_pair(target_path().c_str(), other.c_str(), SPECDEC_STRATEGY_DRAFT), SPECDEC_STATUS_VOCAB_MISMATCH);
+    auto target_model = load_model(target_path());
+    auto draft_model = load_model(other);
+    auto target = make_context(target_model.get(), {});
+    auto draft = make_context(draft_model.get(), {});
+    EXPECT_EQ(status_of([&] { session s(target.get(), draft.get(), params_for(SPECDEC_STRATEGY_DRAFT, 2)); }),
+              SPECDEC_STATUS_VOCAB_MISMATCH);
+    EXPECT_NE(std::string(specdec_last_error()).find("52"), std::string::npos);
+}
+
 TEST(DraftCompatibility, DflashClampsTheDraftLengthToItsBlock) {
     pair_setup p(target_path(), draft_path("dflash", drafter_kind::exact));
     session s(p.target.get(), p.draft.get(), params_for(SPECDEC_STRATEGY_DFLASH, 12));

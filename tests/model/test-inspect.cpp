@@ -151,6 +151,20 @@ TEST(Inspect, MalformedFilesAreTypedErrors) {
     }
 }
 
+TEST(Inspect, DuplicateTokenTextsAreMalformed) {
+    // llama.cpp's vocabulary loader asserts on them.
+    const auto path = fixture("gguf-duplicate-token", [](const std::string & p) {
+        fixtures::gguf_builder b;
+        b.set_str("general.architecture", "llama");
+        b.set_str("tokenizer.ggml.model", "llama");
+        b.set_arr_str("tokenizer.ggml.tokens", {"<unk>", "a", "b", "a"});
+        b.write(p);
+    });
+    specdec_model_info info{};
+    EXPECT_EQ(specdec_inspect(path.c_str(), &info), SPECDEC_STATUS_MALFORMED_FILE);
+    EXPECT_NE(std::string(specdec_last_error()).find("'a'"), std::string::npos);
+}
+
 TEST(Inspect, MissingBlockCountIsReportedNotAsserted) {
     // llama.cpp's own detection reads <arch>.block_count unchecked and aborts.
     const auto path = fixture("gguf-no-block-count", [](const std::string & p) {

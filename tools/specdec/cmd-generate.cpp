@@ -153,6 +153,13 @@ int run_generate(const generate_options & o) {
     if (texts.empty()) {
         throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, "give a prompt with -p or -f");
     }
+    // Metadata first: llama.cpp's loader aborts on some malformed files.
+    for (const std::string * path : {&o.model, &o.draft_model}) {
+        specdec_model_info info{};
+        if (!path->empty() && specdec_inspect(path->c_str(), &info) != SPECDEC_STATUS_OK) {
+            throw specdec::error(SPECDEC_STATUS_MALFORMED_FILE, specdec_last_error());
+        }
+    }
     specdec_strategy strategy = SPECDEC_STRATEGY_MTP;
     const bool speculative = resolve_strategy(o, strategy);
     const auto n_seq = static_cast<uint32_t>(texts.size());
