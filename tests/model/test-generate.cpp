@@ -167,6 +167,35 @@ INSTANTIATE_TEST_SUITE_P(Strategies, SampledLossless,
                              return n;
                          });
 
+TEST(Generate, ExactDraftersAcceptEverythingWithSequencesOfDifferentLengths) {
+    // Prompts of different lengths put the sequences at different positions;
+    // every exact drafter must still be right for every sequence.
+    const std::vector<std::vector<llama_token>> uneven = {{60, 61, 62}, {20, 21, 22, 23, 24}, {90, 91}};
+    const auto llama = fixture("llama-target-2-256", [](const std::string & p) { fixtures::write_llama_target(p, {}); });
+    const std::vector<strategy_case> cases = {
+        {"mtp", SPECDEC_STRATEGY_MTP, fixture("glm4moe-mtp-exact", [](const std::string & p) { fixtures::write_glm4moe_mtp(p, {}); }), ""},
+        {"eagle3", SPECDEC_STRATEGY_EAGLE3, llama, fixture("eagle3-exact-2-256", [](const std::string & p) { fixtures::write_eagle3_draft(p, {}); })},
+        {"dflash", SPECDEC_STRATEGY_DFLASH, llama, fixture("dflash-exact-2-256", [](const std::string & p) { fixtures::write_dflash_draft(p, {}, false); })},
+    };
+    for (const auto & c : cases) {
+        SCOPED_TRACE(c.name);
+        session_params sp = specdec_session_default_params();
+        sp.strategy = c.strategy;
+        sp.n_draft_max = 3;
+        sp.n_seq = 3;
+        opened o = open(c, sp);
+        session s(o.target.get(), o.draft.get(), sp);
+        generate_params gp = specdec_generate_default_params();
+        gp.n_predict = 20;
+        const auto out = generate(s, uneven, gp);
+        for (size_t i = 0; i < uneven.size(); ++i) {
+            EXPECT_EQ(out.sequences[i].tokens, expected_cycle(uneven[i].back(), 20, n_vocab)) << "sequence " << i;
+            EXPECT_GT(out.sequences[i].stats.n_drafted, 0u);
+            EXPECT_EQ(out.sequences[i].stats.n_accepted, out.sequences[i].stats.n_drafted) << "sequence " << i;
+        }
+    }
+}
+
 TEST(Generate, ExactDrafterAcceptsAlmostEverything) {
     const auto path = fixture("glm4moe-mtp-exact", [](const std::string & p) { fixtures::write_glm4moe_mtp(p, {}); });
     session_params sp = specdec_session_default_params();
