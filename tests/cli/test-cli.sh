@@ -67,6 +67,17 @@ check "incompatible reason" contains "$work/out" "LAYER_MISMATCH"
 check "inspect json" exit_is 0 "$specdec" inspect "$work/llama.gguf" "$work/eagle3.gguf" --json
 check "inspect json pair" contains "$work/out" '"compatible": true'
 
+# bench: every configuration identical to plain decoding, and the JSON complete
+check "bench" exit_is 0 "$specdec" bench -m "$work/qwen35.gguf" -n 24 -r 2 --n-draft 1 --n-draft 3 -t 1 --json "$work/bench.json"
+check "bench table" contains "$work/out" "| mtp n=3 |"
+for field in tokens_per_second speedup acceptance tokens_per_step verify_share draft_share bookkeeping_share acceptance_by_position; do
+    check "bench json $field" contains "$work/bench.json" "\"$field\""
+done
+check "bench identical" bash -c "! grep -q '\"identical_to_plain\": false' '$work/bench.json'"
+check "bench exact acceptance" contains "$work/bench.json" '"acceptance": 1.0'
+check "bench numbers finite" bash -c "! grep -qiE 'nan|inf' '$work/bench.json'"
+check "bench plain speedup is 1" contains "$work/bench.json" '"speedup": 1.0'
+
 # bad input
 check "missing model file" exit_is 2 "$specdec" generate -m "$work/none.gguf" -p x
 check "missing inspected file" exit_is 1 "$specdec" inspect "$work/none.gguf"

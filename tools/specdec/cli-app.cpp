@@ -7,6 +7,7 @@ void configure(CLI::App & app, options & o) {
     app.add_flag("-v,--verbose", o.verbosity, "show llama.cpp's log (-v warnings, -vv everything)");
     add_generate_command(app, o.generate);
     add_inspect_command(app, o.inspect);
+    add_bench_command(app, o.bench);
 }
 
 void parse(CLI::App & app, const std::vector<std::string> & args) {

@@ -1,6 +1,7 @@
 // The command line itself: every option of every subcommand, and parsing.
 #pragma once
 
+#include "cmd-bench.h"
 #include "cmd-generate.h"
 #include "cmd-inspect.h"
 
@@ -15,6 +16,7 @@ struct options {
     int              verbosity = 0;
     generate_options generate;
     inspect_options  inspect;
+    bench_options    bench;
 };
 
 // Declares the subcommands and their options on `app`, bound to `o`.

@@ -25,7 +25,13 @@ int main(int argc, char ** argv) {
     llama_backend_init();
     int rc = cli::exit_ok;
     try {
-        rc = app.got_subcommand("generate") ? cli::run_generate(opt.generate) : cli::run_inspect(opt.inspect);
+        if (app.got_subcommand("generate")) {
+            rc = cli::run_generate(opt.generate);
+        } else if (app.got_subcommand("inspect")) {
+            rc = cli::run_inspect(opt.inspect);
+        } else {
+            rc = cli::run_bench(opt.bench);
+        }
     } catch (const specdec::error & e) {
         rc = cli::report(e);
     }

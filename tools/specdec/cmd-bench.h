@@ -1,0 +1,29 @@
+// `specdec bench`: how much faster each strategy and draft length is than
+// plain decoding of the same target, measured in one process.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cli {
+
+struct bench_options {
+    std::string              model;
+    std::string              draft_model;
+    std::vector<std::string> specs;                    // strategies to compare; empty: detected from the files
+    std::vector<int32_t>     n_drafts = {1, 2, 4, 8};  // draft lengths swept per strategy
+    std::string              prompt = "The quick brown fox jumps over the lazy dog.";
+    int32_t                  n_predict = 64;           // tokens per run (end-of-generation ignored)
+    int32_t                  repeats   = 3;            // rounds; every configuration runs once per round
+    uint32_t                 n_ctx     = 2048;
+    int32_t                  n_threads = 0;            // 0: hardware threads
+    std::string              json_path;                // write the results as JSON here
+};
+
+void add_bench_command(CLI::App & app, bench_options & opt);
+int run_bench(const bench_options & opt);
+
+} // namespace cli
