@@ -70,7 +70,7 @@ check "inspect json pair" contains "$work/out" '"compatible": true'
 # bench: every configuration identical to plain decoding, and the JSON complete
 check "bench" exit_is 0 "$specdec" bench -m "$work/qwen35.gguf" -n 24 -r 2 --n-draft 1 --n-draft 3 -t 1 --json "$work/bench.json"
 check "bench table" contains "$work/out" "| mtp n=3 |"
-for field in tokens_per_second speedup acceptance tokens_per_step verify_share draft_share bookkeeping_share acceptance_by_position; do
+for field in tokens_per_second speedup limit achieved_of_limit acceptance tokens_per_step verify_share draft_share bookkeeping_share acceptance_by_position; do
     check "bench json $field" contains "$work/bench.json" "\"$field\""
 done
 check "bench identical" bash -c "! grep -q '\"identical_to_plain\": false' '$work/bench.json'"

@@ -43,6 +43,7 @@ struct run_result {
     double verify_share      = 0; // of decode time (prefill excluded)
     double draft_share       = 0;
     double bookkeeping_share = 0;
+    double step_cost_us      = 0; // target verification + drafting per step: what an ideal loop pays
     std::vector<double> by_position;
     std::vector<llama_token> tokens;
 };
@@ -65,6 +66,7 @@ run_result measure(const specdec::generation_result & g) {
     r.verify_share = static_cast<double>(t.t_verify_us) / decode_us;
     r.draft_share = static_cast<double>(t.t_draft_us) / decode_us;
     r.bookkeeping_share = std::max(0.0, 1.0 - r.verify_share - r.draft_share);
+    r.step_cost_us = st.n_steps > 0 ? static_cast<double>(t.t_verify_us + t.t_draft_us) / static_cast<double>(st.n_steps) : 0.0;
     for (size_t i = 0; i < SPECDEC_MAX_DRAFT && st.n_proposed_at[i] > 0; ++i) {
         r.by_position.push_back(static_cast<double>(st.n_accepted_at[i]) / static_cast<double>(st.n_proposed_at[i]));
     }
@@ -188,8 +190,8 @@ int run_bench(const bench_options & o) {
         plain_tps.push_back(r.tokens_per_second);
     }
     const double plain = median(plain_tps);
-    std::printf("| configuration | tokens/s | speedup | acceptance | tokens/step | verify | draft | bookkeeping | identical |\n");
-    std::printf("|---|---|---|---|---|---|---|---|---|\n");
+    std::printf("| configuration | tokens/s | speedup | limit | achieved/limit | acceptance | tokens/step | verify | draft | bookkeeping | identical |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (size_t c = 0; c < configs.size(); ++c) {
         auto med = [&](double run_result::*field) {
             std::vector<double> v;
@@ -200,12 +202,21 @@ int run_bench(const bench_options & o) {
         };
         const bool identical = std::all_of(runs[c].begin(), runs[c].end(), [&](const run_result & r) { return r.tokens == runs[0][0].tokens; });
         const double tps = med(&run_result::tokens_per_second);
+        // The limit: the tokens each step yields at the measured acceptance,
+        // over the measured cost of verifying and drafting them, against the
+        // cost of one plain token; no bookkeeping at all.
+        const double plain_token_us = plain > 0 ? 1e6 / plain : 0.0;
+        const double step_cost = med(&run_result::step_cost_us);
+        const double limit = step_cost > 0 ? med(&run_result::tokens_per_step) * plain_token_us / step_cost : 0.0;
+        const double speedup = plain > 0 ? tps / plain : 0.0;
         nlohmann::json row = {
             {"configuration", configs[c].name},
             {"strategy", configs[c].n_draft == 0 ? "none" : specdec_strategy_name(configs[c].strategy)},
             {"n_draft", configs[c].n_draft == 0 ? 0 : effective[c]},
             {"tokens_per_second", tps},
-            {"speedup", plain > 0 ? tps / plain : 0.0},
+            {"speedup", speedup},
+            {"limit", limit},
+            {"achieved_of_limit", limit > 0 ? speedup / limit : 0.0},
             {"acceptance", med(&run_result::acceptance)},
             {"tokens_per_step", med(&run_result::tokens_per_step)},
             {"verify_share", med(&run_result::verify_share)},
@@ -215,8 +226,9 @@ int run_bench(const bench_options & o) {
             {"identical_to_plain", identical},
         };
         out["results"].push_back(row);
-        std::printf("| %s | %.1f | %.2f | %.2f | %.2f | %.0f%% | %.0f%% | %.1f%% | %s |\n", configs[c].name.c_str(), tps,
-                    row["speedup"].get<double>(), row["acceptance"].get<double>(), row["tokens_per_step"].get<double>(),
+        std::printf("| %s | %.1f | %.2f | %.2f | %.0f%% | %.2f | %.2f | %.0f%% | %.0f%% | %.1f%% | %s |\n", configs[c].name.c_str(), tps,
+                    speedup, limit, 100 * row["achieved_of_limit"].get<double>(), row["acceptance"].get<double>(),
+                    row["tokens_per_step"].get<double>(),
                     100 * row["verify_share"].get<double>(), 100 * row["draft_share"].get<double>(),
                     100 * row["bookkeeping_share"].get<double>(), identical ? "yes" : "NO");
     }
