@@ -28,6 +28,7 @@ contains() { grep -q -- "$2" "$1" || { echo "'$2' not in $1:" >&2; cat "$1" >&2;
 "$fixture" eagle3 "$work/eagle3.gguf"
 "$fixture" eagle3 "$work/eagle3-deep.gguf" --n-layer 6
 "$fixture" dflash2 "$work/dflash2.gguf"
+"$fixture" qwen35-mtp "$work/qwen35-q8.gguf" --type q8_0
 head -c 3000 "$work/llama.gguf" > "$work/truncated.gguf"
 
 # generate: speculative text equals plain text; --json carries the statistics.
@@ -56,6 +57,12 @@ check "same sampled text" cmp -s "$work/out" "$work/sampled.txt"
 check "stop string" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40 --stop "gh" --json
 check "stop reason" contains "$work/out" '"stop": "stop_string"'
 check "stop text" contains "$work/out" '"text": "def"'
+
+check "quantized plain" exit_is 0 "$specdec" generate -m "$work/qwen35-q8.gguf" --spec none -p "abc" -n 30
+cp "$work/out" "$work/q8-plain.txt"
+check "quantized mtp" exit_is 0 "$specdec" generate -m "$work/qwen35-q8.gguf" -p "abc" -n 30
+check "quantized text equals plain" cmp -s "$work/out" "$work/q8-plain.txt"
+check "quantized exact head" contains "$work/err" "(100.0%)"
 
 # inspect
 check "inspect one" exit_is 0 "$specdec" inspect "$work/qwen35.gguf"
