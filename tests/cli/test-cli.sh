@@ -84,6 +84,10 @@ check "bench identical" bash -c "! grep -q '\"identical_to_plain\": false' '$wor
 check "bench exact acceptance" contains "$work/bench.json" '"acceptance": 1.0'
 check "bench numbers finite" bash -c "! grep -qiE 'nan|inf' '$work/bench.json'"
 check "bench plain speedup is 1" contains "$work/bench.json" '"speedup": 1.0'
+upstream="$(dirname "$specdec")/specdec-upstream-reference"
+check "bench against upstream" exit_is 0 "$specdec" bench -m "$work/qwen35.gguf" -n 16 -r 1 --n-draft 2 -t 1 \
+    --upstream "$upstream" --json "$work/bench-up.json"
+check "bench upstream ratio" contains "$work/bench-up.json" '"ours_over_upstream"'
 
 # bad input
 check "missing model file" exit_is 2 "$specdec" generate -m "$work/none.gguf" -p x

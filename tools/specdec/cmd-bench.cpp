@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -26,6 +27,9 @@ void add_bench_command(CLI::App & app, bench_options & o) {
     cmd->add_option("-c,--ctx-size", o.n_ctx, "context size")->check(CLI::Range(64u, 1u << 20))->capture_default_str();
     cmd->add_option("-t,--threads", o.n_threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));
     cmd->add_option("--json", o.json_path, "write the results as JSON to this file");
+    cmd->add_option("--upstream", o.upstream,
+                    "llama.cpp's speculative-simple (built as bin/specdec-upstream-reference) to run as the reference loop")
+        ->check(CLI::ExistingFile);
 }
 
 namespace {
@@ -72,6 +76,48 @@ run_result measure(const specdec::generation_result & g) {
     }
     r.tokens = s.tokens;
     return r;
+}
+
+// Quotes a value for /bin/sh.
+std::string shell_quote(const std::string & s) {
+    std::string out = "'";
+    for (char c : s) {
+        out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    }
+    return out + "'";
+}
+
+// Runs upstream's speculative-simple with the same model, strategy, draft
+// length, prompt, budget and threads; returns its decode speed in tokens/s.
+double run_upstream(const bench_options & o, specdec_strategy strategy, int32_t n_draft, int32_t threads) {
+    const std::string type = strategy == SPECDEC_STRATEGY_DRAFT ? "draft-simple"
+                             : std::string(specdec_strategy_name(strategy)).rfind("ngram", 0) == 0
+                                 ? specdec_strategy_name(strategy)
+                                 : "draft-" + std::string(specdec_strategy_name(strategy));
+    std::string cmd = shell_quote(o.upstream) + " -m " + shell_quote(o.model) + " --spec-type " + type +
+                      " --spec-draft-n-max " + std::to_string(n_draft) + " -p " + shell_quote(o.prompt) + " -n " +
+                      std::to_string(o.n_predict) + " -t " + std::to_string(threads) + " -c " + std::to_string(o.n_ctx) +
+                      " --temp 0 --top-k 1 2>&1";
+    if (strategy != SPECDEC_STRATEGY_MTP && !o.draft_model.empty() && specdec_strategy_needs_draft_context(strategy)) {
+        cmd.insert(cmd.size() - 5, " --spec-draft-model " + shell_quote(o.draft_model));
+    }
+    FILE * pipe = popen(cmd.c_str(), "r");
+    if (pipe == nullptr) {
+        throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot run " + o.upstream);
+    }
+    std::string output;
+    char buf[4096];
+    while (std::fgets(buf, sizeof(buf), pipe) != nullptr) {
+        output += buf;
+    }
+    const int rc = pclose(pipe);
+    const size_t at = output.find("decoded ");
+    const size_t speed = output.find("speed:", at == std::string::npos ? 0 : at);
+    if (rc != 0 || at == std::string::npos || speed == std::string::npos) {
+        throw specdec::error(SPECDEC_STATUS_NATIVE_FAILURE, "the upstream reference failed or printed no speed: " +
+                                                                 output.substr(output.size() > 400 ? output.size() - 400 : 0));
+    }
+    return std::atof(output.c_str() + speed + 6);
 }
 
 std::vector<specdec_strategy> strategies_of(const bench_options & o) {
@@ -155,6 +201,7 @@ int run_bench(const bench_options & o) {
     specdec::generate_plain(target.get(), prompts, gp);
     const bool progress = isatty(STDERR_FILENO);
     std::vector<std::vector<run_result>> runs(configs.size());
+    std::vector<std::vector<double>> upstream_tps(configs.size());
     std::vector<int32_t> effective(configs.size(), 0);
     for (int32_t round = 0; round < o.repeats; ++round) {
         for (size_t c = 0; c < configs.size(); ++c) {
@@ -173,6 +220,9 @@ int run_bench(const bench_options & o) {
             specdec::session session(target.get(), draft, sp);
             effective[c] = session.params().n_draft_max;
             runs[c].push_back(measure(specdec::generate(session, prompts, gp)));
+            if (!o.upstream.empty()) {
+                upstream_tps[c].push_back(run_upstream(o, cfg.strategy, cfg.n_draft, threads));
+            }
         }
     }
     if (progress) {
@@ -225,7 +275,16 @@ int run_bench(const bench_options & o) {
             {"acceptance_by_position", runs[c].back().by_position},
             {"identical_to_plain", identical},
         };
+        if (!upstream_tps[c].empty()) {
+            const double up = median(upstream_tps[c]);
+            row["upstream_tokens_per_second"] = up;
+            row["ours_over_upstream"] = up > 0 ? tps / up : 0.0;
+        }
         out["results"].push_back(row);
+        if (row.contains("ours_over_upstream")) {
+            std::fprintf(stderr, "bench: %s: upstream loop %.1f tokens/s, ours/upstream %.2f\n", configs[c].name.c_str(),
+                         row["upstream_tokens_per_second"].get<double>(), row["ours_over_upstream"].get<double>());
+        }
         std::printf("| %s | %.1f | %.2f | %.2f | %.0f%% | %.2f | %.2f | %.0f%% | %.0f%% | %.1f%% | %s |\n", configs[c].name.c_str(), tps,
                     speedup, limit, 100 * row["achieved_of_limit"].get<double>(), row["acceptance"].get<double>(),
                     row["tokens_per_step"].get<double>(),

@@ -21,6 +21,7 @@ struct bench_options {
     uint32_t                 n_ctx     = 2048;
     int32_t                  n_threads = 0;            // 0: hardware threads
     std::string              json_path;                // write the results as JSON here
+    std::string              upstream;                 // llama.cpp's speculative-simple, run as the reference loop
 };
 
 void add_bench_command(CLI::App & app, bench_options & opt);
