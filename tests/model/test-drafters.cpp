@@ -323,18 +323,6 @@ TEST(DraftCompatibility, DflashClampsTheDraftLengthToItsBlock) {
     EXPECT_EQ(s.params().n_draft_max, 7); // block size 8: the anchor plus 7 masked positions
 }
 
-TEST(DraftCompatibility, ClassicDraftVocabularyMustMatch) {
-    auto target_model = load_model(target_path());
-    auto draft_model = load_model(draft_path("dflash", drafter_kind::exact));
-    auto target = make_context(target_model.get(), {});
-    context_options d;
-    d.other = target.get();
-    auto draft = make_context(draft_model.get(), d);
-    const auto st = status_of([&] { session s(target.get(), draft.get(), params_for(SPECDEC_STRATEGY_DRAFT, 2)); });
-    // The DFlash fixture shares the test vocabulary, so the classic check passes.
-    EXPECT_EQ(st, SPECDEC_STATUS_OK);
-}
-
 TEST(DraftLifecycle, ProcessBeforeAnyTargetDecodeIsRefused) {
     pair_setup p(target_path(), draft_path("eagle3", drafter_kind::exact));
     session s(p.target.get(), p.draft.get(), params_for(SPECDEC_STRATEGY_EAGLE3, 2));

@@ -209,13 +209,19 @@ TEST(Generator, RejectedPositionsAreDroppedBeforeTheNextStep) {
 
 TEST(Generator, AcceptanceMatchesTheScriptedDrafter) {
     // Wrong whenever the input is even: from 1 the chain is 1 -> 4 (even) -> 13 wrong.
-    fake_backend spec(3, chained_drafter(2));
-    const auto out = run_generation(spec, {{{1}}}, greedy(30), {});
+    std::vector<int32_t> caps;
+    fake_backend spec_capped(3, [&](llama_seq_id s, llama_token t, int32_t cap) {
+        caps.push_back(cap);
+        return chained_drafter(2)(s, t, cap);
+    });
+    const auto out = run_generation(spec_capped, {{{1}}}, greedy(30), {});
+    ASSERT_EQ(caps.size(), spec_capped.accepted_calls.size());
     llama_token t = 1;
     size_t step = 0;
-    for (uint16_t kept : spec.accepted_calls) {
-        // Reference: count the chain's agreeing prefix.
-        const auto want = chained_drafter(2)(0, t, 3);
+    uint64_t kept_total = 0;
+    for (uint16_t kept : spec_capped.accepted_calls) {
+        // Reference: the chain's agreeing prefix at this step's cap.
+        const auto want = chained_drafter(2)(0, t, caps[step]);
         uint16_t k = 0;
         llama_token x = t;
         while (k < want.size() && want[k] == greedy_next(x)) {
@@ -223,13 +229,15 @@ TEST(Generator, AcceptanceMatchesTheScriptedDrafter) {
             ++k;
         }
         EXPECT_EQ(kept, k) << "step " << step++;
+        kept_total += kept;
         for (int i = 0; i <= kept; ++i) {
             t = greedy_next(t);
         }
-        if (out.sequences[0].tokens.size() < 30 && t == out.sequences[0].tokens.back()) {
-            break;
-        }
     }
+    // Both paths ran: some drafts kept, some rejected.
+    EXPECT_GT(kept_total, 0u);
+    EXPECT_LT(kept_total, out.sequences[0].stats.n_drafted);
+    EXPECT_EQ(kept_total, out.sequences[0].stats.n_accepted);
 }
 
 // --- stopping and streaming ---------------------------------------------------------

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <thread>
+#include <algorithm>
 #include <unistd.h>
 
 namespace cli {
@@ -56,6 +58,18 @@ llama_model_ptr load_model(const std::string & path, bool load_mtp) {
         throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot load model '" + path + "' (run with -v for llama.cpp's log)");
     }
     return llama_model_ptr(model);
+}
+
+llama_context_params context_params(uint32_t n_ctx_per_seq, uint32_t n_seq, int32_t n_threads) {
+    const int32_t threads = n_threads > 0 ? n_threads : static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = n_ctx_per_seq * n_seq;
+    cp.n_seq_max = n_seq;
+    cp.n_batch = 512;
+    cp.n_ubatch = 512;
+    cp.n_threads = threads;
+    cp.n_threads_batch = threads;
+    return cp;
 }
 
 std::vector<llama_token> tokenize(const llama_model * model, const std::string & text) {

@@ -26,6 +26,10 @@ void set_verbosity(int verbosity);
 // Throws specdec::error(IO_ERROR) on failure.
 llama_model_ptr load_model(const std::string & path, bool load_mtp);
 
+// Context parameters for n_seq sequences of n_ctx_per_seq positions each,
+// batches of 512 tokens, and n_threads CPU threads (0: every hardware thread).
+llama_context_params context_params(uint32_t n_ctx_per_seq, uint32_t n_seq, int32_t n_threads);
+
 std::vector<llama_token> tokenize(const llama_model * model, const std::string & text);
 
 std::string read_file(const std::string & path);

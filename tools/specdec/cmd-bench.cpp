@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
-#include <thread>
 #include <unistd.h>
 
 namespace cli {
@@ -159,13 +158,8 @@ int run_bench(const bench_options & o) {
     if (!o.draft_model.empty()) {
         draft_model = load_model(o.draft_model, false);
     }
-    llama_context_params cp = llama_context_default_params();
-    const int32_t threads = o.n_threads > 0 ? o.n_threads : static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
-    cp.n_ctx = o.n_ctx;
-    cp.n_batch = 512;
-    cp.n_ubatch = 512;
-    cp.n_threads = threads;
-    cp.n_threads_batch = threads;
+    llama_context_params cp = context_params(o.n_ctx, 1, o.n_threads);
+    const int32_t threads = cp.n_threads;
     if (llama_model_is_recurrent(target_model.get()) || llama_model_is_hybrid(target_model.get())) {
         cp.n_rs_seq = static_cast<uint32_t>(n_draft_top);
     }

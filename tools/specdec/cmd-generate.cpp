@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
-#include <thread>
 #include <unistd.h>
 
 namespace cli {
@@ -64,18 +63,6 @@ bool resolve_strategy(const generate_options & o, specdec_strategy & out) {
         throw specdec::error(st, specdec_last_error());
     }
     return true;
-}
-
-llama_context_params context_params(const generate_options & o, uint32_t n_seq) {
-    llama_context_params cp = llama_context_default_params();
-    const int32_t threads = o.n_threads > 0 ? o.n_threads : static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
-    cp.n_ctx = o.n_ctx * n_seq;
-    cp.n_seq_max = n_seq;
-    cp.n_batch = 512;
-    cp.n_ubatch = 512;
-    cp.n_threads = threads;
-    cp.n_threads_batch = threads;
-    return cp;
 }
 
 const char * stop_name(specdec_stop_reason r) {
@@ -172,7 +159,7 @@ int run_generate(const generate_options & o) {
     sp.p_min = o.p_min;
 
     llama_model_ptr target_model = load_model(o.model, speculative && strategy == SPECDEC_STRATEGY_MTP);
-    llama_context_params tp = context_params(o, n_seq);
+    llama_context_params tp = context_params(o.n_ctx, n_seq, o.n_threads);
     if (speculative && (llama_model_is_recurrent(target_model.get()) || llama_model_is_hybrid(target_model.get()))) {
         tp.n_rs_seq = static_cast<uint32_t>(o.n_draft); // rejected drafts roll the recurrent state back
     }
@@ -232,7 +219,7 @@ int run_generate(const generate_options & o) {
         }
         llama_context_ptr draft;
         if (specdec_strategy_needs_draft_context(strategy)) {
-            draft = specdec::make_draft_context(target.get(), draft_model.get(), sp, context_params(o, n_seq));
+            draft = specdec::make_draft_context(target.get(), draft_model.get(), sp, context_params(o.n_ctx, n_seq, o.n_threads));
         }
         specdec::session session(target.get(), draft.get(), sp);
         result = specdec::generate(session, prompts, gp, on_token);
