@@ -113,8 +113,10 @@ double run_upstream(const bench_options & o, specdec_strategy strategy, int32_t 
     const size_t at = output.find("decoded ");
     const size_t speed = output.find("speed:", at == std::string::npos ? 0 : at);
     if (rc != 0 || at == std::string::npos || speed == std::string::npos) {
-        throw specdec::error(SPECDEC_STATUS_NATIVE_FAILURE, "the upstream reference failed or printed no speed: " +
-                                                                 output.substr(output.size() > 400 ? output.size() - 400 : 0));
+        const std::string why = rc != 0 ? "the upstream reference failed (wait status " + std::to_string(rc) + ")"
+                                        : std::string("the upstream reference printed no decode speed");
+        throw specdec::error(SPECDEC_STATUS_NATIVE_FAILURE,
+                             why + "; its output ends with: " + output.substr(output.size() > 400 ? output.size() - 400 : 0));
     }
     return std::atof(output.c_str() + speed + 6);
 }
