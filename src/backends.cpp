@@ -52,6 +52,7 @@ public:
 
     uint32_t n_seq() const override { return s_.params().n_seq; }
     int32_t n_draft_max() const override { return s_.params().n_draft_max; }
+    int32_t n_draft_min() const override { return s_.params().n_draft_min; }
     void clear(llama_seq_id seq) override {
         s_.remove_range(SPECDEC_CONTEXT_TARGET, seq, -1, -1);
         if (s_.draft_context() != nullptr) {
@@ -76,6 +77,7 @@ public:
 
     uint32_t n_seq() const override { return llama_n_seq_max(target_); }
     int32_t n_draft_max() const override { return 0; }
+    int32_t n_draft_min() const override { return 0; }
     void clear(llama_seq_id seq) override { llama_memory_seq_rm(llama_get_memory(target_), seq, -1, -1); }
     void begin(llama_seq_id, std::span<const llama_token>) override {}
     void decode(const llama_batch & batch) override {
@@ -126,5 +128,6 @@ extern "C" specdec_generate_params specdec_generate_default_params(void) {
     p.ignore_eog = false;
     p.stop_strings = nullptr;
     p.n_stop_strings = 0;
+    p.synthetic_acceptance = -1.0f;
     return p;
 }

@@ -20,6 +20,7 @@ public:
     virtual int32_t n_batch() const = 0;     // tokens per decode
     virtual uint32_t n_seq() const = 0;      // sequences that can run at once
     virtual int32_t n_draft_max() const = 0; // 0: no drafter
+    virtual int32_t n_draft_min() const = 0; // shorter proposals are dropped
 
     // Empties a sequence before its prompt.
     virtual void clear(llama_seq_id seq) = 0;

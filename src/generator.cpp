@@ -3,11 +3,14 @@
 // prefix plus the target's own token, and drop the rest.
 #include "generation-backend.h"
 
+#include "draft-length.h"
 #include "error.h"
 #include "sampler.h"
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
+#include <random>
 
 namespace specdec::detail {
 
@@ -51,6 +54,7 @@ struct sequence_state {
     llama_token     id_last = 0; // next token to decode
     bool            active = true;
     token_sampler   sampler;
+    std::mt19937    synthetic;        // draws of the synthetic-acceptance benchmark mode
     sequence_result result;
     size_t          text_checked = 0; // text before this offset holds no stop string
 };
@@ -60,8 +64,13 @@ void validate(generation_backend & backend, std::span<const std::vector<llama_to
     if (p.n_predict < 0) {
         fail(SPECDEC_STATUS_INVALID_ARGUMENT, "n_predict is ", p.n_predict, "; it must be >= 0");
     }
-    if (p.n_draft < -1 || p.n_draft > backend.n_draft_max()) {
-        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "n_draft is ", p.n_draft, "; it must be within [-1, ", backend.n_draft_max(), "]");
+    if ((p.n_draft < -1 && p.n_draft != SPECDEC_N_DRAFT_AUTO) || p.n_draft > backend.n_draft_max()) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "n_draft is ", p.n_draft, "; it must be within [-1, ", backend.n_draft_max(),
+             "] or SPECDEC_N_DRAFT_AUTO");
+    }
+    if (!(p.synthetic_acceptance < 0.0f) && !(p.synthetic_acceptance >= 0.0f && p.synthetic_acceptance <= 1.0f)) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "synthetic_acceptance is ", p.synthetic_acceptance,
+             "; it must be negative (off) or within [0, 1]");
     }
     if (p.n_stop_strings > 0 && p.stop_strings == nullptr) {
         fail(SPECDEC_STATUS_INVALID_ARGUMENT, "stop_strings must not be NULL when n_stop_strings > 0");
@@ -106,6 +115,7 @@ public:
     loop(generation_backend & backend, const generate_params & params, const token_callback & on_token)
         : b_(backend), p_(params), on_token_(on_token),
           n_draft_(params.n_draft < 0 ? backend.n_draft_max() : params.n_draft),
+          synthetic_(params.synthetic_acceptance >= 0.0f),
           batch_(std::max(backend.n_batch(), 1)) {
         for (size_t i = 0; i < params.n_stop_strings; ++i) {
             stops_.emplace_back(params.stop_strings[i]);
@@ -116,7 +126,11 @@ public:
         const auto t0 = clock_type::now();
         for (size_t i = 0; i < prompts.size(); ++i) {
             const auto seq = static_cast<llama_seq_id>(i);
-            seqs_.push_back({seq, 0, 0, true, token_sampler(p_, p_.seed + static_cast<uint32_t>(i), b_.n_vocab()), {}, 0});
+            const uint32_t seed = p_.seed + static_cast<uint32_t>(i);
+            seqs_.push_back({seq, 0, 0, true, token_sampler(p_, seed, b_.n_vocab()), std::mt19937(seed), {}, 0});
+        }
+        if (p_.n_draft == SPECDEC_N_DRAFT_AUTO && n_draft_ > 0) {
+            adaptive_.emplace(seqs_.size(), n_draft_);
         }
         prefill(prompts);
         times_.t_prefill_us = since_us(t0);
@@ -177,19 +191,29 @@ private:
         // within its token budget, the context, and its share of the batch.
         const auto n_active = std::count_if(seqs_.begin(), seqs_.end(), [](const sequence_state & s) { return s.active; });
         const int64_t share = b_.n_batch() / n_active - 1;
-        std::vector<draft_request> requests;
+        std::vector<int32_t> caps(seqs_.size(), -1); // -1: inactive
         for (const sequence_state & s : seqs_) {
-            if (!s.active) {
-                continue;
-            }
-            const int64_t budget = p_.n_predict - static_cast<int64_t>(s.result.tokens.size()) - 1;
-            const int64_t room = static_cast<int64_t>(b_.n_ctx()) - s.n_past - 1;
-            const auto cap = static_cast<int32_t>(std::clamp<int64_t>(std::min<int64_t>({n_draft_, budget, room, share}), 0, n_draft_));
-            if (cap > 0) {
-                requests.push_back({s.seq, s.n_past, s.id_last, cap});
+            if (s.active) {
+                const int64_t budget = p_.n_predict - static_cast<int64_t>(s.result.tokens.size()) - 1;
+                const int64_t room = static_cast<int64_t>(b_.n_ctx()) - s.n_past - 1;
+                caps[static_cast<size_t>(s.seq)] =
+                    static_cast<int32_t>(std::clamp<int64_t>(std::min<int64_t>({n_draft_, budget, room, share}), 0, n_draft_));
             }
         }
-        auto t = clock_type::now();
+        if (adaptive_) {
+            const std::vector<int32_t> lengths = adaptive_->choose(caps, b_.n_draft_min());
+            for (size_t i = 0; i < caps.size(); ++i) {
+                caps[i] = caps[i] < 0 ? -1 : lengths[i];
+            }
+        }
+        std::vector<draft_request> requests;
+        for (const sequence_state & s : seqs_) {
+            if (caps[static_cast<size_t>(s.seq)] > 0) {
+                requests.push_back({s.seq, s.n_past, s.id_last, caps[static_cast<size_t>(s.seq)]});
+            }
+        }
+        const auto t_step = clock_type::now();
+        auto t = t_step;
         if (!requests.empty()) {
             b_.draft(requests);
         }
@@ -221,21 +245,39 @@ private:
         t = clock_type::now();
         b_.process(batch_.get());
         times_.t_draft_us += since_us(t);
+        const auto step_us = static_cast<double>(since_us(t_step));
 
+        int32_t n_proposed = 0;
         for (sequence_state & s : seqs_) {
-            if (s.active) {
-                verify(s, proposals[static_cast<size_t>(s.seq)], row0[static_cast<size_t>(s.seq)]);
+            if (!s.active) {
+                continue;
             }
+            const auto & proposal = proposals[static_cast<size_t>(s.seq)];
+            const int32_t kept = verify(s, proposal, row0[static_cast<size_t>(s.seq)]);
+            n_proposed += static_cast<int32_t>(proposal.size());
+            if (adaptive_) {
+                adaptive_->observe(static_cast<size_t>(s.seq), static_cast<int32_t>(proposal.size()), kept);
+            }
+        }
+        if (adaptive_) {
+            adaptive_->observe_cost(static_cast<int32_t>(n_active), n_proposed, step_us);
         }
     }
 
     // Draws the target's token at each position in turn and keeps going while
     // the draw equals the drafted token: each emitted token is exactly what
-    // the target alone would have produced there.
-    void verify(sequence_state & s, const std::vector<llama_token> & proposal, int32_t row0) {
+    // the target alone would have produced there. Returns the drafted tokens
+    // kept.
+    int32_t verify(sequence_state & s, const std::vector<llama_token> & proposal, int32_t row0) {
         size_t kept = 0;
         llama_token last = s.id_last;
         for (size_t k = 0; k <= proposal.size() && s.active; ++k) {
+            if (synthetic_ && k < proposal.size() && keep_synthetic(s, proposal[k])) {
+                last = proposal[k];
+                emit(s, last);
+                ++kept;
+                continue;
+            }
             const llama_token x = s.sampler.choose(b_.logits(row0 + static_cast<int32_t>(k)));
             last = x;
             emit(s, x);
@@ -257,6 +299,12 @@ private:
             s.active = false;
             s.result.stop = SPECDEC_STOP_CONTEXT;
         }
+        return static_cast<int32_t>(kept);
+    }
+
+    // The synthetic-acceptance benchmark mode's decision for a drafted token.
+    bool keep_synthetic(sequence_state & s, llama_token drafted) {
+        return std::uniform_real_distribution<float>(0.0f, 1.0f)(s.synthetic) < p_.synthetic_acceptance && !b_.is_eog(drafted);
     }
 
     void sequence_stats_update(sequence_state & s, size_t proposed, size_t kept) {
@@ -318,6 +366,8 @@ private:
     const generate_params &     p_;
     const token_callback &      on_token_;
     const int32_t               n_draft_;
+    const bool                  synthetic_;
+    std::optional<adaptive_draft_length> adaptive_;
     token_batch                 batch_;
     std::vector<std::string>    stops_;
     std::vector<sequence_state> seqs_;

@@ -412,9 +412,22 @@ SPECDEC_API specdec_session_stats specdec_session_get_stats(const specdec_sessio
  * a seeded speculative run equals a seeded plain run token for token.
  */
 
+/*
+ * Adaptive draft length (specdec_generate_params.n_draft): before every step
+ * each sequence's length is chosen within [0, session n_draft_max] to make the
+ * expected tokens per second largest, from running estimates of that
+ * sequence's acceptance at each draft position (recent steps weigh most, so it
+ * follows text where the drafter is good and text where it is poor) and the
+ * step cost measured in this call for each number of drafted tokens. Output is
+ * the same as with any fixed length; a length below the session's n_draft_min
+ * is raised to it (or to 0 when that does not fit).
+ */
+#define SPECDEC_N_DRAFT_AUTO (-2)
+
 typedef struct specdec_generate_params {
     int32_t              n_predict;      /* most new tokens per sequence, >= 0; default 128 */
-    int32_t              n_draft;        /* tokens drafted per step: 0..session n_draft_max, -1 = n_draft_max; default -1 */
+    int32_t              n_draft;        /* tokens drafted per step: 0..session n_draft_max, -1 = n_draft_max,
+                                            SPECDEC_N_DRAFT_AUTO = chosen per step; default -1 */
     float                temperature;    /* <= 0: greedy (argmax, lowest id on ties); default 0 */
     int32_t              top_k;          /* keep the k most likely tokens; <= 0: off; default 0 */
     float                top_p;          /* nucleus mass in (0, 1]; 1: off; default 1 */
@@ -423,6 +436,12 @@ typedef struct specdec_generate_params {
     bool                 ignore_eog;     /* keep going past end-of-generation tokens; default false */
     const char * const * stop_strings;   /* stop when the text contains one of these; borrowed for the call */
     size_t               n_stop_strings;
+    float                synthetic_acceptance; /* BENCHMARKING ONLY; < 0: off (default -1). In [0, 1]: a
+                                                  drafted token is kept with this probability when the ones
+                                                  before it were (never a drafted end-of-generation token),
+                                                  whatever the target predicts, so the output is NOT the
+                                                  target's text: it measures speed at a chosen acceptance
+                                                  with an untrained drafter. Seeded by seed + sequence. */
 } specdec_generate_params;
 
 SPECDEC_API specdec_generate_params specdec_generate_default_params(void);

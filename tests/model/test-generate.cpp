@@ -167,6 +167,54 @@ INSTANTIATE_TEST_SUITE_P(Strategies, SampledLossless,
                              return n;
                          });
 
+// Adaptive draft length (chosen per sequence and step, up to 8): greedy and
+// seeded sampled output equal plain decoding.
+class AdaptiveLossless : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(AdaptiveLossless, OutputEqualsPlainDecoding) {
+    const auto & [name, n_seq] = GetParam();
+    const strategy_case c = make_case(name);
+    session_params sp = specdec_session_default_params();
+    sp.strategy = c.strategy;
+    sp.n_draft_max = 8;
+    sp.n_seq = static_cast<uint32_t>(n_seq);
+    const auto n = static_cast<size_t>(n_seq);
+    opened o = open(c, sp);
+    session s(o.target.get(), o.draft.get(), sp);
+    for (const float temperature : {0.0f, 4.0f}) {
+        generate_params gp = specdec_generate_default_params();
+        gp.n_predict = 40;
+        gp.temperature = temperature;
+        gp.top_k = 40;
+        gp.seed = 99;
+        const generation_result ref = plain_reference(c, n, gp);
+        gp.n_draft = SPECDEC_N_DRAFT_AUTO;
+        const generation_result out = generate(s, std::span(prompts.data(), n), gp);
+        uint64_t drafted = 0;
+        for (size_t i = 0; i < n; ++i) {
+            EXPECT_EQ(out.sequences[i].tokens, ref.sequences[i].tokens) << "sequence " << i << ", temperature " << temperature;
+            EXPECT_LE(out.sequences[i].stats.n_drafted, out.sequences[i].stats.n_steps * 8);
+            drafted += out.sequences[i].stats.n_drafted;
+        }
+        if (c.strategy != SPECDEC_STRATEGY_NGRAM_SIMPLE) {
+            EXPECT_GT(drafted, 0u);
+        }
+        EXPECT_TRUE(s.is_quiescent());
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, AdaptiveLossless,
+                         ::testing::Combine(::testing::Values("mtp-qwen35", "mtp-glm4moe", "eagle3", "dflash", "dflash2",
+                                                              "draft", "ngram-simple"),
+                                            ::testing::Values(1, 3)),
+                         [](const auto & tc) {
+                             std::string n = std::get<0>(tc.param);
+                             for (char & ch : n) {
+                                 ch = ch == '-' ? '_' : ch;
+                             }
+                             return n + "_seq" + std::to_string(std::get<1>(tc.param));
+                         });
+
 TEST(Generate, ExactDraftersAcceptEverythingWithSequencesOfDifferentLengths) {
     // Prompts of different lengths put the sequences at different positions;
     // every exact drafter must still be right for every sequence.

@@ -48,6 +48,7 @@ public:
     int32_t n_batch() const override { return n_batch_; }
     uint32_t n_seq() const override { return n_seq_; }
     int32_t n_draft_max() const override { return n_draft_max_; }
+    int32_t n_draft_min() const override { return 0; }
 
     void clear(llama_seq_id seq) override { kv[seq].clear(); }
     void begin(llama_seq_id, std::span<const llama_token>) override {}
@@ -240,6 +241,66 @@ TEST(Generator, AcceptanceMatchesTheScriptedDrafter) {
     EXPECT_EQ(kept_total, out.sequences[0].stats.n_accepted);
 }
 
+// --- adaptive draft length and synthetic acceptance ----------------------------------
+
+TEST(Generator, AdaptiveLengthIsLossless) {
+    for (int wrong_every : {0, 2, 5}) {
+        fake_backend plain(0, silent_drafter());
+        const generation_result ref = run_generation(plain, three_prompts, greedy(60), {});
+        std::vector<int32_t> caps;
+        fake_backend spec(8, [&](llama_seq_id s, llama_token t, int32_t cap) {
+            caps.push_back(cap);
+            return chained_drafter(wrong_every)(s, t, cap);
+        });
+        const generation_result out = run_generation(spec, three_prompts, greedy(60, SPECDEC_N_DRAFT_AUTO), {});
+        for (size_t i = 0; i < three_prompts.size(); ++i) {
+            EXPECT_EQ(out.sequences[i].tokens, ref.sequences[i].tokens) << "wrong_every " << wrong_every;
+            const auto & st = out.sequences[i].stats;
+            EXPECT_LE(st.n_drafted, st.n_steps * 8);
+            EXPECT_EQ(std::accumulate(st.n_proposed_at, st.n_proposed_at + SPECDEC_MAX_DRAFT, uint64_t{0}), st.n_drafted);
+        }
+        EXPECT_FALSE(caps.empty());
+        EXPECT_TRUE(std::all_of(caps.begin(), caps.end(), [](int32_t c) { return c >= 1 && c <= 8; }));
+        EXPECT_TRUE(spec.pending.empty());
+    }
+}
+
+TEST(Generator, SyntheticAcceptanceKeepsDraftsAtTheGivenRate) {
+    // A drafter that is always wrong: with synthetic acceptance 1 every draft
+    // is kept anyway (the text is not the target's), with 0 none is.
+    const auto wrong = [](llama_seq_id, llama_token t, int32_t cap) {
+        return std::vector<llama_token>(static_cast<size_t>(cap), static_cast<llama_token>((greedy_next(t) + 1) % 15));
+    };
+    generate_params all = greedy(30, 4);
+    all.synthetic_acceptance = 1.0f;
+    fake_backend a(4, wrong);
+    const auto kept_all = run_generation(a, {{{1}}}, all, {});
+    EXPECT_EQ(kept_all.sequences[0].stats.n_accepted, kept_all.sequences[0].stats.n_drafted);
+    EXPECT_EQ(kept_all.sequences[0].stats.n_steps, 6u); // 5 tokens a step
+    EXPECT_NE(kept_all.sequences[0].tokens, expected(1, 30));
+
+    generate_params none = all;
+    none.synthetic_acceptance = 0.0f;
+    fake_backend b(4, wrong);
+    const auto kept_none = run_generation(b, {{{1}}}, none, {});
+    EXPECT_EQ(kept_none.sequences[0].stats.n_accepted, 0u);
+    EXPECT_EQ(kept_none.sequences[0].tokens, expected(1, 30));
+
+    // In between: the kept share is near the rate, and seeded runs repeat.
+    generate_params half = all;
+    half.synthetic_acceptance = 0.5f;
+    half.n_predict = 3000;
+    half.ignore_eog = true;
+    fake_backend c(4, wrong);
+    fake_backend d(4, wrong);
+    const auto x = run_generation(c, {{{1}}}, half, {});
+    const auto y = run_generation(d, {{{1}}}, half, {});
+    EXPECT_EQ(x.sequences[0].tokens, y.sequences[0].tokens);
+    const auto & st = x.sequences[0].stats;
+    EXPECT_NEAR(static_cast<double>(st.n_accepted_at[0]) / static_cast<double>(st.n_proposed_at[0]), 0.5, 0.05);
+    EXPECT_NEAR(static_cast<double>(st.n_accepted_at[1]) / static_cast<double>(st.n_accepted_at[0]), 0.5, 0.05);
+}
+
 // --- stopping and streaming ---------------------------------------------------------
 
 TEST(Generator, CallbackFiresOncePerTokenAndCanStopOneSequence) {
@@ -334,10 +395,16 @@ TEST(Generator, BadInputIsATypedError) {
     EXPECT_EQ(status([&] { run_generation(spec, {{{1, 2, 3, 4, 5, 6, 7, 8, 9}}}, greedy(4), {}); }), SPECDEC_STATUS_CONTEXT_FULL);
     EXPECT_EQ(status([&] { run_generation(spec, {{{1}}}, greedy(4, 5), {}); }), SPECDEC_STATUS_INVALID_ARGUMENT);
     EXPECT_EQ(status([&] { run_generation(spec, {{{1}}}, greedy(-1), {}); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(status([&] { run_generation(spec, {{{1}}}, greedy(4, -3), {}); }), SPECDEC_STATUS_INVALID_ARGUMENT);
     generate_params p = greedy(4);
     p.temperature = 1.0f;
     p.top_p = 0.0f;
     EXPECT_EQ(status([&] { run_generation(spec, {{{1}}}, p, {}); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+    for (float rate : {1.5f, std::nanf("")}) {
+        generate_params q = greedy(4);
+        q.synthetic_acceptance = rate;
+        EXPECT_EQ(status([&] { run_generation(spec, {{{1}}}, q, {}); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+    }
     EXPECT_EQ(spec.n_decodes, 0); // nothing ran
 }
 
@@ -390,6 +457,28 @@ TEST(Sampling, SeededSpeculationEqualsSeededPlainDecoding) {
         accepted += b.sequences[0].stats.n_accepted;
     }
     EXPECT_GT(accepted, 0u); // drafts were really kept, not only rejected
+}
+
+TEST(Sampling, AdaptiveLengthSeededEqualsSeededPlainDecoding) {
+    for (uint32_t seed = 1; seed <= 5; ++seed) {
+        fake_backend plain(0, silent_drafter());
+        plain.logits_for = spread_logits;
+        fake_backend spec(6, [](llama_seq_id, llama_token t, int32_t cap) {
+            return std::vector<llama_token>(static_cast<size_t>(cap), t);
+        });
+        spec.logits_for = spread_logits;
+        generate_params p = greedy(40, SPECDEC_N_DRAFT_AUTO);
+        p.temperature = 1.0f;
+        p.seed = seed;
+        p.ignore_eog = true;
+        generate_params q = p;
+        q.n_draft = -1;
+        const auto a = run_generation(plain, three_prompts, q, {});
+        const auto b = run_generation(spec, three_prompts, p, {});
+        for (size_t i = 0; i < three_prompts.size(); ++i) {
+            EXPECT_EQ(a.sequences[i].tokens, b.sequences[i].tokens) << "seed " << seed;
+        }
+    }
 }
 
 // Pearson's chi-square of observed counts against expected probabilities.

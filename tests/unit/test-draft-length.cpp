@@ -1,0 +1,243 @@
+// The adaptive draft-length controller against simulated drafters and cost
+// curves: its estimates, its choices against the computed optimum, and its
+// throughput against every fixed length.
+#include "draft-length.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+
+namespace specdec::test {
+namespace {
+
+using detail::adaptive_draft_length;
+
+// A linear step cost in microseconds: `base` plus `per_token` per drafted token.
+struct linear_cost {
+    double base;
+    double per_token;
+    double operator()(int32_t m) const { return base + per_token * m; }
+};
+
+// Expected tokens of a step that drafts k tokens when each is kept with
+// probability a given the ones before it were.
+double expected_tokens(double a, int32_t k) {
+    double e = 1.0;
+    double through = 1.0;
+    for (int32_t i = 0; i < k; ++i) {
+        through *= a;
+        e += through;
+    }
+    return e;
+}
+
+int32_t best_fixed_length(double a, const linear_cost & cost, int32_t n_max) {
+    int32_t best = 0;
+    for (int32_t k = 1; k <= n_max; ++k) {
+        if (expected_tokens(a, k) / cost(k) > expected_tokens(a, best) / cost(best)) {
+            best = k;
+        }
+    }
+    return best;
+}
+
+// Tokens kept of a k-token draft whose positions are kept with probability
+// acceptance(step) each, given the ones before.
+int32_t simulate_kept(int32_t k, double a, std::mt19937 & rng) {
+    std::bernoulli_distribution keep(a);
+    int32_t kept = 0;
+    while (kept < k && keep(rng)) {
+        ++kept;
+    }
+    return kept;
+}
+
+struct throughput {
+    double tokens = 0;
+    double cost = 0;
+    double rate() const { return tokens / cost; }
+};
+
+// Runs `steps` single-sequence steps; length(step) picks each step's draft length.
+throughput simulate(int steps, const std::function<double(int)> & acceptance, const linear_cost & cost,
+                    const std::function<int32_t(int)> & length, const std::function<void(int32_t, int32_t)> & observe,
+                    uint32_t seed) {
+    std::mt19937 rng(seed);
+    throughput t;
+    for (int step = 0; step < steps; ++step) {
+        const int32_t k = length(step);
+        const int32_t kept = simulate_kept(k, acceptance(step), rng);
+        t.tokens += 1 + kept;
+        t.cost += cost(k);
+        observe(k, kept);
+    }
+    return t;
+}
+
+throughput simulate_adaptive(int steps, const std::function<double(int)> & acceptance, const linear_cost & cost,
+                             int32_t n_max, uint32_t seed) {
+    adaptive_draft_length c(1, n_max);
+    const std::vector<int32_t> caps = {n_max};
+    return simulate(
+        steps, acceptance, cost, [&](int) { return c.choose(caps)[0]; },
+        [&](int32_t k, int32_t kept) {
+            c.observe(0, k, kept);
+            c.observe_cost(1, k, cost(k));
+        },
+        seed);
+}
+
+throughput simulate_fixed(int steps, const std::function<double(int)> & acceptance, const linear_cost & cost, int32_t k,
+                          uint32_t seed) {
+    return simulate(steps, acceptance, cost, [k](int) { return k; }, [](int32_t, int32_t) {}, seed);
+}
+
+TEST(DraftLength, PriorsBeforeAnyEvidence) {
+    adaptive_draft_length c(2, 4);
+    EXPECT_DOUBLE_EQ(c.p_keep_through(0, 0), adaptive_draft_length::prior_acceptance);
+    EXPECT_DOUBLE_EQ(c.p_keep_through(1, 2), std::pow(adaptive_draft_length::prior_acceptance, 3));
+    EXPECT_DOUBLE_EQ(c.step_cost(1, 0), 1.0);
+    EXPECT_DOUBLE_EQ(c.step_cost(1, 4), 1.0 + 4 * adaptive_draft_length::prior_cost_slope);
+    // One measurement scales the prior's shape.
+    c.observe_cost(1, 2, 300.0);
+    EXPECT_DOUBLE_EQ(c.step_cost(1, 2), 300.0);
+    EXPECT_DOUBLE_EQ(c.step_cost(1, 0), 300.0 / (1.0 + 2 * adaptive_draft_length::prior_cost_slope));
+    // Another number of active sequences has its own curve.
+    EXPECT_DOUBLE_EQ(c.step_cost(2, 0), 1.0);
+}
+
+TEST(DraftLength, CostCurveInterpolatesAndNeverFalls) {
+    adaptive_draft_length c(1, 8);
+    c.observe_cost(1, 2, 120.0);
+    c.observe_cost(1, 6, 200.0);
+    EXPECT_DOUBLE_EQ(c.step_cost(1, 4), 160.0);
+    EXPECT_DOUBLE_EQ(c.step_cost(1, 8), 240.0); // the nearest segment, extended
+    EXPECT_DOUBLE_EQ(c.step_cost(1, 0), 80.0);
+    // A noisy measurement that makes a longer draft look cheaper does not
+    // make the curve fall.
+    c.observe_cost(1, 7, 100.0);
+    for (int32_t m = 1; m <= 8; ++m) {
+        EXPECT_GE(c.step_cost(1, m), c.step_cost(1, m - 1)) << m;
+    }
+    // The mean follows new measurements (older ones fade geometrically).
+    for (int i = 0; i < 30; ++i) {
+        c.observe_cost(1, 2, 60.0);
+    }
+    EXPECT_NEAR(c.step_cost(1, 2), 60.0, 1.0);
+}
+
+TEST(DraftLength, AcceptanceEstimatesFollowTheEvidence) {
+    adaptive_draft_length c(2, 4);
+    for (int i = 0; i < 30; ++i) {
+        c.observe(0, 4, 4); // every draft kept
+        c.observe(1, 4, 0); // every draft rejected at position 0
+    }
+    EXPECT_GT(c.p_keep_through(0, 3), 0.9);
+    EXPECT_LT(c.p_keep_through(1, 0), 0.2);
+    // Position 1 of sequence 1 was never decided; it leans on position 0.
+    EXPECT_LE(c.p_keep_through(1, 1), c.p_keep_through(1, 0));
+    // Evidence fades: after steps without drafts the estimate drifts back up.
+    const double before = c.p_keep_through(1, 0);
+    for (int i = 0; i < 10; ++i) {
+        c.observe(1, 0, 0);
+    }
+    EXPECT_GT(c.p_keep_through(1, 0), before);
+}
+
+TEST(DraftLength, ChoosesTheLengthThatMaximisesExpectedTokensPerCost) {
+    const int32_t n_max = 8;
+    for (double a : {0.3, 0.6, 0.8, 0.95}) {
+        for (const linear_cost cost : {linear_cost{100, 10}, linear_cost{100, 40}}) {
+            adaptive_draft_length c(1, n_max);
+            const std::vector<int32_t> caps = {n_max};
+            std::mt19937 rng(7);
+            // Learn the cost of every length and the acceptance at every position.
+            for (int step = 0; step < 400; ++step) {
+                const int32_t k = step % (n_max + 1);
+                c.observe(0, k, simulate_kept(k, a, rng));
+                c.observe_cost(1, k, cost(k));
+            }
+            const int32_t want = best_fixed_length(a, cost, n_max);
+            const int32_t got = c.choose(caps)[0];
+            // The estimate follows the last ~10 steps and leans on an
+            // optimistic prior, so it is noisy: the choice is near the
+            // optimum and its rate within 10% of the optimum's.
+            EXPECT_NEAR(got, want, 2) << "a=" << a << " slope=" << cost.per_token;
+            EXPECT_GT(expected_tokens(a, got) / cost(got), 0.90 * expected_tokens(a, want) / cost(want))
+                << "a=" << a << " slope=" << cost.per_token;
+        }
+    }
+}
+
+TEST(DraftLength, RespectsCapsInactiveSequencesAndTheMinimum) {
+    adaptive_draft_length c(3, 8);
+    for (int i = 0; i < 20; ++i) {
+        for (size_t s = 0; s < 3; ++s) {
+            c.observe(s, 8, 8);
+        }
+    }
+    const std::vector<int32_t> caps = {2, -1, 0};
+    EXPECT_EQ(c.choose(caps), (std::vector<int32_t>{2, 0, 0}));
+
+    // A sequence whose drafter is poor: its best length is 1, raised to the
+    // minimum when the cap allows, else nothing.
+    adaptive_draft_length poor(2, 8);
+    for (int i = 0; i < 30; ++i) {
+        poor.observe(0, 1, i % 2);
+        poor.observe(1, 1, i % 2);
+        poor.observe_cost(2, 0, 100.0);
+        poor.observe_cost(2, 2, 140.0);
+        poor.observe_cost(2, 4, 300.0);
+    }
+    const std::vector<int32_t> lengths = poor.choose(std::vector<int32_t>{8, 8});
+    ASSERT_EQ(lengths, (std::vector<int32_t>{1, 1}));
+    EXPECT_EQ(poor.choose(std::vector<int32_t>{8, 2}, 3), (std::vector<int32_t>{3, 0}));
+}
+
+TEST(DraftLength, SharesOneBatchBetweenAGoodAndAPoorSequence) {
+    adaptive_draft_length c(2, 8);
+    const linear_cost cost{200, 20};
+    for (int i = 0; i < 30; ++i) {
+        c.observe(0, 8, 8);
+        c.observe(1, 1, 0);
+        for (int32_t m : {1, 4, 9, 16}) {
+            c.observe_cost(2, m, cost(m));
+        }
+    }
+    const std::vector<int32_t> lengths = c.choose(std::vector<int32_t>{8, 8});
+    EXPECT_EQ(lengths[0], 8);
+    EXPECT_EQ(lengths[1], 0);
+}
+
+TEST(DraftLength, StationaryDrafterIsNearTheBestFixedLength) {
+    const int32_t n_max = 8;
+    for (double a : {0.4, 0.7, 0.9}) {
+        const linear_cost cost{100, 15};
+        const auto acceptance = [a](int) { return a; };
+        double best = 0;
+        for (int32_t k = 0; k <= n_max; ++k) {
+            best = std::max(best, simulate_fixed(4000, acceptance, cost, k, 11).rate());
+        }
+        const double adaptive = simulate_adaptive(4000, acceptance, cost, n_max, 11).rate();
+        EXPECT_GT(adaptive, 0.95 * best) << "a=" << a;
+    }
+}
+
+TEST(DraftLength, MixedStretchesBeatEveryFixedLength) {
+    // 40 steps where the drafter is good, 40 where it is poor, and so on.
+    const int32_t n_max = 8;
+    const linear_cost cost{100, 20};
+    const auto acceptance = [](int step) { return (step / 40) % 2 == 0 ? 0.95 : 0.05; };
+    double best = 0;
+    for (int32_t k = 0; k <= n_max; ++k) {
+        best = std::max(best, simulate_fixed(4000, acceptance, cost, k, 5).rate());
+    }
+    const double adaptive = simulate_adaptive(4000, acceptance, cost, n_max, 5).rate();
+    RecordProperty("adaptive_over_best_fixed", std::to_string(adaptive / best));
+    EXPECT_GT(adaptive, 1.1 * best);
+}
+
+} // namespace
+} // namespace specdec::test
