@@ -4,30 +4,40 @@
 
 #include "fixtures.h"
 
+#include <string>
 #include <vector>
 
 namespace specdec::test {
 
-// The proposal a controlled drafter of `kind` makes after id_last `t`
+// Whether the mixed drafter drafts successor(t) from input id t: t lies in
+// an even stretch of `stretch` cycle tokens (control ids are in none).
+inline bool mixed_is_accurate(int32_t t, uint32_t stretch) {
+    return t < fixtures::first_cycle_token || (t - fixtures::first_cycle_token) / static_cast<int32_t>(stretch) % 2 == 0;
+}
+
+// The proposal a controlled drafter of opt.drafter makes after id_last `t`
 // (`prev` is the token before it), capped at n tokens. hidden_only drafts
 // succ(succ(prev)) first, from the target's row at prev; then an MTP head is
 // fed its own output row, which carries the same token direction, so it
 // repeats that guess, while EAGLE-3 and DFlash drafts advance one token per
 // step (`chained_features`).
-inline std::vector<int32_t> reference_proposal(fixtures::drafter_kind kind, int32_t t, int n, uint32_t n_vocab,
-                                               uint32_t wrong_every, int32_t prev = -1,
-                                               bool chained_features = false) {
+inline std::vector<int32_t> reference_proposal(const fixtures::fixture_options & opt, int32_t t, int n,
+                                               int32_t prev = -1, bool chained_features = false) {
     using fixtures::successor;
+    const uint32_t n_vocab = opt.n_vocab;
     std::vector<int32_t> out;
     int32_t x = t;
     for (int j = 0; j < n; ++j) {
-        switch (kind) {
+        switch (opt.drafter) {
             case fixtures::drafter_kind::exact:
                 x = successor(x, n_vocab);
                 break;
             case fixtures::drafter_kind::wrong_every_k:
-                x = (x % static_cast<int32_t>(wrong_every) == 0) ? successor(successor(x, n_vocab), n_vocab)
-                                                                 : successor(x, n_vocab);
+                x = (x % static_cast<int32_t>(opt.wrong_every) == 0) ? successor(successor(x, n_vocab), n_vocab)
+                                                                     : successor(x, n_vocab);
+                break;
+            case fixtures::drafter_kind::mixed:
+                x = mixed_is_accurate(x, opt.stretch) ? successor(x, n_vocab) : successor(successor(x, n_vocab), n_vocab);
                 break;
             case fixtures::drafter_kind::hidden_only: {
                 const int32_t first = successor(successor(prev < 0 ? t - 1 : prev, n_vocab), n_vocab);
@@ -47,9 +57,16 @@ inline const char * kind_name(fixtures::drafter_kind k) {
         case fixtures::drafter_kind::exact:         return "exact";
         case fixtures::drafter_kind::wrong_every_k: return "wrong";
         case fixtures::drafter_kind::hidden_only:   return "hidden";
+        case fixtures::drafter_kind::mixed:         return "mixed";
         case fixtures::drafter_kind::random:        return "random";
     }
     return "?";
+}
+
+// The drafter part of a fixture's name: the kind, and the stretch of a mixed drafter.
+inline std::string drafter_tag(const fixtures::fixture_options & opt) {
+    const std::string kind = kind_name(opt.drafter);
+    return opt.drafter == fixtures::drafter_kind::mixed ? kind + std::to_string(opt.stretch) : kind;
 }
 
 // Accepted prefix length of `proposal` against the controlled target after t.
@@ -64,6 +81,23 @@ inline int reference_accepted(const std::vector<int32_t> & proposal, int32_t t, 
         ++k;
     }
     return k;
+}
+
+// Accepted drafts per step of a greedy n_draft = 1 run of the mixed drafter
+// from id_last `t` until n_predict tokens exist: 1 iff the step's id_last
+// lies in an accurate stretch (the step then yields the draft and the
+// target's next token), else 0 (it yields the target's token alone).
+inline std::vector<int> reference_mixed_run(int32_t t, int n_predict, uint32_t stretch, uint32_t n_vocab) {
+    std::vector<int> accepted;
+    for (int n = 0; n < n_predict;) {
+        const int k = mixed_is_accurate(t, stretch) ? 1 : 0;
+        accepted.push_back(k);
+        for (int i = 0; i <= k; ++i) {
+            t = fixtures::successor(t, n_vocab);
+        }
+        n += 1 + k;
+    }
+    return accepted;
 }
 
 } // namespace specdec::test

@@ -9,9 +9,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <stdexcept>
 #include <tuple>
 
 namespace specdec::test {
@@ -34,7 +36,7 @@ std::string target_path(const fixtures::fixture_options & opt = {}) {
 std::string draft_path(const std::string & strategy, drafter_kind kind, const fixtures::fixture_options & base = {}) {
     fixtures::fixture_options opt = base;
     opt.drafter = kind;
-    return fixture(strategy + "-" + kind_name(kind) + "-" + std::to_string(opt.n_layer) + "-" + std::to_string(opt.n_embd),
+    return fixture(strategy + "-" + drafter_tag(opt) + "-" + std::to_string(opt.n_layer) + "-" + std::to_string(opt.n_embd),
                    [&](const std::string & p) {
                        if (strategy == "eagle3") {
                            fixtures::write_eagle3_draft(p, opt);
@@ -90,13 +92,15 @@ TEST_P(DraftModelAcceptance, MatchesPlainDecodingAndTheConstruction) {
     const spec_run run = spec_greedy(s, prompt, n_predict);
     EXPECT_EQ(run.tokens, plain_tokens());
 
+    fixtures::fixture_options opt;
+    opt.drafter = kind;
     llama_token prev = prompt[prompt.size() - 2];
     llama_token t = prompt.back();
     for (size_t step = 0; step < run.accepted.size(); ++step) {
         if (kind == drafter_kind::random) {
             EXPECT_EQ(run.accepted[step], 0) << "step " << step;
         } else {
-            const auto want = reference_proposal(kind, t, n_draft, n_vocab, 4, prev, true);
+            const auto want = reference_proposal(opt, t, n_draft, prev, true);
             EXPECT_EQ(run.proposed[step], static_cast<int>(want.size())) << "step " << step;
             EXPECT_EQ(run.accepted[step], reference_accepted(want, t, n_vocab)) << "step " << step;
         }
@@ -117,11 +121,51 @@ INSTANTIATE_TEST_SUITE_P(
     Fixtures, DraftModelAcceptance,
     ::testing::Combine(::testing::Values("eagle3", "dflash", "dflash2"),
                        ::testing::Values(drafter_kind::exact, drafter_kind::wrong_every_k, drafter_kind::hidden_only,
-                                         drafter_kind::random),
+                                         drafter_kind::mixed, drafter_kind::random),
                        ::testing::Values(1, 2, 4)),
     [](const auto & tc) {
         return std::get<0>(tc.param) + "_" + kind_name(std::get<1>(tc.param)) + "_n" + std::to_string(std::get<2>(tc.param));
     });
+
+// With one draft per step, the mixed drafter is accepted exactly on the steps
+// whose id_last lies in an accurate stretch.
+class DraftModelMixed : public ::testing::TestWithParam<std::tuple<std::string, uint32_t>> {};
+
+TEST_P(DraftModelMixed, AcceptsExactlyTheAccurateStretches) {
+    const auto & [strategy, stretch] = GetParam();
+    fixtures::fixture_options opt;
+    opt.stretch = stretch;
+    pair_setup p(target_path(), draft_path(strategy, drafter_kind::mixed, opt));
+    session s(p.target.get(), p.draft.get(), params_for(strategy_of(strategy), 1));
+    const spec_run run = spec_greedy(s, prompt, n_predict);
+    EXPECT_EQ(run.tokens, plain_tokens());
+
+    const std::vector<int> want = reference_mixed_run(prompt.back(), n_predict, stretch, n_vocab);
+    const int n_accepted = static_cast<int>(std::count(want.begin(), want.end(), 1));
+    const int n_rejected = static_cast<int>(want.size()) - n_accepted;
+    ASSERT_GT(n_accepted, 0);
+    ASSERT_GT(n_rejected, 0);
+    EXPECT_EQ(run.accepted, want);
+    EXPECT_EQ(run.total_proposed(), n_accepted + n_rejected);
+    EXPECT_EQ(s.stats().n_accepted, static_cast<uint64_t>(n_accepted));
+    EXPECT_EQ(s.stats().n_drafted, static_cast<uint64_t>(n_accepted + n_rejected));
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, DraftModelMixed,
+                         ::testing::Combine(::testing::Values("eagle3", "dflash", "dflash2"), ::testing::Values(1u, 5u, 16u)),
+                         [](const auto & tc) {
+                             return std::get<0>(tc.param) + "_stretch" + std::to_string(std::get<1>(tc.param));
+                         });
+
+TEST(FixtureOptions, MixedDrafterNeedsAPositiveStretch) {
+    fixtures::fixture_options opt;
+    opt.drafter = drafter_kind::mixed;
+    opt.stretch = 0;
+    const std::string path = target_path() + ".stretch0.gguf";
+    EXPECT_THROW(fixtures::write_eagle3_draft(path, opt), std::runtime_error);
+    EXPECT_THROW(fixtures::write_dflash_draft(path, opt, false), std::runtime_error);
+    EXPECT_THROW(fixtures::write_glm4moe_mtp(path, opt), std::runtime_error);
+}
 
 TEST(DraftModel, ClassicDraftOfTheSameFamilyIsAlwaysRight) {
     auto target_model = load_model(target_path());

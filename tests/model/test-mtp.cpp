@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <tuple>
 
@@ -20,10 +21,15 @@ struct mtp_pair {
     llama_context_ptr draft;
 };
 
-std::string mtp_fixture(const std::string & arch, drafter_kind kind) {
+fixtures::fixture_options drafter_options(drafter_kind kind, uint32_t stretch = fixtures::fixture_options{}.stretch) {
     fixtures::fixture_options opt;
     opt.drafter = kind;
-    return fixture(arch + "-mtp-" + kind_name(kind), [&](const std::string & path) {
+    opt.stretch = stretch;
+    return opt;
+}
+
+std::string mtp_fixture(const std::string & arch, const fixtures::fixture_options & opt) {
+    return fixture(arch + "-mtp-" + drafter_tag(opt), [&](const std::string & path) {
         if (arch == "qwen35") {
             fixtures::write_qwen35_mtp(path, opt);
         } else {
@@ -60,7 +66,8 @@ class MtpAcceptance : public ::testing::TestWithParam<std::tuple<std::string, dr
 
 TEST_P(MtpAcceptance, MatchesPlainDecodingAndTheConstruction) {
     const auto & [arch, kind, n_draft] = GetParam();
-    const std::string path = mtp_fixture(arch, kind);
+    const fixtures::fixture_options opt = drafter_options(kind);
+    const std::string path = mtp_fixture(arch, opt);
 
     std::vector<llama_token> plain;
     {
@@ -77,7 +84,7 @@ TEST_P(MtpAcceptance, MatchesPlainDecodingAndTheConstruction) {
     // Replay the steps against the reference drafter.
     llama_token t = prompt.back();
     for (size_t step = 0; step < run.accepted.size(); ++step) {
-        const auto want = reference_proposal(kind, t, n_draft, n_vocab, 4);
+        const auto want = reference_proposal(opt, t, n_draft);
         if (kind == drafter_kind::random) {
             EXPECT_EQ(run.accepted[step], 0) << "step " << step;
         } else {
@@ -108,11 +115,46 @@ INSTANTIATE_TEST_SUITE_P(
     Fixtures, MtpAcceptance,
     ::testing::Combine(::testing::Values("qwen35", "glm4moe"),
                        ::testing::Values(drafter_kind::exact, drafter_kind::wrong_every_k, drafter_kind::hidden_only,
-                                         drafter_kind::random),
+                                         drafter_kind::mixed, drafter_kind::random),
                        ::testing::Values(1, 2, 4)),
     [](const auto & tc) {
         return std::get<0>(tc.param) + "_" + kind_name(std::get<1>(tc.param)) + "_n" + std::to_string(std::get<2>(tc.param));
     });
+
+// With one draft per step, the mixed drafter is accepted exactly on the steps
+// whose id_last lies in an accurate stretch.
+class MtpMixed : public ::testing::TestWithParam<std::tuple<std::string, uint32_t>> {};
+
+TEST_P(MtpMixed, AcceptsExactlyTheAccurateStretches) {
+    const auto & [arch, stretch] = GetParam();
+    const std::string path = mtp_fixture(arch, drafter_options(drafter_kind::mixed, stretch));
+    std::vector<llama_token> plain;
+    {
+        mtp_pair p = open_pair(path, 1);
+        plain = plain_greedy(p.target.get(), prompt, n_predict);
+    }
+
+    mtp_pair p = open_pair(path, 1);
+    session s(p.target.get(), p.draft.get(), mtp_params(1));
+    const spec_run run = spec_greedy(s, prompt, n_predict);
+    EXPECT_EQ(run.tokens, plain);
+
+    const std::vector<int> want = reference_mixed_run(prompt.back(), n_predict, stretch, n_vocab);
+    const int n_accepted = static_cast<int>(std::count(want.begin(), want.end(), 1));
+    const int n_rejected = static_cast<int>(want.size()) - n_accepted;
+    ASSERT_GT(n_accepted, 0);
+    ASSERT_GT(n_rejected, 0);
+    EXPECT_EQ(run.accepted, want);
+    EXPECT_EQ(run.total_proposed(), n_accepted + n_rejected);
+    EXPECT_EQ(s.stats().n_accepted, static_cast<uint64_t>(n_accepted));
+    EXPECT_EQ(s.stats().n_drafted, static_cast<uint64_t>(n_accepted + n_rejected));
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, MtpMixed,
+                         ::testing::Combine(::testing::Values("qwen35", "glm4moe"), ::testing::Values(1u, 5u, 16u)),
+                         [](const auto & tc) {
+                             return std::get<0>(tc.param) + "_stretch" + std::to_string(std::get<1>(tc.param));
+                         });
 
 TEST(Mtp, RandomTargetStaysLossless) {
     fixtures::fixture_options opt;
@@ -131,7 +173,7 @@ TEST(Mtp, RandomTargetStaysLossless) {
 }
 
 TEST(Mtp, ReportsOneNextnHead) {
-    mtp_pair p = open_pair(mtp_fixture("qwen35", drafter_kind::exact), 2);
+    mtp_pair p = open_pair(mtp_fixture("qwen35", drafter_options(drafter_kind::exact)), 2);
     session s(p.target.get(), p.draft.get(), mtp_params(2));
     EXPECT_EQ(s.n_nextn_heads(), 1);
     s.set_nextn_head(0);
