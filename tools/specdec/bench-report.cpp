@@ -1,0 +1,316 @@
+#include "bench-report.h"
+
+#include "specdec/specdec.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+std::string fixed(double v, int decimals) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
+    return buf;
+}
+
+std::string percent(double fraction, int decimals) {
+    return fixed(100 * fraction, decimals) + "%";
+}
+
+bool is_synthetic(const json & bench) {
+    const auto it = bench.find("synthetic_acceptance");
+    return it != bench.end() && !it->is_null();
+}
+
+void write_text(const std::string & path, const std::string & text) {
+    std::ofstream f(path, std::ios::binary);
+    f << text;
+    f.close();
+    if (!f) {
+        throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot write '" + path + "': check that its directory exists and is writable");
+    }
+}
+
+// A gnuplot single-quoted string: no escapes but '' for a quote.
+std::string gp_quote(const std::string & s) {
+    std::string out = "'";
+    for (char c : s) {
+        out += c == '\'' ? std::string("''") : c == '\n' ? std::string(" ") : std::string(1, c);
+    }
+    return out + "'";
+}
+
+// A directory of its own under the system's temporary directory, removed
+// with everything in it when this goes out of scope.
+struct temp_dir {
+    fs::path path;
+
+    temp_dir() {
+        std::string pattern = (fs::temp_directory_path() / "specdec-chart-XXXXXX").string();
+        if (mkdtemp(pattern.data()) == nullptr) {
+            throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot create a temporary directory for the chart: " +
+                                                              std::string(std::strerror(errno)) + " (check TMPDIR)");
+        }
+        path = pattern;
+    }
+    ~temp_dir() {
+        std::error_code ec;
+        fs::remove_all(path, ec);
+    }
+    temp_dir(const temp_dir &) = delete;
+    temp_dir & operator=(const temp_dir &) = delete;
+};
+
+// The gnuplot script: terminal, axes, one data block per series, the plot.
+std::string chart_script(const json & bench, bool svg) {
+    struct series {
+        std::vector<std::pair<int, const json *>> fixed;    // by n_draft
+        std::vector<const json *>                 adaptive;
+    };
+    std::map<std::pair<std::string, int>, series> by_strategy; // (strategy, n_seq)
+    std::set<int> xs;
+    for (const auto & r : bench.at("results")) {
+        const std::string strategy = r.at("strategy").get<std::string>();
+        if (strategy == "none") {
+            continue;
+        }
+        series & s = by_strategy[{strategy, r.value("n_seq", 1)}];
+        const int n_draft = r.at("n_draft").get<int>();
+        if (r.value("adaptive", false)) {
+            s.adaptive.push_back(&r);
+        } else {
+            s.fixed.emplace_back(n_draft, &r);
+        }
+        xs.insert(n_draft);
+    }
+    if (xs.empty()) {
+        xs.insert(1);
+    }
+
+    std::string title = "speedup over plain decoding: " + fs::path(bench.at("model").get<std::string>()).filename().string();
+    if (is_synthetic(bench)) {
+        title += " (SYNTHETIC acceptance " + fixed(bench["synthetic_acceptance"].get<double>(), 2) + ": speeds only)";
+    }
+    std::string tics;
+    for (int x : xs) {
+        tics += (tics.empty() ? "" : ", ") + std::to_string(x);
+    }
+
+    std::string gp;
+    gp += svg ? "set terminal svg size 1000,600 noenhanced background rgb 'white'\n"
+              : "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
+                "    set terminal pngcairo size 1000,600 noenhanced\n"
+                "} else {\n"
+                "    set terminal png size 1000,600 noenhanced\n"
+                "}\n";
+    gp += "set output ARG1\n";
+    gp += "set title " + gp_quote(title) + "\n";
+    gp += "set xlabel 'draft length (tokens; adaptive rows at their cap)'\n";
+    gp += "set ylabel 'speedup over plain decoding'\n";
+    gp += "set logscale x 2\n";
+    gp += "set xtics (" + tics + ")\n";
+    gp += "set xrange [" + fixed(*xs.begin() / 1.4, 3) + ":" + fixed(*xs.rbegin() * 1.4, 3) + "]\n";
+    gp += "set yrange [0:*]\n";
+    gp += "set offsets 0, 0, graph 0.05, 0\n"; // keeps the reference at 1 off the top border
+    gp += "set grid\n";
+    gp += "set key top left\n";
+
+    static const char * colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
+    std::string plot = "plot 1 with lines lc rgb 'gray40' lw 1.5 title 'plain decoding'";
+    size_t i = 0;
+    bool any_fixed = false;
+    bool any_adaptive = false;
+    for (auto & [key, s] : by_strategy) {
+        any_fixed = any_fixed || !s.fixed.empty();
+        any_adaptive = any_adaptive || !s.adaptive.empty();
+        const std::string rgb = std::string("rgb '") + colours[i % std::size(colours)] + "'";
+        const std::string name = key.first + (key.second > 1 ? " x" + std::to_string(key.second) : "");
+        const std::string id = std::to_string(i++);
+        if (!s.fixed.empty()) {
+            std::sort(s.fixed.begin(), s.fixed.end(), [](const auto & a, const auto & b) { return a.first < b.first; });
+            gp += "$fixed" + id + " << EOD\n";
+            for (const auto & [n_draft, r] : s.fixed) {
+                gp += std::to_string(n_draft) + " " + fixed(r->at("speedup").get<double>(), 4) + " " +
+                      fixed(r->at("limit").get<double>(), 4) + "\n";
+            }
+            gp += "EOD\n";
+            plot += ", \\\n    $fixed" + id + " using 1:2 with linespoints lc " + rgb + " pt 7 lw 2 title " + gp_quote(name);
+            plot += ", \\\n    $fixed" + id + " using 1:3 with lines lc " + rgb + " dt 2 lw 1.5 notitle";
+        }
+        if (!s.adaptive.empty()) {
+            gp += "$adaptive" + id + " << EOD\n";
+            for (const json * r : s.adaptive) {
+                gp += std::to_string(r->at("n_draft").get<int>()) + " " + fixed(r->at("speedup").get<double>(), 4) + "\n";
+            }
+            gp += "EOD\n";
+            plot += ", \\\n    $adaptive" + id + " using 1:2 with points lc " + rgb + " pt 9 ps 2.5 " +
+                    (s.fixed.empty() ? "title " + gp_quote(name + " (adaptive)") : std::string("notitle"));
+            plot += ", \\\n    $adaptive" + id + " using 1:2:('auto') with labels left offset 1.2,0 tc " + rgb + " notitle";
+        }
+    }
+    if (any_fixed) {
+        plot += ", \\\n    NaN with lines lc rgb 'black' dt 2 lw 1.5 title 'limit (ideal loop)'";
+    }
+    if (any_adaptive) {
+        plot += ", \\\n    NaN with points lc rgb 'black' pt 9 ps 2 title 'adaptive, at its cap'";
+    }
+    return gp + plot + "\n";
+}
+
+// Runs `gnuplot -c script output` with its output going to `log`; returns
+// the wait status. No shell is involved, so paths need no quoting.
+int run_gnuplot(const fs::path & script, const fs::path & output, const fs::path & log) {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+    std::string args[] = {"gnuplot", "-c", script.string(), output.string()};
+    char * argv[] = {args[0].data(), args[1].data(), args[2].data(), args[3].data(), nullptr};
+    pid_t pid = 0;
+    const int rc = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv, environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc == ENOENT) {
+        throw specdec::error(SPECDEC_STATUS_IO_ERROR, "gnuplot not found: install gnuplot-nox (scripts/bootstrap.sh does)");
+    }
+    if (rc != 0) {
+        throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot run gnuplot: " + std::string(std::strerror(rc)));
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot wait for gnuplot: " + std::string(std::strerror(errno)));
+        }
+    }
+    return status;
+}
+
+// The last lines gnuplot printed, for an error message.
+std::string log_tail(const fs::path & log) {
+    std::ifstream f(log);
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
+        text.pop_back();
+    }
+    if (text.empty()) {
+        return "(it printed nothing)";
+    }
+    return text.size() > 600 ? text.substr(text.size() - 600) : text;
+}
+
+} // namespace
+
+std::string bench_markdown_table(const json & bench) {
+    const json & results = bench.at("results");
+    const bool upstream = std::any_of(results.begin(), results.end(), [](const json & r) { return r.contains("ours_over_upstream"); });
+    std::string out = "| configuration | tokens/s | speedup | limit | achieved/limit | acceptance | tokens/step | verify | draft | bookkeeping | identical |";
+    std::string rule = "|---|---|---|---|---|---|---|---|---|---|---|";
+    if (upstream) {
+        out += " ours/upstream |";
+        rule += "---|";
+    }
+    out += "\n" + rule + "\n";
+    for (const auto & r : results) {
+        const json & identical = r.at("identical_to_plain");
+        out += "| " + r.at("configuration").get<std::string>() +
+               " | " + fixed(r.at("tokens_per_second").get<double>(), 1) +
+               " | " + fixed(r.at("speedup").get<double>(), 2) +
+               " | " + fixed(r.at("limit").get<double>(), 2) +
+               " | " + percent(r.at("achieved_of_limit").get<double>(), 0) +
+               " | " + fixed(r.at("acceptance").get<double>(), 2) +
+               " | " + fixed(r.at("tokens_per_step").get<double>(), 2) +
+               " | " + percent(r.at("verify_share").get<double>(), 0) +
+               " | " + percent(r.at("draft_share").get<double>(), 0) +
+               " | " + percent(r.at("bookkeeping_share").get<double>(), 1) +
+               " | " + (identical.is_null() ? "n/a" : identical.get<bool>() ? "yes" : "NO") + " |";
+        if (upstream) {
+            out += r.contains("ours_over_upstream") ? " " + fixed(r["ours_over_upstream"].get<double>(), 2) + " |" : " |";
+        }
+        out += "\n";
+    }
+    return out;
+}
+
+void write_bench_markdown(const json & bench, const std::string & path) {
+    std::string md = "# specdec bench\n\n";
+    md += "- model: `" + bench.at("model").get<std::string>() + "`\n";
+    const std::string draft = bench.value("draft_model", "");
+    if (!draft.empty()) {
+        md += "- draft model: `" + draft + "`\n";
+    }
+    md += "- tokens per run: " + std::to_string(bench.at("n_predict").get<int>()) + "\n";
+    md += "- rounds: " + std::to_string(bench.at("repeats").get<int>()) + " (medians shown)\n";
+    md += "- threads: " + std::to_string(bench.at("threads").get<int>()) + "\n\n";
+    const bool synthetic = is_synthetic(bench);
+    if (synthetic) {
+        md += "**WARNING: synthetic acceptance " + fixed(bench["synthetic_acceptance"].get<double>(), 2) +
+              ": drafted tokens were accepted at random. The text is NOT valid output; these numbers measure speed only.**\n\n";
+    }
+    md += bench_markdown_table(bench) + "\n";
+
+    std::string differing;
+    for (const auto & r : bench.at("results")) {
+        const json & identical = r.at("identical_to_plain");
+        if (identical.is_boolean() && !identical.get<bool>()) {
+            differing += (differing.empty() ? "" : ", ") + r.at("configuration").get<std::string>();
+        }
+    }
+    md += synthetic           ? "Not compared with plain decoding: acceptance was synthetic.\n"
+          : differing.empty() ? "Every run was identical to plain decoding.\n"
+                              : "**Not identical to plain decoding: " + differing + ".**\n";
+    write_text(path, md);
+}
+
+void write_bench_chart(const json & bench, const std::string & path) {
+    std::string ext = fs::path(path).extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (ext != ".png" && ext != ".svg") {
+        throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot tell the chart format of '" + path + "': name it .png or .svg");
+    }
+    const temp_dir dir;
+    const fs::path script = dir.path / "chart.gp";
+    const fs::path chart  = dir.path / ("chart" + ext);
+    const fs::path log    = dir.path / "gnuplot.log";
+    write_text(script.string(), chart_script(bench, ext == ".svg"));
+    const int status = run_gnuplot(script, chart, log);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        const std::string how = WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
+                                                  : "signal " + std::to_string(WTERMSIG(status));
+        throw specdec::error(SPECDEC_STATUS_IO_ERROR, "gnuplot failed (" + how + "): " + log_tail(log));
+    }
+    std::error_code ec;
+    const auto size = fs::file_size(chart, ec);
+    if (ec || size == 0) {
+        throw specdec::error(SPECDEC_STATUS_IO_ERROR, "gnuplot wrote no chart: " + log_tail(log));
+    }
+    fs::copy_file(chart, path, fs::copy_options::overwrite_existing, ec);
+    if (ec) {
+        throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot write the chart to '" + path + "': " + ec.message() +
+                                                          " (check that its directory exists and is writable)");
+    }
+}
+
+} // namespace cli
