@@ -1,15 +1,18 @@
 #include "cmd-bench.h"
 
+#include "bench-report.h"
 #include "cli-common.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <unistd.h>
 
 namespace cli {
@@ -19,13 +22,29 @@ void add_bench_command(CLI::App & app, bench_options & o) {
     cmd->add_option("-m,--model", o.model, "target model (GGUF)")->required()->check(CLI::ExistingFile);
     cmd->add_option("--model-draft", o.draft_model, "draft model (GGUF) for eagle3, dflash, dspark, draft")->check(CLI::ExistingFile);
     cmd->add_option("--spec", o.specs, "strategies to compare (repeatable); default: the one the files' metadata implies");
-    cmd->add_option("--n-draft", o.n_drafts, "draft lengths to sweep (repeatable)")->check(CLI::Range(1, SPECDEC_MAX_DRAFT));
-    cmd->add_option("-p,--prompt", o.prompt, "prompt text");
-    cmd->add_option("-n,--n-predict", o.n_predict, "tokens generated per run")->check(CLI::Range(1, 1 << 16))->capture_default_str();
+    cmd->add_option("--n-draft", o.n_drafts,
+                    "draft lengths to sweep (repeatable): a number of tokens, or auto (adaptive, up to the longest "
+                    "number given, else 8)")
+        ->check(CLI::Validator(
+            [](const std::string & v) {
+                return v == "auto" || CLI::Range(1, SPECDEC_MAX_DRAFT)(v).empty() ? std::string()
+                                                                                   : "expected auto or 1.." + std::to_string(SPECDEC_MAX_DRAFT);
+            },
+            "N|auto"))
+        ->capture_default_str();
+    cmd->add_option("--n-seq", o.n_seqs, "sequences decoded together (repeatable: a sweep)")->check(CLI::Range(1, 64))->capture_default_str();
+    cmd->add_option("-p,--prompt", o.prompt, "prompt text (every sequence gets it)");
+    cmd->add_option("-n,--n-predict", o.n_predict, "tokens generated per sequence and run")->check(CLI::Range(1, 1 << 16))->capture_default_str();
     cmd->add_option("-r,--repeats", o.repeats, "rounds; medians are reported")->check(CLI::Range(1, 1000))->capture_default_str();
-    cmd->add_option("-c,--ctx-size", o.n_ctx, "context size")->check(CLI::Range(64u, 1u << 20))->capture_default_str();
+    cmd->add_option("-c,--ctx-size", o.n_ctx, "context size per sequence")->check(CLI::Range(64u, 1u << 20))->capture_default_str();
     cmd->add_option("-t,--threads", o.n_threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));
+    cmd->add_option("--synthetic-acceptance", o.synthetic_acceptance,
+                    "benchmarking an untrained drafter: keep each drafted token with this probability (given the ones "
+                    "before it were kept) whatever the target says; the text is NOT valid, only speeds are")
+        ->check(CLI::Range(0.0f, 1.0f));
     cmd->add_option("--json", o.json_path, "write the results as JSON to this file");
+    cmd->add_option("--markdown", o.markdown_path, "write a Markdown report to this file");
+    cmd->add_option("--chart", o.chart_path, "write a chart of speedup against draft length (.png or .svg; needs gnuplot)");
     cmd->add_option("--upstream", o.upstream,
                     "llama.cpp's speculative-simple (built as bin/specdec-upstream-reference) to run as the reference loop")
         ->check(CLI::ExistingFile);
@@ -34,21 +53,23 @@ void add_bench_command(CLI::App & app, bench_options & o) {
 namespace {
 
 struct config {
-    std::string      name;     // "plain" or "<strategy> n=<k>"
+    std::string      name;     // e.g. "plain", "mtp n=4", "mtp n=auto(8) x4"
     specdec_strategy strategy = SPECDEC_STRATEGY_MTP;
-    int32_t          n_draft  = 0; // 0: plain decoding
+    int32_t          n_draft  = 0; // 0: plain decoding; adaptive: the most it may draft
+    bool             adaptive = false;
+    int32_t          n_seq    = 1;
 };
 
 struct run_result {
-    double tokens_per_second = 0;
+    double tokens_per_second = 0; // all sequences together
     double acceptance        = 0;
-    double tokens_per_step   = 0;
+    double tokens_per_step   = 0; // per sequence
     double verify_share      = 0; // of decode time (prefill excluded)
     double draft_share       = 0;
     double bookkeeping_share = 0;
     double step_cost_us      = 0; // target verification + drafting per step: what an ideal loop pays
     std::vector<double> by_position;
-    std::vector<llama_token> tokens;
+    std::vector<std::vector<llama_token>> tokens; // per sequence
 };
 
 double median(std::vector<double> v) {
@@ -58,23 +79,93 @@ double median(std::vector<double> v) {
 }
 
 run_result measure(const specdec::generation_result & g) {
-    const auto & s = g.sequences[0];
-    const auto & st = s.stats;
+    specdec_sequence_stats st{};
+    uint64_t n_steps = 0; // steps of the loop: every step verifies all sequences still running
+    run_result r;
+    for (const auto & s : g.sequences) {
+        st.n_generated += s.stats.n_generated;
+        st.n_steps += s.stats.n_steps;
+        st.n_drafted += s.stats.n_drafted;
+        st.n_accepted += s.stats.n_accepted;
+        for (size_t i = 0; i < SPECDEC_MAX_DRAFT; ++i) {
+            st.n_proposed_at[i] += s.stats.n_proposed_at[i];
+            st.n_accepted_at[i] += s.stats.n_accepted_at[i];
+        }
+        n_steps = std::max(n_steps, s.stats.n_steps);
+        r.tokens.push_back(s.tokens);
+    }
     const auto & t = g.times;
     const double decode_us = static_cast<double>(std::max<int64_t>(1, t.t_total_us - t.t_prefill_us));
-    run_result r;
     r.tokens_per_second = static_cast<double>(st.n_generated) * 1e6 / decode_us;
     r.acceptance = st.n_drafted > 0 ? static_cast<double>(st.n_accepted) / static_cast<double>(st.n_drafted) : 0.0;
     r.tokens_per_step = st.n_steps > 0 ? static_cast<double>(st.n_generated) / static_cast<double>(st.n_steps) : 0.0;
     r.verify_share = static_cast<double>(t.t_verify_us) / decode_us;
     r.draft_share = static_cast<double>(t.t_draft_us) / decode_us;
     r.bookkeeping_share = std::max(0.0, 1.0 - r.verify_share - r.draft_share);
-    r.step_cost_us = st.n_steps > 0 ? static_cast<double>(t.t_verify_us + t.t_draft_us) / static_cast<double>(st.n_steps) : 0.0;
+    r.step_cost_us = n_steps > 0 ? static_cast<double>(t.t_verify_us + t.t_draft_us) / static_cast<double>(n_steps) : 0.0;
     for (size_t i = 0; i < SPECDEC_MAX_DRAFT && st.n_proposed_at[i] > 0; ++i) {
         r.by_position.push_back(static_cast<double>(st.n_accepted_at[i]) / static_cast<double>(st.n_proposed_at[i]));
     }
-    r.tokens = s.tokens;
     return r;
+}
+
+// The target's cost of verifying k + 1 tokens per sequence, for k = 0..k_max
+// and n_seq sequences: median microseconds of one decode, each measured on
+// fresh memory holding the prompt. Leaves the sequences empty.
+std::vector<double> verify_cost_curve(llama_context * ctx, const std::vector<llama_token> & prompt, int32_t n_seq,
+                                      int32_t k_max, int32_t repeats) {
+    const auto n_prompt = static_cast<int32_t>(prompt.size());
+    const int32_t capacity = std::max(n_prompt, k_max + 1) * n_seq;
+    std::unique_ptr<llama_batch, void (*)(llama_batch *)> batch(new llama_batch(llama_batch_init(capacity, 0, 1)), [](llama_batch * b) {
+        llama_batch_free(*b);
+        delete b;
+    });
+    auto add = [&](llama_token t, llama_pos pos, llama_seq_id seq) {
+        llama_batch & b = *batch;
+        b.token[b.n_tokens] = t;
+        b.pos[b.n_tokens] = pos;
+        b.n_seq_id[b.n_tokens] = 1;
+        b.seq_id[b.n_tokens][0] = seq;
+        b.logits[b.n_tokens] = true;
+        b.n_tokens++;
+    };
+    auto decode = [&] {
+        if (llama_decode(ctx, *batch) != 0) {
+            throw specdec::error(SPECDEC_STATUS_DECODE_FAILED, "target decode failed while measuring the verification cost");
+        }
+        batch->n_tokens = 0;
+    };
+    llama_memory_t mem = llama_get_memory(ctx);
+    std::vector<std::vector<double>> samples(static_cast<size_t>(k_max) + 1);
+    for (int32_t round = 0; round < repeats; ++round) {
+        for (int32_t k = 0; k <= k_max; ++k) {
+            for (llama_seq_id s = 0; s < n_seq; ++s) {
+                llama_memory_seq_rm(mem, s, -1, -1);
+                for (int32_t i = 0; i < n_prompt; ++i) {
+                    add(prompt[static_cast<size_t>(i)], i, s);
+                }
+            }
+            decode();
+            // Varied tokens, so that expert routing costs what it would.
+            for (llama_seq_id s = 0; s < n_seq; ++s) {
+                for (int32_t i = 0; i <= k; ++i) {
+                    add(prompt[static_cast<size_t>((i + s) % n_prompt)], n_prompt + i, s);
+                }
+            }
+            const auto t0 = std::chrono::steady_clock::now();
+            decode();
+            samples[static_cast<size_t>(k)].push_back(
+                std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+        }
+    }
+    for (llama_seq_id s = 0; s < n_seq; ++s) {
+        llama_memory_seq_rm(mem, s, -1, -1);
+    }
+    std::vector<double> curve;
+    for (auto & v : samples) {
+        curve.push_back(median(v));
+    }
+    return curve;
 }
 
 // Quotes a value for /bin/sh.
@@ -148,11 +239,45 @@ std::vector<specdec_strategy> strategies_of(const bench_options & o) {
     return out;
 }
 
+// The draft lengths of the sweep: numbers as given, "auto" as adaptive with
+// the longest number given (8 when there is none) as its cap.
+std::vector<std::pair<int32_t, bool>> draft_lengths_of(const bench_options & o) {
+    int32_t longest = 0;
+    for (const std::string & v : o.n_drafts) {
+        longest = v == "auto" ? longest : std::max(longest, std::stoi(v));
+    }
+    std::vector<std::pair<int32_t, bool>> out;
+    for (const std::string & v : o.n_drafts) {
+        out.emplace_back(v == "auto" ? (longest > 0 ? longest : 8) : std::stoi(v), v == "auto");
+    }
+    return out;
+}
+
+std::vector<config> configs_of(const bench_options & o, const std::vector<specdec_strategy> & strategies) {
+    std::vector<config> out;
+    for (int32_t n_seq : o.n_seqs) {
+        const std::string suffix = n_seq > 1 ? " x" + std::to_string(n_seq) : "";
+        out.push_back({"plain" + suffix, SPECDEC_STRATEGY_MTP, 0, false, n_seq});
+        for (specdec_strategy s : strategies) {
+            for (const auto & [n, adaptive] : draft_lengths_of(o)) {
+                const std::string length = adaptive ? "auto(" + std::to_string(n) + ")" : std::to_string(n);
+                out.push_back({std::string(specdec_strategy_name(s)) + " n=" + length + suffix, s, n, adaptive, n_seq});
+            }
+        }
+    }
+    return out;
+}
+
 } // namespace
 
 int run_bench(const bench_options & o) {
     const std::vector<specdec_strategy> strategies = strategies_of(o);
-    const int32_t n_draft_top = *std::max_element(o.n_drafts.begin(), o.n_drafts.end());
+    const bool synthetic = o.synthetic_acceptance >= 0.0f;
+    int32_t n_draft_top = 1;
+    for (const auto & [n, adaptive] : draft_lengths_of(o)) {
+        n_draft_top = std::max(n_draft_top, n);
+    }
+    const int32_t n_seq_top = *std::max_element(o.n_seqs.begin(), o.n_seqs.end());
     const bool any_mtp = std::find(strategies.begin(), strategies.end(), SPECDEC_STRATEGY_MTP) != strategies.end();
 
     llama_model_ptr target_model = load_model(o.model, any_mtp);
@@ -160,7 +285,7 @@ int run_bench(const bench_options & o) {
     if (!o.draft_model.empty()) {
         draft_model = load_model(o.draft_model, false);
     }
-    llama_context_params cp = context_params(o.n_ctx, 1, o.n_threads);
+    llama_context_params cp = context_params(o.n_ctx, static_cast<uint32_t>(n_seq_top), o.n_threads);
     const int32_t threads = cp.n_threads;
     if (llama_model_is_recurrent(target_model.get()) || llama_model_is_hybrid(target_model.get())) {
         cp.n_rs_seq = static_cast<uint32_t>(n_draft_top);
@@ -169,32 +294,28 @@ int run_bench(const bench_options & o) {
     if (!target) {
         throw specdec::error(SPECDEC_STATUS_NATIVE_FAILURE, "llama.cpp could not create the target context (run with -v)");
     }
-    // One draft context per strategy, sized for the longest draft.
+    // One draft context per strategy, sized for the longest draft and the most sequences.
     std::map<specdec_strategy, llama_context_ptr> drafts;
     for (specdec_strategy s : strategies) {
         if (specdec_strategy_needs_draft_context(s)) {
             specdec::session_params sp = specdec_session_default_params();
             sp.strategy = s;
             sp.n_draft_max = n_draft_top;
+            sp.n_seq = static_cast<uint32_t>(n_seq_top);
             drafts[s] = specdec::make_draft_context(target.get(), s == SPECDEC_STRATEGY_MTP ? nullptr : draft_model.get(), sp, cp);
         }
     }
-    const std::vector<std::vector<llama_token>> prompts = {tokenize(target_model.get(), o.prompt)};
-
-    std::vector<config> configs = {{"plain", SPECDEC_STRATEGY_MTP, 0}};
-    for (specdec_strategy s : strategies) {
-        for (int32_t n : o.n_drafts) {
-            configs.push_back({std::string(specdec_strategy_name(s)) + " n=" + std::to_string(n), s, n});
-        }
-    }
+    const std::vector<llama_token> prompt = tokenize(target_model.get(), o.prompt);
+    const std::vector<config> configs = configs_of(o, strategies);
 
     specdec::generate_params gp = specdec_generate_default_params();
     gp.n_predict = o.n_predict;
     gp.ignore_eog = true; // every run generates the same number of tokens
+    auto prompts_for = [&](int32_t n_seq) { return std::vector<std::vector<llama_token>>(static_cast<size_t>(n_seq), prompt); };
 
     // One unmeasured run warms caches and threads; then rounds interleave the
     // configurations, so slow drift of the machine affects all of them alike.
-    specdec::generate_plain(target.get(), prompts, gp);
+    specdec::generate_plain(target.get(), prompts_for(n_seq_top), gp);
     const bool progress = isatty(STDERR_FILENO);
     std::vector<std::vector<run_result>> runs(configs.size());
     std::vector<std::vector<double>> upstream_tps(configs.size());
@@ -203,8 +324,9 @@ int run_bench(const bench_options & o) {
         for (size_t c = 0; c < configs.size(); ++c) {
             const config & cfg = configs[c];
             if (progress) {
-                std::fprintf(stderr, "\rbench: round %d/%d, %-24s", round + 1, o.repeats, cfg.name.c_str());
+                std::fprintf(stderr, "\rbench: round %d/%d, %-28s", round + 1, o.repeats, cfg.name.c_str());
             }
+            const auto prompts = prompts_for(cfg.n_seq);
             if (cfg.n_draft == 0) {
                 runs[c].push_back(measure(specdec::generate_plain(target.get(), prompts, gp)));
                 continue;
@@ -212,17 +334,22 @@ int run_bench(const bench_options & o) {
             specdec::session_params sp = specdec_session_default_params();
             sp.strategy = cfg.strategy;
             sp.n_draft_max = cfg.n_draft;
+            sp.n_seq = static_cast<uint32_t>(cfg.n_seq);
             llama_context * draft = drafts.count(cfg.strategy) ? drafts[cfg.strategy].get() : nullptr;
             specdec::session session(target.get(), draft, sp);
             effective[c] = session.params().n_draft_max;
-            runs[c].push_back(measure(specdec::generate(session, prompts, gp)));
-            if (!o.upstream.empty()) {
+            specdec::generate_params run_params = gp;
+            run_params.n_draft = cfg.adaptive ? SPECDEC_N_DRAFT_AUTO : -1;
+            run_params.synthetic_acceptance = o.synthetic_acceptance;
+            runs[c].push_back(measure(specdec::generate(session, prompts, run_params)));
+            // Upstream's loop: one sequence, a fixed length, the target's own acceptance.
+            if (!o.upstream.empty() && !cfg.adaptive && cfg.n_seq == 1 && !synthetic) {
                 upstream_tps[c].push_back(run_upstream(o, cfg.strategy, cfg.n_draft, threads));
             }
         }
     }
     if (progress) {
-        std::fputs("\r                                                   \r", stderr);
+        std::fputs("\r                                                       \r", stderr);
     }
 
     nlohmann::json out;
@@ -231,45 +358,60 @@ int run_bench(const bench_options & o) {
     out["n_predict"] = o.n_predict;
     out["repeats"] = o.repeats;
     out["threads"] = threads;
-    std::vector<double> plain_tps;
-    for (const auto & r : runs[0]) {
-        plain_tps.push_back(r.tokens_per_second);
+    out["synthetic_acceptance"] = synthetic ? nlohmann::json(o.synthetic_acceptance) : nlohmann::json(nullptr);
+    // The target's cost of verifying k + 1 tokens, relative to one token.
+    for (int32_t n_seq : o.n_seqs) {
+        const std::vector<double> curve = verify_cost_curve(target.get(), prompt, n_seq, n_draft_top, o.repeats);
+        std::vector<double> relative;
+        for (double us : curve) {
+            relative.push_back(curve[0] > 0 ? us / curve[0] : 0.0);
+        }
+        out["verify_cost"].push_back({{"n_seq", n_seq}, {"microseconds", curve}, {"relative", relative}});
     }
-    const double plain = median(plain_tps);
-    std::printf("| configuration | tokens/s | speedup | limit | achieved/limit | acceptance | tokens/step | verify | draft | bookkeeping | identical |\n");
-    std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+    std::map<int32_t, size_t> plain_of; // n_seq -> its plain configuration
     for (size_t c = 0; c < configs.size(); ++c) {
-        auto med = [&](double run_result::*field) {
+        if (configs[c].n_draft == 0) {
+            plain_of[configs[c].n_seq] = c;
+        }
+    }
+    for (size_t c = 0; c < configs.size(); ++c) {
+        const config & cfg = configs[c];
+        auto med = [&](size_t i, double run_result::*field) {
             std::vector<double> v;
-            for (const auto & r : runs[c]) {
+            for (const auto & r : runs[i]) {
                 v.push_back(r.*field);
             }
             return median(v);
         };
-        const bool identical = std::all_of(runs[c].begin(), runs[c].end(), [&](const run_result & r) { return r.tokens == runs[0][0].tokens; });
-        const double tps = med(&run_result::tokens_per_second);
+        const size_t p = plain_of[cfg.n_seq];
+        const double plain = med(p, &run_result::tokens_per_second);
+        const double tps = med(c, &run_result::tokens_per_second);
         // The limit: the tokens each step yields at the measured acceptance,
-        // over the measured cost of verifying and drafting them, against the
-        // cost of one plain token; no bookkeeping at all.
-        const double plain_token_us = plain > 0 ? 1e6 / plain : 0.0;
-        const double step_cost = med(&run_result::step_cost_us);
-        const double limit = step_cost > 0 ? med(&run_result::tokens_per_step) * plain_token_us / step_cost : 0.0;
+        // over the measured cost of verifying and drafting them, against
+        // plain decoding's measured tokens per second; no bookkeeping at all.
+        const double step_cost = med(c, &run_result::step_cost_us);
+        const double limit = step_cost > 0 && plain > 0
+                                 ? med(c, &run_result::tokens_per_step) * cfg.n_seq * 1e6 / step_cost / plain
+                                 : 0.0;
         const double speedup = plain > 0 ? tps / plain : 0.0;
+        const bool identical = std::all_of(runs[c].begin(), runs[c].end(), [&](const run_result & r) { return r.tokens == runs[p][0].tokens; });
         nlohmann::json row = {
-            {"configuration", configs[c].name},
-            {"strategy", configs[c].n_draft == 0 ? "none" : specdec_strategy_name(configs[c].strategy)},
-            {"n_draft", configs[c].n_draft == 0 ? 0 : effective[c]},
+            {"configuration", cfg.name},
+            {"strategy", cfg.n_draft == 0 ? "none" : specdec_strategy_name(cfg.strategy)},
+            {"n_draft", cfg.n_draft == 0 ? 0 : effective[c]},
+            {"adaptive", cfg.adaptive},
+            {"n_seq", cfg.n_seq},
             {"tokens_per_second", tps},
             {"speedup", speedup},
             {"limit", limit},
             {"achieved_of_limit", limit > 0 ? speedup / limit : 0.0},
-            {"acceptance", med(&run_result::acceptance)},
-            {"tokens_per_step", med(&run_result::tokens_per_step)},
-            {"verify_share", med(&run_result::verify_share)},
-            {"draft_share", med(&run_result::draft_share)},
-            {"bookkeeping_share", med(&run_result::bookkeeping_share)},
+            {"acceptance", med(c, &run_result::acceptance)},
+            {"tokens_per_step", med(c, &run_result::tokens_per_step)},
+            {"verify_share", med(c, &run_result::verify_share)},
+            {"draft_share", med(c, &run_result::draft_share)},
+            {"bookkeeping_share", med(c, &run_result::bookkeeping_share)},
             {"acceptance_by_position", runs[c].back().by_position},
-            {"identical_to_plain", identical},
+            {"identical_to_plain", synthetic && cfg.n_draft > 0 ? nlohmann::json(nullptr) : nlohmann::json(identical)},
         };
         if (!upstream_tps[c].empty()) {
             const double up = median(upstream_tps[c]);
@@ -277,21 +419,38 @@ int run_bench(const bench_options & o) {
             row["ours_over_upstream"] = up > 0 ? tps / up : 0.0;
         }
         out["results"].push_back(row);
-        if (row.contains("ours_over_upstream")) {
-            std::fprintf(stderr, "bench: %s: upstream loop %.1f tokens/s, ours/upstream %.2f\n", configs[c].name.c_str(),
-                         row["upstream_tokens_per_second"].get<double>(), row["ours_over_upstream"].get<double>());
+    }
+
+    if (synthetic) {
+        std::fprintf(stderr, "bench: synthetic acceptance %.2f: drafts were kept at random, the text is not valid (speeds only)\n",
+                     static_cast<double>(o.synthetic_acceptance));
+    }
+    std::fputs(bench_markdown_table(out).c_str(), stdout);
+    std::printf("\nverification cost of k + 1 tokens against 1 token:\n");
+    for (const auto & v : out["verify_cost"]) {
+        std::printf("  n_seq=%d:", v["n_seq"].get<int>());
+        const auto & rel = v["relative"];
+        for (size_t k = 0; k < rel.size(); ++k) {
+            std::printf(" k=%zu %.2f", k, rel[k].get<double>());
         }
-        std::printf("| %s | %.1f | %.2f | %.2f | %.0f%% | %.2f | %.2f | %.0f%% | %.0f%% | %.1f%% | %s |\n", configs[c].name.c_str(), tps,
-                    speedup, limit, 100 * row["achieved_of_limit"].get<double>(), row["acceptance"].get<double>(),
-                    row["tokens_per_step"].get<double>(),
-                    100 * row["verify_share"].get<double>(), 100 * row["draft_share"].get<double>(),
-                    100 * row["bookkeeping_share"].get<double>(), identical ? "yes" : "NO");
+        std::printf("\n");
     }
     if (!o.json_path.empty()) {
-        std::ofstream(o.json_path) << out.dump(2) << "\n";
+        std::ofstream f(o.json_path);
+        f << out.dump(2) << "\n";
+        if (!f) {
+            throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot write '" + o.json_path + "'");
+        }
     }
-    const bool all_identical = std::all_of(out["results"].begin(), out["results"].end(),
-                                           [](const nlohmann::json & r) { return r["identical_to_plain"].get<bool>(); });
+    if (!o.markdown_path.empty()) {
+        write_bench_markdown(out, o.markdown_path);
+    }
+    if (!o.chart_path.empty()) {
+        write_bench_chart(out, o.chart_path);
+    }
+    const bool all_identical = std::all_of(out["results"].begin(), out["results"].end(), [](const nlohmann::json & r) {
+        return r["identical_to_plain"].is_null() || r["identical_to_plain"].get<bool>();
+    });
     if (!all_identical) {
         std::fprintf(stderr, "specdec: error: a speculative run differed from plain decoding\n");
         return exit_failure;

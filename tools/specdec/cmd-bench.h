@@ -14,13 +14,17 @@ struct bench_options {
     std::string              model;
     std::string              draft_model;
     std::vector<std::string> specs;                    // strategies to compare; empty: detected from the files
-    std::vector<int32_t>     n_drafts = {1, 2, 4, 8};  // draft lengths swept per strategy
+    std::vector<std::string> n_drafts = {"1", "2", "4", "8", "auto"}; // draft lengths swept per strategy; "auto": adaptive
+    std::vector<int32_t>     n_seqs = {1};             // sequences decoded together, swept
     std::string              prompt = "The quick brown fox jumps over the lazy dog.";
-    int32_t                  n_predict = 64;           // tokens per run (end-of-generation ignored)
+    int32_t                  n_predict = 64;           // tokens per sequence and run (end-of-generation ignored)
     int32_t                  repeats   = 3;            // rounds; every configuration runs once per round
-    uint32_t                 n_ctx     = 2048;
+    uint32_t                 n_ctx     = 2048;         // per sequence
     int32_t                  n_threads = 0;            // 0: hardware threads
+    float                    synthetic_acceptance = -1.0f; // >= 0: drafts kept at random with this probability (speed only)
     std::string              json_path;                // write the results as JSON here
+    std::string              markdown_path;            // write a Markdown report here
+    std::string              chart_path;               // write a speedup chart here (.png or .svg)
     std::string              upstream;                 // llama.cpp's speculative-simple, run as the reference loop
 };
 
