@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The specdec CLI end to end on generated fixtures: happy paths of every
-# subcommand, and exit codes for bad input. Usage: test-cli.sh SPECDEC FIXTURE_TOOL
+# subcommand, and exit codes for bad input.
+# Usage: test-cli.sh SPECDEC FIXTURE_TOOL CHECK_BENCH_JSON
 set -u
 # Worker threads sleep instead of spinning: ctest runs other test processes beside this one.
 export OMP_WAIT_POLICY=PASSIVE
 specdec="$1"
 fixture="$2"
+check_bench_json="$3"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 passed=0
@@ -37,6 +39,11 @@ check "plain generate" test -s "$work/plain.txt"
 check "mtp generate" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40
 check "mtp text equals plain" cmp -s "$work/out" "$work/plain.txt"
 check "mtp summary" contains "$work/err" "accepted 3[0-9] (100.0%)"
+check "adaptive generate" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40 --n-draft auto
+check "adaptive equals plain" cmp -s "$work/out" "$work/plain.txt"
+check "adaptive with a cap" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40 --n-draft auto --draft-max 2 --json
+check "adaptive json" contains "$work/out" '"adaptive": true'
+check "n-draft above draft-max" exit_is 1 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" --n-draft 4 --draft-max 2
 check "mtp json" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40 --json --n-draft 4
 check "json acceptance" contains "$work/out" '"acceptance_rate": 1.0'
 check "json strategy" contains "$work/out" '"strategy": "mtp"'
@@ -74,21 +81,31 @@ check "incompatible reason" contains "$work/out" "LAYER_MISMATCH"
 check "inspect json" exit_is 0 "$specdec" inspect "$work/llama.gguf" "$work/eagle3.gguf" --json
 check "inspect json pair" contains "$work/out" '"compatible": true'
 
-# bench: every configuration identical to plain decoding, and the JSON complete
-check "bench" exit_is 0 "$specdec" bench -m "$work/qwen35.gguf" -n 24 -r 2 --n-draft 1 --n-draft 3 -t 1 --json "$work/bench.json"
+# bench: every configuration identical to plain decoding, the JSON complete and
+# consistent, the reports written
+check "bench" exit_is 0 "$specdec" bench -m "$work/qwen35.gguf" -n 24 -r 2 --n-draft 1 --n-draft 3 --n-draft auto \
+    --n-seq 1 --n-seq 2 -t 1 --json "$work/bench.json" --markdown "$work/bench.md" --chart "$work/bench.png"
 check "bench table" contains "$work/out" "| mtp n=3 |"
-for field in tokens_per_second speedup limit achieved_of_limit acceptance tokens_per_step verify_share draft_share bookkeeping_share acceptance_by_position; do
-    check "bench json $field" contains "$work/bench.json" "\"$field\""
-done
-check "bench identical" bash -c "! grep -q '\"identical_to_plain\": false' '$work/bench.json'"
-check "bench exact acceptance" contains "$work/bench.json" '"acceptance": 1.0'
-check "bench numbers finite" bash -c "! grep -qiE 'nan|inf' '$work/bench.json'"
-check "bench plain speedup is 1" contains "$work/bench.json" '"speedup": 1.0'
+check "bench table adaptive" contains "$work/out" "| mtp n=auto(3) x2 |"
+check "bench json consistent" "$check_bench_json" "$work/bench.json" --exact
+check "bench markdown" contains "$work/bench.md" "Every run was identical to plain decoding."
+check "bench chart is a PNG" bash -c "head -c 4 '$work/bench.png' | grep -q PNG"
+check "bench svg chart" exit_is 0 "$specdec" bench -m "$work/qwen35.gguf" -n 8 -r 1 --n-draft 2 -t 1 --chart "$work/bench.svg"
+check "bench svg chart is SVG" contains "$work/bench.svg" "<svg"
+check "bench chart format" exit_is 1 "$specdec" bench -m "$work/qwen35.gguf" -n 8 -r 1 --n-draft 2 -t 1 --chart "$work/bench.pdf"
+check "bench draft length" exit_is 2 "$specdec" bench -m "$work/qwen35.gguf" --n-draft often
+check "bench synthetic" exit_is 0 "$specdec" bench -m "$work/qwen35.gguf" -n 24 -r 1 --n-draft 4 -t 1 \
+    --synthetic-acceptance 0.5 --json "$work/bench-synth.json"
+check "bench synthetic json" "$check_bench_json" "$work/bench-synth.json" --synthetic
+check "bench synthetic warns" contains "$work/err" "text is not valid"
+check "bench checker catches a broken document" bash -c \
+    "sed 's/\"speedup\": 1.0/\"speedup\": 2.0/' '$work/bench.json' > '$work/broken.json'; ! '$check_bench_json' '$work/broken.json' 2>/dev/null"
 upstream="$(dirname "$specdec")/specdec-upstream-reference"
 # llama.cpp's example leaks at exit, which a leak-checking build would report as its failure.
 check "bench against upstream" exit_is 0 env ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" "$specdec" bench \
     -m "$work/qwen35.gguf" -n 16 -r 1 --n-draft 2 -t 1 --upstream "$upstream" --json "$work/bench-up.json"
 check "bench upstream ratio" contains "$work/bench-up.json" '"ours_over_upstream"'
+check "bench upstream json consistent" "$check_bench_json" "$work/bench-up.json" --exact
 
 # bad input
 check "missing model file" exit_is 2 "$specdec" generate -m "$work/none.gguf" -p x

@@ -99,3 +99,17 @@ std::string read_file(const std::string & path) {
 }
 
 } // namespace cli
+
+namespace cli {
+
+CLI::Validator draft_length_validator() {
+    return CLI::Validator(
+        [](const std::string & v) {
+            return v == "auto" || CLI::Range(1, SPECDEC_MAX_DRAFT)(v).empty()
+                       ? std::string()
+                       : "expected auto or a number within [1, " + std::to_string(SPECDEC_MAX_DRAFT) + "]";
+        },
+        "N|auto");
+}
+
+} // namespace cli

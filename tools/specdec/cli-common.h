@@ -4,6 +4,8 @@
 
 #include "specdec/specdec.hpp"
 
+#include <CLI/CLI.hpp>
+
 #include <string>
 #include <vector>
 
@@ -33,5 +35,9 @@ llama_context_params context_params(uint32_t n_ctx_per_seq, uint32_t n_seq, int3
 std::vector<llama_token> tokenize(const llama_model * model, const std::string & text);
 
 std::string read_file(const std::string & path);
+
+// Accepts a draft length: "auto" (adaptive) or a number of tokens in
+// 1..SPECDEC_MAX_DRAFT.
+CLI::Validator draft_length_validator();
 
 } // namespace cli

@@ -25,12 +25,7 @@ void add_bench_command(CLI::App & app, bench_options & o) {
     cmd->add_option("--n-draft", o.n_drafts,
                     "draft lengths to sweep (repeatable): a number of tokens, or auto (adaptive, up to the longest "
                     "number given, else 8)")
-        ->check(CLI::Validator(
-            [](const std::string & v) {
-                return v == "auto" || CLI::Range(1, SPECDEC_MAX_DRAFT)(v).empty() ? std::string()
-                                                                                   : "expected auto or 1.." + std::to_string(SPECDEC_MAX_DRAFT);
-            },
-            "N|auto"))
+        ->check(draft_length_validator())
         ->capture_default_str();
     cmd->add_option("--n-seq", o.n_seqs, "sequences decoded together (repeatable: a sweep)")->check(CLI::Range(1, 64))->capture_default_str();
     cmd->add_option("-p,--prompt", o.prompt, "prompt text (every sequence gets it)");

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <unistd.h>
 
@@ -22,7 +23,11 @@ void add_generate_command(CLI::App & app, generate_options & o) {
     cmd->add_option("-n,--n-predict", o.n_predict, "most tokens to generate per sequence")->check(CLI::NonNegativeNumber)->capture_default_str();
     cmd->add_option("-c,--ctx-size", o.n_ctx, "context size per sequence")->check(CLI::Range(16u, 1u << 20))->capture_default_str();
     cmd->add_option("-t,--threads", o.n_threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));
-    cmd->add_option("--n-draft,--draft-max", o.n_draft, "most tokens drafted per step")->check(CLI::Range(1, SPECDEC_MAX_DRAFT))->capture_default_str();
+    cmd->add_option("--n-draft", o.n_draft, "tokens drafted per step, or auto: chosen per step and sequence for speed")
+        ->check(draft_length_validator())
+        ->capture_default_str();
+    cmd->add_option("--draft-max", o.n_draft_max, "the most tokens a step may draft (default: --n-draft, or 8 with auto)")
+        ->check(CLI::Range(1, SPECDEC_MAX_DRAFT));
     cmd->add_option("--draft-min", o.n_draft_min, "drop shorter proposals")->check(CLI::NonNegativeNumber);
     cmd->add_option("--draft-p-min", o.p_min, "stop drafting below this draft probability")->check(CLI::Range(0.0f, 1.0f));
     cmd->add_option("--temp", o.temperature, "temperature; 0 = greedy")->capture_default_str();
@@ -76,10 +81,11 @@ const char * stop_name(specdec_stop_reason r) {
     return "unknown";
 }
 
-nlohmann::json to_json(const specdec::generation_result & r, const char * strategy, int32_t n_draft) {
+nlohmann::json to_json(const specdec::generation_result & r, const char * strategy, int32_t n_draft, bool adaptive) {
     nlohmann::json out;
     out["strategy"] = strategy;
     out["n_draft"] = n_draft;
+    out["adaptive"] = adaptive;
     uint64_t generated = 0;
     for (const auto & s : r.sequences) {
         const auto & st = s.stats;
@@ -154,14 +160,20 @@ int run_generate(const generate_options & o) {
     specdec::session_params sp = specdec_session_default_params();
     sp.strategy = strategy;
     sp.n_seq = n_seq;
-    sp.n_draft_max = o.n_draft;
+    const bool adaptive = o.n_draft == "auto";
+    if (!adaptive && o.n_draft_max > 0 && std::stoi(o.n_draft) > o.n_draft_max) {
+        throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, "--n-draft " + o.n_draft + " exceeds --draft-max " +
+                                                                  std::to_string(o.n_draft_max));
+    }
+    const int32_t n_draft_max = o.n_draft_max > 0 ? o.n_draft_max : adaptive ? 8 : std::stoi(o.n_draft);
+    sp.n_draft_max = n_draft_max;
     sp.n_draft_min = o.n_draft_min;
     sp.p_min = o.p_min;
 
     llama_model_ptr target_model = load_model(o.model, speculative && strategy == SPECDEC_STRATEGY_MTP);
     llama_context_params tp = context_params(o.n_ctx, n_seq, o.n_threads);
     if (speculative && (llama_model_is_recurrent(target_model.get()) || llama_model_is_hybrid(target_model.get()))) {
-        tp.n_rs_seq = static_cast<uint32_t>(o.n_draft); // rejected drafts roll the recurrent state back
+        tp.n_rs_seq = static_cast<uint32_t>(n_draft_max); // rejected drafts roll the recurrent state back
     }
     llama_context_ptr target(llama_init_from_model(target_model.get(), tp));
     if (!target) {
@@ -222,6 +234,8 @@ int run_generate(const generate_options & o) {
             draft = specdec::make_draft_context(target.get(), draft_model.get(), sp, context_params(o.n_ctx, n_seq, o.n_threads));
         }
         specdec::session session(target.get(), draft.get(), sp);
+        // The drafter may have lowered n_draft_max (a DFlash block is shorter, say).
+        gp.n_draft = adaptive ? SPECDEC_N_DRAFT_AUTO : std::min(std::stoi(o.n_draft), session.params().n_draft_max);
         result = specdec::generate(session, prompts, gp, on_token);
         name = specdec_strategy_name(strategy);
         n_draft = session.params().n_draft_max;
@@ -232,7 +246,7 @@ int run_generate(const generate_options & o) {
     if (progress) {
         std::fputs("\r                                \r", stderr);
     }
-    const nlohmann::json j = to_json(result, name, n_draft);
+    const nlohmann::json j = to_json(result, name, n_draft, speculative && adaptive);
     if (o.json) {
         std::printf("%s\n", j.dump(2).c_str());
         return exit_ok;

@@ -18,7 +18,8 @@ struct generate_options {
     int32_t                  n_predict   = 128;
     uint32_t                 n_ctx       = 4096;
     int32_t                  n_threads   = 0;      // 0: hardware threads
-    int32_t                  n_draft     = 3;
+    std::string              n_draft     = "3";    // tokens per step, or "auto" (adaptive)
+    int32_t                  n_draft_max = 0;      // the session's cap; 0: n_draft, or 8 with auto
     int32_t                  n_draft_min = 0;
     float                    p_min       = 0.0f;
     float                    temperature = 0.0f;

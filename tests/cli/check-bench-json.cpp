@@ -1,0 +1,151 @@
+// Checks a `specdec bench --json` document: every field present, every number
+// finite and in range, and the derived numbers consistent with the measured
+// ones (speedup against the plain row of the same batch size, achieved/limit,
+// shares adding up, ours/upstream). No timing is judged.
+//
+//   check-bench-json FILE [--exact] [--synthetic]
+//     --exact      the drafter is exact: every real-acceptance row accepts everything
+//     --synthetic  the run used synthetic acceptance (identical_to_plain is null)
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+
+namespace {
+
+int problems = 0;
+
+void expect(bool ok, const std::string & what) {
+    if (!ok) {
+        std::fprintf(stderr, "check-bench-json: %s\n", what.c_str());
+        ++problems;
+    }
+}
+
+bool near(double a, double b) {
+    return std::fabs(a - b) <= 1e-6 * std::max(1.0, std::fabs(b));
+}
+
+// The number under `key`, after checking it is there, finite and >= 0.
+double number(const nlohmann::json & row, const std::string & key, const std::string & where) {
+    if (!row.contains(key) || !row[key].is_number()) {
+        expect(false, where + ": no number " + key);
+        return 0;
+    }
+    const double v = row[key].get<double>();
+    expect(std::isfinite(v) && v >= 0, where + ": " + key + " = " + std::to_string(v));
+    return v;
+}
+
+} // namespace
+
+int main(int argc, char ** argv) {
+    if (argc < 2) {
+        std::fprintf(stderr, "usage: check-bench-json FILE [--exact] [--synthetic]\n");
+        return 2;
+    }
+    bool exact = false;
+    bool synthetic = false;
+    for (int i = 2; i < argc; ++i) {
+        exact = exact || std::string(argv[i]) == "--exact";
+        synthetic = synthetic || std::string(argv[i]) == "--synthetic";
+    }
+    nlohmann::json doc;
+    try {
+        std::ifstream(argv[1]) >> doc;
+    } catch (const std::exception & e) {
+        std::fprintf(stderr, "check-bench-json: %s is not JSON: %s\n", argv[1], e.what());
+        return 1;
+    }
+
+    for (const char * key : {"model", "draft_model"}) {
+        expect(doc.contains(key) && doc[key].is_string(), std::string("no string ") + key);
+    }
+    for (const char * key : {"n_predict", "repeats", "threads"}) {
+        expect(number(doc, key, "document") >= 1, std::string(key) + " >= 1");
+    }
+    expect(doc.contains("synthetic_acceptance") && doc["synthetic_acceptance"].is_null() != synthetic,
+           "synthetic_acceptance must be set exactly for a synthetic run");
+
+    // The verification cost curve: k = 0.. with relative[0] = 1.
+    std::set<int> curve_n_seq;
+    for (const auto & c : doc.value("verify_cost", nlohmann::json::array())) {
+        const auto & us = c.at("microseconds");
+        const auto & rel = c.at("relative");
+        expect(us.size() >= 2 && us.size() == rel.size(), "verify_cost needs k = 0 and at least k = 1");
+        for (size_t k = 0; k < us.size(); ++k) {
+            expect(std::isfinite(us[k].get<double>()) && us[k].get<double>() > 0, "verify_cost microseconds > 0");
+            expect(near(rel[k].get<double>(), us[k].get<double>() / us[0].get<double>()), "verify_cost relative = us / us[0]");
+        }
+        curve_n_seq.insert(c.at("n_seq").get<int>());
+    }
+
+    const auto & results = doc.value("results", nlohmann::json::array());
+    expect(!results.empty(), "no results");
+    std::map<int, double> plain_tps; // n_seq -> tokens/s of plain decoding
+    for (const auto & r : results) {
+        if (r.value("strategy", "") == "none") {
+            const int n_seq = r.value("n_seq", 0);
+            expect(!plain_tps.count(n_seq), "two plain rows for n_seq " + std::to_string(n_seq));
+            plain_tps[n_seq] = number(r, "tokens_per_second", "plain");
+        }
+    }
+    for (const auto & r : results) {
+        const std::string where = r.value("configuration", std::string("(no configuration)"));
+        for (const char * key : {"configuration", "strategy"}) {
+            expect(r.contains(key) && r[key].is_string(), where + ": no string " + key);
+        }
+        expect(r.contains("adaptive") && r["adaptive"].is_boolean(), where + ": no adaptive flag");
+        const bool plain = r.value("strategy", "") == "none";
+        const int n_seq = static_cast<int>(number(r, "n_seq", where));
+        const double n_draft = number(r, "n_draft", where);
+        const double tps = number(r, "tokens_per_second", where);
+        const double speedup = number(r, "speedup", where);
+        const double limit = number(r, "limit", where);
+        const double achieved = number(r, "achieved_of_limit", where);
+        const double acceptance = number(r, "acceptance", where);
+        const double per_step = number(r, "tokens_per_step", where);
+        const double shares = number(r, "verify_share", where) + number(r, "draft_share", where) + number(r, "bookkeeping_share", where);
+
+        expect(plain_tps.count(n_seq) == 1, where + ": no plain row with the same n_seq");
+        expect(curve_n_seq.count(n_seq) == 1, where + ": no verification cost curve for its n_seq");
+        expect(near(speedup, tps / plain_tps[n_seq]), where + ": speedup is not tokens/s over plain's");
+        expect(limit > 0 && near(achieved, speedup / limit), where + ": achieved_of_limit is not speedup / limit");
+        expect(acceptance <= 1, where + ": acceptance above 1");
+        expect(std::fabs(shares - 1) < 0.01, where + ": time shares add up to " + std::to_string(shares));
+        expect(per_step >= 1 - 1e-9 && per_step <= n_draft + 1 + 1e-9, where + ": tokens per step outside [1, n_draft + 1]");
+        const auto & by_position = r.value("acceptance_by_position", nlohmann::json::array());
+        expect(by_position.size() <= static_cast<size_t>(n_draft), where + ": acceptance for more positions than drafted");
+        for (const auto & a : by_position) {
+            expect(a.is_number() && a.get<double>() >= 0 && a.get<double>() <= 1, where + ": acceptance by position outside [0, 1]");
+        }
+        const auto & identical = r.value("identical_to_plain", nlohmann::json());
+        if (plain) {
+            expect(near(speedup, 1) && n_draft == 0 && acceptance == 0, where + ": plain row must have speedup 1, no drafts");
+            expect(identical == true, where + ": plain row must be identical to itself");
+            continue;
+        }
+        expect(n_draft >= 1, where + ": n_draft below 1");
+        if (synthetic) {
+            expect(identical.is_null(), where + ": a synthetic row cannot claim identity with plain decoding");
+        } else {
+            expect(identical == true, where + ": differs from plain decoding");
+        }
+        if (exact && !synthetic && !r["adaptive"].get<bool>()) {
+            expect(acceptance == 1, where + ": an exact drafter accepted only " + std::to_string(acceptance));
+        }
+        if (r.contains("ours_over_upstream")) {
+            const double up = number(r, "upstream_tokens_per_second", where);
+            expect(up > 0 && near(number(r, "ours_over_upstream", where), tps / up), where + ": ours_over_upstream inconsistent");
+        }
+    }
+    if (problems > 0) {
+        return 1;
+    }
+    std::printf("check-bench-json: %zu results consistent\n", results.size());
+    return 0;
+}
