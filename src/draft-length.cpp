@@ -5,15 +5,26 @@
 
 namespace specdec::detail {
 
-adaptive_draft_length::adaptive_draft_length(size_t n_seq, int32_t n_max)
-    : n_max_(std::max(n_max, 1)), acceptance_(n_seq, std::vector<position_counts>(static_cast<size_t>(std::max(n_max, 1)))) {}
+adaptive_draft_length::adaptive_draft_length(size_t n_seq, int32_t n_max) : n_max_(std::max(n_max, 1)), acceptance_(n_seq) {
+    for (sequence_evidence & e : acceptance_) {
+        for (auto & table : e.after) {
+            table.resize(static_cast<size_t>(n_max_));
+        }
+    }
+}
+
+double adaptive_draft_length::cost_cell::lowest() const {
+    return *std::min_element(samples, samples + std::min(n, window));
+}
 
 std::vector<double> adaptive_draft_length::cumulative(size_t seq) const {
+    const sequence_evidence & e = acceptance_[seq];
+    const std::vector<position_counts> & table = e.after[e.last_kept];
     std::vector<double> out(static_cast<size_t>(n_max_));
     double prior = prior_acceptance;
     double through = 1.0;
     for (size_t i = 0; i < out.size(); ++i) {
-        const position_counts & c = acceptance_[seq][i];
+        const position_counts & c = table[i];
         const double p = (c.kept + prior_weight * prior) / (c.reached + prior_weight);
         through *= p;
         out[i] = through;
@@ -28,43 +39,46 @@ double adaptive_draft_length::p_keep_through(size_t seq, int32_t i) const {
 
 std::vector<double> adaptive_draft_length::cost_curve(int32_t n_active) const {
     const size_t n = static_cast<size_t>(n_active) * static_cast<size_t>(n_max_) + 1;
-    std::vector<std::pair<double, double>> seen; // (m, mean cost), ascending m
+    std::vector<std::pair<double, double>> seen; // (m, measured cost), ascending m
     if (static_cast<size_t>(n_active) < cost_.size()) {
         const auto & cells = cost_[static_cast<size_t>(n_active)];
         for (size_t m = 0; m < cells.size(); ++m) {
-            if (cells[m].n > 0) {
-                seen.emplace_back(static_cast<double>(m), cells[m].mean);
+            // One measurement may be a hiccup of the machine: a size counts
+            // once it has been measured twice (the curve's optimism sends the
+            // loop back to it).
+            if (cells[m].n >= 2) {
+                seen.emplace_back(static_cast<double>(m), cells[m].lowest());
             }
         }
     }
+    // The prior's shape through a measured point (x0, c0).
+    auto prior_through = [](double x0, double c0, double x) {
+        return c0 * (1.0 + prior_cost_slope * x) / (1.0 + prior_cost_slope * x0);
+    };
     std::vector<double> curve(n);
     for (size_t m = 0; m < n; ++m) {
         const double x = static_cast<double>(m);
-        if (seen.size() < 2) {
-            // The prior's shape, scaled to the one measurement if there is one.
-            const double scale = seen.empty() ? 1.0 : seen[0].second / (1.0 + prior_cost_slope * seen[0].first);
-            curve[m] = scale * (1.0 + prior_cost_slope * x);
-            continue;
+        if (seen.empty()) {
+            curve[m] = prior_through(0.0, 1.0, x);
+        } else if (x <= seen.front().first) {
+            // Below every measurement: the prior's shape, which never makes a
+            // shorter draft look dearer than it may be.
+            curve[m] = prior_through(seen.front().first, seen.front().second, x);
+        } else if (x >= seen.back().first) {
+            // Above: the last measured segment extended (never downhill), or
+            // the prior's shape when there is one measurement.
+            const auto & [x1, c1] = seen.back();
+            if (seen.size() < 2) {
+                curve[m] = prior_through(x1, c1, x);
+            } else {
+                const auto & [x0, c0] = seen[seen.size() - 2];
+                curve[m] = c1 + std::max(0.0, (c1 - c0) / (x1 - x0)) * (x - x1);
+            }
+        } else {
+            const auto hi = std::lower_bound(seen.begin(), seen.end(), x, [](const auto & p, double v) { return p.first < v; });
+            const auto lo = hi - 1;
+            curve[m] = lo->second + (hi->second - lo->second) * (x - lo->first) / (hi->first - lo->first);
         }
-        // Interpolate between the measured sizes around m; outside them,
-        // extend the nearest segment (never downhill).
-        auto hi = std::lower_bound(seen.begin(), seen.end(), x, [](const auto & p, double v) { return p.first < v; });
-        if (hi != seen.end() && hi->first == x) {
-            curve[m] = hi->second;
-            continue;
-        }
-        if (hi == seen.begin()) {
-            hi = seen.begin() + 1;
-        } else if (hi == seen.end()) {
-            hi = seen.end() - 1;
-        }
-        const auto lo = hi - 1;
-        const double slope = std::max(0.0, (hi->second - lo->second) / (hi->first - lo->first));
-        const bool inside = x > lo->first && x < hi->first;
-        const double value = inside ? lo->second + (hi->second - lo->second) * (x - lo->first) / (hi->first - lo->first)
-                           : x < lo->first ? lo->second - slope * (lo->first - x)
-                                           : hi->second + slope * (x - hi->first);
-        curve[m] = std::max(value, 0.1 * seen.front().second);
     }
     // A step never gets cheaper by drafting more.
     for (size_t m = 1; m < n; ++m) {
@@ -123,16 +137,33 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
 }
 
 void adaptive_draft_length::observe(size_t seq, int32_t proposed, int32_t kept) {
-    auto & counts = acceptance_[seq];
-    for (position_counts & c : counts) {
+    if (proposed <= 0) {
+        return;
+    }
+    sequence_evidence & e = acceptance_[seq];
+    auto & table = e.after[e.last_kept];
+    for (position_counts & c : table) {
         c.reached *= decay;
         c.kept *= decay;
     }
     // Position i was decided only when every token before it was kept.
     for (int32_t i = 0; i < std::min(proposed, n_max_) && i <= kept; ++i) {
-        counts[static_cast<size_t>(i)].reached += 1.0;
-        counts[static_cast<size_t>(i)].kept += i < kept ? 1.0 : 0.0;
+        table[static_cast<size_t>(i)].reached += 1.0;
+        table[static_cast<size_t>(i)].kept += i < kept ? 1.0 : 0.0;
     }
+    e.last_kept = kept > 0 ? 1 : 0;
+    e.misses = kept > 0 ? 0 : e.misses + 1;
+    e.idle = 0;
+}
+
+bool adaptive_draft_length::shadow_due(size_t seq) {
+    sequence_evidence & e = acceptance_[seq];
+    const int wait = (1 << std::min(std::max(e.misses - 1, 0), 3)) - 1; // 0, 1, 3, 7 steps
+    if (e.idle >= wait) {
+        return true;
+    }
+    e.idle++;
+    return false;
 }
 
 void adaptive_draft_length::observe_cost(int32_t n_active, int32_t m, double microseconds) {
@@ -147,9 +178,8 @@ void adaptive_draft_length::observe_cost(int32_t n_active, int32_t m, double mic
         cells.resize(static_cast<size_t>(m) + 1);
     }
     cost_cell & c = cells[static_cast<size_t>(m)];
-    constexpr double max_weight = 8; // older measurements fade once there are this many
-    c.n = std::min(c.n + 1.0, max_weight);
-    c.mean += (std::max(microseconds, 1.0) - c.mean) / c.n; // a clock that read 0 must not make a step free
+    c.samples[c.n % cost_cell::window] = std::max(microseconds, 1.0); // a clock that read 0 must not make a step free
+    c.n++;
 }
 
 } // namespace specdec::detail

@@ -4,15 +4,21 @@
 //
 // Two running estimates feed the choice:
 //  - per sequence and draft position i, the probability that the drafted
-//    token at i is kept given that every token before it was kept. Counts
-//    decay geometrically each step, so the estimate follows text where the
-//    drafter is good and text where it is poor. A position with little recent
-//    evidence leans on the position before it (and position 0 on a prior),
-//    which makes the controller try longer drafts again after a poor stretch.
+//    token at i is kept given that every token before it was kept, and given
+//    whether the sequence's last decided first draft token was kept.
+//    Acceptance comes in runs (the drafter is good on some text and poor on
+//    other text), so that one bit says much about the next step: after a
+//    miss the controller drafts little, after a hit it drafts long, as soon
+//    as the text turns. Counts decay geometrically, so the estimates follow
+//    the text. A position with little evidence leans on the position before
+//    it (and position 0 on a prior).
 //  - per number of active sequences, the measured cost of a step (drafting +
-//    verification) against the number of drafted tokens in it. Unmeasured
-//    sizes are interpolated between measured ones, or extrapolated; before
-//    there are two measurements a prior slope stands in.
+//    verification) against the number of drafted tokens in it: the lowest of
+//    the recent measurements of each size measured at least twice, since
+//    interference from the rest of the machine only ever adds time. Other
+//    sizes are interpolated between measured ones, or extrapolated
+//    optimistically (so that the loop goes and measures them); before there
+//    are two measured sizes a prior slope stands in.
 //
 // Verification cost depends only on the batch totals, and each sequence's
 // cumulative acceptance probabilities fall with position, so the best plan for
@@ -29,7 +35,7 @@ namespace specdec::detail {
 
 class adaptive_draft_length {
 public:
-    // Share of a step's evidence kept at the next step (memory ~ 1 / (1 - decay) steps).
+    // Share of the evidence kept at each new observation (memory ~ 1 / (1 - decay)).
     static constexpr double decay = 0.9;
     // Conditional acceptance assumed for a sequence's first draft position before evidence.
     static constexpr double prior_acceptance = 0.8;
@@ -49,15 +55,25 @@ public:
     std::vector<int32_t> choose(std::span<const int32_t> caps, int32_t n_min = 0);
 
     // The outcome of a step for active sequence `seq`: `proposed` tokens were
-    // drafted (0 when it drafted nothing) and the first `kept` of them kept.
+    // drafted (0 when it drafted nothing: nothing is learnt) and the first
+    // `kept` of them kept. A sequence given length 0 should still draft one
+    // token without verifying it and report (1, whether the target picked
+    // it): else what it learnt last about position 0 never changes.
     void observe(size_t seq, int32_t proposed, int32_t kept);
 
     // A step with n_active sequences and m drafted tokens in total took
     // `microseconds` of drafting and verification.
     void observe_cost(int32_t n_active, int32_t m, double microseconds);
 
+    // Whether sequence `seq`, given length 0 for this step, should draft a
+    // shadow token (see observe). After consecutive misses at position 0 the
+    // shadows thin out (every 1, 2, 4, then 8 steps), so that a drafter
+    // that is never right costs little; a hit brings them back every step.
+    // Counts the step as one without a shadow when it returns false.
+    bool shadow_due(size_t seq);
+
     // Estimated probability that sequence `seq` keeps its drafted tokens
-    // 0..i (all of them), for i < n_max.
+    // 0..i (all of them) at its next step, for i < n_max.
     double p_keep_through(size_t seq, int32_t i) const;
 
     // Estimated cost of a step with n_active sequences and m drafted tokens,
@@ -69,17 +85,26 @@ private:
         double reached = 0; // decayed count of steps that drafted this position
         double kept    = 0; // ... and kept it
     };
+    struct sequence_evidence {
+        std::vector<position_counts> after[2]; // [last first token kept][position]
+        int last_kept = 1;                     // optimistic before any draft
+        int misses = 0;                        // consecutive misses at position 0
+        int idle = 0;                          // steps since the last draft or shadow
+    };
+    // The most recent measurements of one step size, oldest overwritten first.
     struct cost_cell {
-        double mean = 0;
-        double n    = 0; // measurements (capped, so the mean keeps following drift)
+        static constexpr size_t window = 8;
+        double samples[window] = {};
+        size_t n = 0; // measurements so far
+        double lowest() const;
     };
 
     std::vector<double> cumulative(size_t seq) const;
     std::vector<double> cost_curve(int32_t n_active) const;
 
     int32_t n_max_;
-    std::vector<std::vector<position_counts>> acceptance_; // [seq][position]
-    std::vector<std::vector<cost_cell>>       cost_;       // [n_active][m]
+    std::vector<sequence_evidence>      acceptance_; // [seq]
+    std::vector<std::vector<cost_cell>> cost_;       // [n_active][m]
 };
 
 } // namespace specdec::detail

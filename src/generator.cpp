@@ -200,16 +200,23 @@ private:
                     static_cast<int32_t>(std::clamp<int64_t>(std::min<int64_t>({n_draft_, budget, room, share}), 0, n_draft_));
             }
         }
+        // Adaptive: a sequence that will verify no draft may still draft a
+        // "shadow" token, never verified, only compared with the token the
+        // target picks: it keeps the acceptance estimate current for the
+        // price of drafting alone.
+        std::vector<bool> shadow(seqs_.size(), false);
+        std::vector<int32_t> asked = caps;
         if (adaptive_) {
             const std::vector<int32_t> lengths = adaptive_->choose(caps, b_.n_draft_min());
             for (size_t i = 0; i < caps.size(); ++i) {
-                caps[i] = caps[i] < 0 ? -1 : lengths[i];
+                shadow[i] = caps[i] > 0 && lengths[i] == 0 && adaptive_->shadow_due(i);
+                asked[i] = shadow[i] ? std::min(caps[i], std::max(1, b_.n_draft_min())) : caps[i] < 0 ? -1 : lengths[i];
             }
         }
         std::vector<draft_request> requests;
         for (const sequence_state & s : seqs_) {
-            if (caps[static_cast<size_t>(s.seq)] > 0) {
-                requests.push_back({s.seq, s.n_past, s.id_last, caps[static_cast<size_t>(s.seq)]});
+            if (asked[static_cast<size_t>(s.seq)] > 0) {
+                requests.push_back({s.seq, s.n_past, s.id_last, asked[static_cast<size_t>(s.seq)]});
             }
         }
         const auto t_step = clock_type::now();
@@ -223,15 +230,15 @@ private:
         batch_.clear();
         std::vector<int32_t> row0(seqs_.size(), -1);
         std::vector<std::vector<llama_token>> proposals(seqs_.size());
+        std::vector<std::vector<llama_token>> guesses(seqs_.size()); // shadow proposals, not verified
         for (sequence_state & s : seqs_) {
             if (!s.active) {
                 continue;
             }
             const size_t i = static_cast<size_t>(s.seq);
-            const bool drafted = std::any_of(requests.begin(), requests.end(), [&](const draft_request & r) { return r.seq_id == s.seq; });
-            if (drafted) {
+            if (asked[i] > 0) {
                 const auto p = b_.proposal(s.seq);
-                proposals[i].assign(p.begin(), p.end());
+                (shadow[i] ? guesses[i] : proposals[i]).assign(p.begin(), p.end());
             }
             row0[i] = batch_.size();
             batch_.add(s.id_last, s.n_past, s.seq, true);
@@ -252,16 +259,23 @@ private:
             if (!s.active) {
                 continue;
             }
-            const auto & proposal = proposals[static_cast<size_t>(s.seq)];
-            const int32_t kept = verify(s, proposal, row0[static_cast<size_t>(s.seq)]);
-            n_proposed += static_cast<int32_t>(proposal.size());
-            if (adaptive_) {
-                adaptive_->observe(static_cast<size_t>(s.seq), static_cast<int32_t>(proposal.size()), kept);
+            const size_t i = static_cast<size_t>(s.seq);
+            const int32_t kept = verify(s, proposals[i], row0[i]);
+            n_proposed += static_cast<int32_t>(proposals[i].size());
+            if (!guesses[i].empty()) {
+                // The target's token is id_last now; nothing of the guess was decoded.
+                adaptive_->observe(i, 1, guesses[i][0] == s.id_last ? 1 : 0);
+                b_.accept(s.seq, 0);
+            } else if (adaptive_) {
+                adaptive_->observe(i, static_cast<int32_t>(proposals[i].size()), kept);
             }
         }
-        if (adaptive_) {
+        // The first step also pays one-time set-up (graph allocation and the
+        // like); it would make its size look dearer than it is.
+        if (adaptive_ && !first_step) {
             adaptive_->observe_cost(static_cast<int32_t>(n_active), n_proposed, step_us);
         }
+        first_step = false;
     }
 
     // Draws the target's token at each position in turn and keeps going while
@@ -368,6 +382,7 @@ private:
     const int32_t               n_draft_;
     const bool                  synthetic_;
     std::optional<adaptive_draft_length> adaptive_;
+    bool                        first_step = true;
     token_batch                 batch_;
     std::vector<std::string>    stops_;
     std::vector<sequence_state> seqs_;

@@ -76,14 +76,23 @@ throughput simulate(int steps, const std::function<double(int)> & acceptance, co
     return t;
 }
 
+// The controller as the generator drives it: a step that verifies no draft
+// reports a one-token shadow draft when one is due, right with the drafter's
+// probability at that step.
 throughput simulate_adaptive(int steps, const std::function<double(int)> & acceptance, const linear_cost & cost,
                              int32_t n_max, uint32_t seed) {
     adaptive_draft_length c(1, n_max);
     const std::vector<int32_t> caps = {n_max};
+    std::mt19937 shadow_rng(seed + 1);
+    int step = 0;
     return simulate(
-        steps, acceptance, cost, [&](int) { return c.choose(caps)[0]; },
+        steps, acceptance, cost, [&](int s) { return step = s, c.choose(caps)[0]; },
         [&](int32_t k, int32_t kept) {
-            c.observe(0, k, kept);
+            if (k > 0) {
+                c.observe(0, k, kept);
+            } else if (c.shadow_due(0)) {
+                c.observe(0, 1, simulate_kept(1, acceptance(step), shadow_rng));
+            }
             c.observe_cost(1, k, cost(k));
         },
         seed);
@@ -102,6 +111,8 @@ TEST(DraftLength, PriorsBeforeAnyEvidence) {
     EXPECT_DOUBLE_EQ(c.step_cost(1, 4), 1.0 + 4 * adaptive_draft_length::prior_cost_slope);
     // One measurement scales the prior's shape.
     c.observe_cost(1, 2, 300.0);
+    EXPECT_DOUBLE_EQ(c.step_cost(1, 2), 1.0 + 2 * adaptive_draft_length::prior_cost_slope); // one sample is not trusted yet
+    c.observe_cost(1, 2, 310.0);
     EXPECT_DOUBLE_EQ(c.step_cost(1, 2), 300.0);
     EXPECT_DOUBLE_EQ(c.step_cost(1, 0), 300.0 / (1.0 + 2 * adaptive_draft_length::prior_cost_slope));
     // Another number of active sequences has its own curve.
@@ -110,13 +121,18 @@ TEST(DraftLength, PriorsBeforeAnyEvidence) {
 
 TEST(DraftLength, CostCurveInterpolatesAndNeverFalls) {
     adaptive_draft_length c(1, 8);
-    c.observe_cost(1, 2, 120.0);
-    c.observe_cost(1, 6, 200.0);
+    for (int i = 0; i < 2; ++i) {
+        c.observe_cost(1, 2, 120.0);
+        c.observe_cost(1, 6, 200.0);
+    }
+    // A hiccup of the machine: the lowest recent measurement stands.
+    c.observe_cost(1, 2, 500.0);
     EXPECT_DOUBLE_EQ(c.step_cost(1, 4), 160.0);
     EXPECT_DOUBLE_EQ(c.step_cost(1, 8), 240.0); // the nearest segment, extended
     EXPECT_DOUBLE_EQ(c.step_cost(1, 0), 80.0);
     // A noisy measurement that makes a longer draft look cheaper does not
     // make the curve fall.
+    c.observe_cost(1, 7, 100.0);
     c.observe_cost(1, 7, 100.0);
     for (int32_t m = 1; m <= 8; ++m) {
         EXPECT_GE(c.step_cost(1, m), c.step_cost(1, m - 1)) << m;
@@ -138,12 +154,51 @@ TEST(DraftLength, AcceptanceEstimatesFollowTheEvidence) {
     EXPECT_LT(c.p_keep_through(1, 0), 0.2);
     // Position 1 of sequence 1 was never decided; it leans on position 0.
     EXPECT_LE(c.p_keep_through(1, 1), c.p_keep_through(1, 0));
-    // Evidence fades: after steps without drafts the estimate drifts back up.
+    // A step that drafted nothing teaches nothing.
     const double before = c.p_keep_through(1, 0);
-    for (int i = 0; i < 10; ++i) {
-        c.observe(1, 0, 0);
+    c.observe(1, 0, 0);
+    EXPECT_EQ(c.p_keep_through(1, 0), before);
+}
+
+TEST(DraftLength, AcceptanceIsConditionedOnTheLastOutcome) {
+    // Runs of ten hits and ten misses: after a hit the next first token is
+    // almost always kept, after a miss almost never, so the estimate flips
+    // with one observation instead of fading over many.
+    adaptive_draft_length c(1, 4);
+    for (int i = 0; i < 200; ++i) {
+        c.observe(0, 1, (i / 10) % 2 == 0 ? 1 : 0);
     }
-    EXPECT_GT(c.p_keep_through(1, 0), before);
+    c.observe(0, 1, 0);
+    const double after_miss = c.p_keep_through(0, 0);
+    c.observe(0, 1, 1);
+    const double after_hit = c.p_keep_through(0, 0);
+    EXPECT_LT(after_miss, 0.25);
+    EXPECT_GT(after_hit, 0.75);
+
+    // Independent outcomes (pattern 1100: after a hit or a miss, either
+    // follows as often): both estimates near one half.
+    adaptive_draft_length d(1, 4);
+    for (int i = 0; i < 200; ++i) {
+        d.observe(0, 1, i % 4 < 2 ? 1 : 0);
+    }
+    EXPECT_NEAR(d.p_keep_through(0, 0), 0.5, 0.2);
+}
+
+TEST(DraftLength, ShadowDraftsThinOutWhileTheyMissAndReturnOnAHit) {
+    adaptive_draft_length c(1, 4);
+    std::vector<int> due_steps;
+    for (int step = 0; step < 40; ++step) {
+        if (c.shadow_due(0)) {
+            due_steps.push_back(step);
+            c.observe(0, 1, 0); // always wrong
+        }
+    }
+    // Waits of 0, 1, 3, then 7 steps between shadows.
+    EXPECT_EQ(due_steps, (std::vector<int>{0, 1, 3, 7, 15, 23, 31, 39}));
+    c.observe(0, 1, 1); // a hit
+    EXPECT_TRUE(c.shadow_due(0));
+    c.observe(0, 1, 1);
+    EXPECT_TRUE(c.shadow_due(0));
 }
 
 TEST(DraftLength, ChoosesTheLengthThatMaximisesExpectedTokensPerCost) {
@@ -185,8 +240,8 @@ TEST(DraftLength, RespectsCapsInactiveSequencesAndTheMinimum) {
     // minimum when the cap allows, else nothing.
     adaptive_draft_length poor(2, 8);
     for (int i = 0; i < 30; ++i) {
-        poor.observe(0, 1, i % 2);
-        poor.observe(1, 1, i % 2);
+        poor.observe(0, 1, i % 4 < 2 ? 1 : 0); // kept half the time, after a hit or a miss alike
+        poor.observe(1, 1, i % 4 < 2 ? 1 : 0);
         poor.observe_cost(2, 0, 100.0);
         poor.observe_cost(2, 2, 140.0);
         poor.observe_cost(2, 4, 300.0);
