@@ -416,11 +416,16 @@ SPECDEC_API specdec_session_stats specdec_session_get_stats(const specdec_sessio
  * Adaptive draft length (specdec_generate_params.n_draft): before every step
  * each sequence's length is chosen within [0, session n_draft_max] to make the
  * expected tokens per second largest, from running estimates of that
- * sequence's acceptance at each draft position (recent steps weigh most, so it
- * follows text where the drafter is good and text where it is poor) and the
- * step cost measured in this call for each number of drafted tokens. Output is
- * the same as with any fixed length; a length below the session's n_draft_min
- * is raised to it (or to 0 when that does not fit).
+ * sequence's acceptance at each draft position (recent steps weigh most, and
+ * they are kept apart for steps after a kept and after a rejected first
+ * token, so the choice turns with the text) and the step cost measured in
+ * this call for each number of drafted tokens. A sequence given length 0
+ * still drafts one "shadow" token now and then (every step while they hit,
+ * thinning to every 8th while they miss) that is never verified, only compared
+ * with the target's token. Output is the same as with any fixed length; a
+ * length below the session's n_draft_min is raised to it (or to 0 when that
+ * does not fit). Sequence statistics count verified drafts only; the
+ * session's statistics also count shadow drafts.
  */
 #define SPECDEC_N_DRAFT_AUTO (-2)
 
@@ -458,7 +463,7 @@ typedef enum specdec_stop_reason {
 typedef struct specdec_sequence_stats {
     uint64_t n_generated;                       /* tokens in the output */
     uint64_t n_steps;                           /* target verification passes */
-    uint64_t n_drafted;                         /* tokens proposed */
+    uint64_t n_drafted;                         /* tokens proposed for verification */
     uint64_t n_accepted;                        /* proposed tokens the target kept */
     uint64_t n_proposed_at[SPECDEC_MAX_DRAFT];  /* [i]: proposals with a token at position i */
     uint64_t n_accepted_at[SPECDEC_MAX_DRAFT];  /* [i]: proposals whose token i was kept */
