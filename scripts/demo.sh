@@ -14,7 +14,7 @@ cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPECDEC_LLAMA_D
 cmake --build "$build_dir" -j "${SPECDEC_JOBS:-$(nproc)}" --target specdec-cli specdec-fixture
 
 specdec="$build_dir/bin/specdec"
-fixture="$build_dir/tests/fixtures/specdec-fixture"
+fixture="$build_dir/bin/specdec-fixture"
 models="$build_dir/demo"
 mkdir -p "$models"
 "$fixture" qwen35-mtp  "$models/qwen35-mtp.gguf"

@@ -272,10 +272,10 @@ private:
         }
         // The first step also pays one-time set-up (graph allocation and the
         // like); it would make its size look dearer than it is.
-        if (adaptive_ && !first_step) {
+        if (adaptive_ && !first_step_) {
             adaptive_->observe_cost(static_cast<int32_t>(n_active), n_proposed, step_us);
         }
-        first_step = false;
+        first_step_ = false;
     }
 
     // Draws the target's token at each position in turn and keeps going while
@@ -382,7 +382,7 @@ private:
     const int32_t               n_draft_;
     const bool                  synthetic_;
     std::optional<adaptive_draft_length> adaptive_;
-    bool                        first_step = true;
+    bool                        first_step_ = true;
     token_batch                 batch_;
     std::vector<std::string>    stops_;
     std::vector<sequence_state> seqs_;

@@ -98,6 +98,12 @@ check "bench synthetic" exit_is 0 "$specdec" bench -m "$work/qwen35.gguf" -n 24 
     --synthetic-acceptance 0.5 --json "$work/bench-synth.json"
 check "bench synthetic json" "$check_bench_json" "$work/bench-synth.json" --synthetic
 check "bench synthetic warns" contains "$work/err" "text is not valid"
+check "bench on a generated fixture" exit_is 0 "$specdec" bench --fixture mixed --fixture-blocks 1 -n 16 -r 1 --n-draft 2 \
+    --n-draft auto -t 1 --json "$work/bench-fixture.json"
+check "bench fixture json" "$check_bench_json" "$work/bench-fixture.json"
+check "bench fixture described" contains "$work/bench-fixture.json" '"drafter": "mixed"'
+check "bench needs a model or a fixture" exit_is 2 "$specdec" bench -n 4
+check "bench model excludes fixture" exit_is 2 "$specdec" bench -m "$work/qwen35.gguf" --fixture exact
 check "bench checker catches a broken document" bash -c \
     "sed 's/\"speedup\": 1.0/\"speedup\": 2.0/' '$work/bench.json' > '$work/broken.json'; ! '$check_bench_json' '$work/broken.json' 2>/dev/null"
 upstream="$(dirname "$specdec")/specdec-upstream-reference"

@@ -2,6 +2,7 @@
 
 #include "bench-report.h"
 #include "cli-common.h"
+#include "fixtures.h"
 
 #include <nlohmann/json.hpp>
 
@@ -10,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -19,7 +21,24 @@ namespace cli {
 
 void add_bench_command(CLI::App & app, bench_options & o) {
     CLI::App * cmd = app.add_subcommand("bench", "measure speculative decoding against plain decoding of the same target");
-    cmd->add_option("-m,--model", o.model, "target model (GGUF)")->required()->check(CLI::ExistingFile);
+    CLI::Option * model = cmd->add_option("-m,--model", o.model, "target model (GGUF)")->check(CLI::ExistingFile);
+    CLI::Option * fixture =
+        cmd->add_option("--fixture", o.fixture,
+                        "instead of -m: generate a controlled glm4moe MTP target whose drafter is exact, mixed (exact on "
+                        "alternate stretches of 16 tokens, wrong on the others) or random, and bench it")
+            ->check(CLI::IsMember({"exact", "mixed", "random"}));
+    model->excludes(fixture);
+    cmd->add_option("--fixture-type", o.fixture_type, "weights of the generated fixture")
+        ->check(CLI::IsMember({"f16", "q8_0", "q4_0"}))
+        ->capture_default_str();
+    cmd->add_option("--fixture-blocks", o.fixture_blocks, "trunk blocks of the generated fixture (width 1024)")
+        ->check(CLI::Range(1u, 64u))
+        ->capture_default_str();
+    cmd->parse_complete_callback([&o] {
+        if (o.model.empty() && o.fixture.empty()) {
+            throw CLI::ValidationError("bench", "give a model (-m) or --fixture");
+        }
+    });
     cmd->add_option("--model-draft", o.draft_model, "draft model (GGUF) for eagle3, dflash, dspark, draft")->check(CLI::ExistingFile);
     cmd->add_option("--spec", o.specs, "strategies to compare (repeatable); default: the one the files' metadata implies");
     cmd->add_option("--n-draft", o.n_drafts,
@@ -263,9 +282,55 @@ std::vector<config> configs_of(const bench_options & o, const std::vector<specde
     return out;
 }
 
-} // namespace
+// A generated bench fixture in a temporary directory of its own, removed
+// with it.
+class generated_fixture {
+public:
+    explicit generated_fixture(const bench_options & o) {
+        std::string dir = (std::filesystem::temp_directory_path() / "specdec-bench-XXXXXX").string();
+        if (mkdtemp(dir.data()) == nullptr) {
+            throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot create a temporary directory for the fixture (check TMPDIR)");
+        }
+        dir_ = dir;
+        namespace fx = specdec::fixtures;
+        fx::fixture_options opt;
+        opt.n_embd = 1024;
+        opt.n_layer = o.fixture_blocks;
+        opt.drafter = o.fixture == "exact" ? fx::drafter_kind::exact
+                    : o.fixture == "mixed" ? fx::drafter_kind::mixed
+                                           : fx::drafter_kind::random;
+        const fx::weight_type type = o.fixture_type == "f16"  ? fx::weight_type::f16
+                                   : o.fixture_type == "q8_0" ? fx::weight_type::q8_0
+                                                              : fx::weight_type::q4_0;
+        path_ = (dir_ / "fixture.gguf").string();
+        if (isatty(STDERR_FILENO)) {
+            std::fprintf(stderr, "bench: writing the fixture (glm4moe, %u blocks, %s drafter, %s)...", o.fixture_blocks,
+                         o.fixture.c_str(), o.fixture_type.c_str());
+        }
+        try {
+            fx::write_with_type([&](const std::string & p) { fx::write_glm4moe_mtp(p, opt); }, path_, type);
+        } catch (const std::exception & e) {
+            throw specdec::error(SPECDEC_STATUS_IO_ERROR, std::string("cannot write the bench fixture: ") + e.what());
+        }
+        if (isatty(STDERR_FILENO)) {
+            std::fputs("\r\033[K", stderr);
+        }
+    }
+    ~generated_fixture() {
+        std::error_code ec;
+        std::filesystem::remove_all(dir_, ec);
+    }
+    generated_fixture(const generated_fixture &) = delete;
+    generated_fixture & operator=(const generated_fixture &) = delete;
 
-int run_bench(const bench_options & o) {
+    const std::string & path() const { return path_; }
+
+private:
+    std::filesystem::path dir_;
+    std::string           path_;
+};
+
+int bench_model(const bench_options & o) {
     const std::vector<specdec_strategy> strategies = strategies_of(o);
     const bool synthetic = o.synthetic_acceptance >= 0.0f;
     int32_t n_draft_top = 1;
@@ -308,9 +373,19 @@ int run_bench(const bench_options & o) {
     gp.ignore_eog = true; // every run generates the same number of tokens
     auto prompts_for = [&](int32_t n_seq) { return std::vector<std::vector<llama_token>>(static_cast<size_t>(n_seq), prompt); };
 
-    // One unmeasured run warms caches and threads; then rounds interleave the
-    // configurations, so slow drift of the machine affects all of them alike.
+    // Unmeasured runs warm caches, threads and each drafter's first-use set-up
+    // (plain, then every strategy at its longest draft); then rounds
+    // interleave the configurations, so slow drift of the machine affects all
+    // of them alike.
     specdec::generate_plain(target.get(), prompts_for(n_seq_top), gp);
+    for (specdec_strategy s : strategies) {
+        specdec::session_params sp = specdec_session_default_params();
+        sp.strategy = s;
+        sp.n_draft_max = n_draft_top;
+        sp.n_seq = static_cast<uint32_t>(n_seq_top);
+        specdec::session session(target.get(), drafts.count(s) ? drafts[s].get() : nullptr, sp);
+        specdec::generate(session, prompts_for(n_seq_top), gp);
+    }
     const bool progress = isatty(STDERR_FILENO);
     std::vector<std::vector<run_result>> runs(configs.size());
     std::vector<std::vector<double>> upstream_tps(configs.size());
@@ -349,6 +424,9 @@ int run_bench(const bench_options & o) {
 
     nlohmann::json out;
     out["model"] = o.model;
+    if (!o.fixture.empty()) {
+        out["fixture"] = {{"architecture", "glm4moe"}, {"drafter", o.fixture}, {"type", o.fixture_type}, {"blocks", o.fixture_blocks}};
+    }
     out["draft_model"] = o.draft_model;
     out["n_predict"] = o.n_predict;
     out["repeats"] = o.repeats;
@@ -451,6 +529,18 @@ int run_bench(const bench_options & o) {
         return exit_failure;
     }
     return exit_ok;
+}
+
+} // namespace
+
+int run_bench(const bench_options & o) {
+    if (o.fixture.empty()) {
+        return bench_model(o);
+    }
+    const generated_fixture fixture(o);
+    bench_options with_model = o;
+    with_model.model = fixture.path();
+    return bench_model(with_model);
 }
 
 } // namespace cli

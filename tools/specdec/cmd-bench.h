@@ -11,7 +11,10 @@
 namespace cli {
 
 struct bench_options {
-    std::string              model;
+    std::string              model;                    // or, with `fixture`, a generated one
+    std::string              fixture;                  // exact, mixed or random: bench a generated MTP pair
+    std::string              fixture_type = "q8_0";    // its weights: f16, q8_0 or q4_0
+    uint32_t                 fixture_blocks = 16;      // its trunk blocks (width 1024: 16 blocks ~ 290M parameters)
     std::string              draft_model;
     std::vector<std::string> specs;                    // strategies to compare; empty: detected from the files
     std::vector<std::string> n_drafts = {"1", "2", "4", "8", "auto"}; // draft lengths swept per strategy; "auto": adaptive
