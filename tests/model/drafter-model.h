@@ -3,7 +3,11 @@
 #pragma once
 
 #include "fixtures.h"
+#include "harness.h"
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -98,6 +102,22 @@ inline std::vector<int> reference_mixed_run(int32_t t, int n_predict, uint32_t s
         n += 1 + k;
     }
     return accepted;
+}
+
+// Checks a greedy n_draft = 1 run of the mixed drafter through `s` from
+// id_last `t`: every step accepted or rejected as reference_mixed_run says,
+// both kinds present, and the session's counters agreeing.
+inline void expect_mixed_run(const spec_run & run, const session & s, int32_t t, int n_predict, uint32_t stretch,
+                             uint32_t n_vocab) {
+    const std::vector<int> want = reference_mixed_run(t, n_predict, stretch, n_vocab);
+    const int n_accepted = static_cast<int>(std::count(want.begin(), want.end(), 1));
+    const int n_rejected = static_cast<int>(want.size()) - n_accepted;
+    ASSERT_GT(n_accepted, 0);
+    ASSERT_GT(n_rejected, 0);
+    EXPECT_EQ(run.accepted, want);
+    EXPECT_EQ(run.total_proposed(), n_accepted + n_rejected);
+    EXPECT_EQ(s.stats().n_accepted, static_cast<uint64_t>(n_accepted));
+    EXPECT_EQ(s.stats().n_drafted, static_cast<uint64_t>(n_accepted + n_rejected));
 }
 
 } // namespace specdec::test
