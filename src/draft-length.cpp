@@ -52,9 +52,9 @@ std::vector<double> adaptive_draft_length::cost_curve(int32_t n_active) const {
         }
     }
     // The prior's shape through a measured point (x0, c0).
-    auto prior_through = [](double x0, double c0, double x) {
-        return c0 * (1.0 + prior_cost_slope * x) / (1.0 + prior_cost_slope * x0);
-    };
+    // (The prior's slope is per drafted token of one sequence's share.)
+    const double slope = prior_cost_slope / n_active;
+    auto prior_through = [slope](double x0, double c0, double x) { return c0 * (1.0 + slope * x) / (1.0 + slope * x0); };
     std::vector<double> curve(n);
     for (size_t m = 0; m < n; ++m) {
         const double x = static_cast<double>(m);

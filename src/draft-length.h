@@ -41,8 +41,8 @@ public:
     static constexpr double prior_acceptance = 0.8;
     // Pseudo-observations behind each prior.
     static constexpr double prior_weight = 1.0;
-    // Cost of one more drafted token, as a share of a step's cost, assumed
-    // until two step sizes have been measured.
+    // Cost of one more drafted token for each active sequence, as a share of
+    // a step's cost, assumed until two step sizes have been measured.
     static constexpr double prior_cost_slope = 0.25;
 
     // n_seq sequences, each drafting at most n_max tokens a step (n_max >= 1).

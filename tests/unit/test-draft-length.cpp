@@ -115,8 +115,12 @@ TEST(DraftLength, PriorsBeforeAnyEvidence) {
     c.observe_cost(1, 2, 310.0);
     EXPECT_DOUBLE_EQ(c.step_cost(1, 2), 300.0);
     EXPECT_DOUBLE_EQ(c.step_cost(1, 0), 300.0 / (1.0 + 2 * adaptive_draft_length::prior_cost_slope));
-    // Another number of active sequences has its own curve.
+    // Another number of active sequences has its own curve; the prior's slope
+    // is per sequence, so four sequences drafting one token each cost what
+    // one sequence drafting one token does.
     EXPECT_DOUBLE_EQ(c.step_cost(2, 0), 1.0);
+    EXPECT_DOUBLE_EQ(c.step_cost(4, 4), c.step_cost(3, 3));
+    EXPECT_DOUBLE_EQ(c.step_cost(4, 4), 1.0 + adaptive_draft_length::prior_cost_slope);
 }
 
 TEST(DraftLength, CostCurveInterpolatesAndNeverFalls) {
@@ -264,6 +268,21 @@ TEST(DraftLength, SharesOneBatchBetweenAGoodAndAPoorSequence) {
     const std::vector<int32_t> lengths = c.choose(std::vector<int32_t>{8, 8});
     EXPECT_EQ(lengths[0], 8);
     EXPECT_EQ(lengths[1], 0);
+}
+
+TEST(DraftLength, SeveralGoodSequencesDraftBeforeLongerStepsAreMeasured) {
+    // Only plain steps of four sequences measured so far: the prior, per
+    // sequence, must not make drafting for all four look four times dearer.
+    adaptive_draft_length c(4, 8);
+    for (int i = 0; i < 10; ++i) {
+        for (size_t s = 0; s < 4; ++s) {
+            c.observe(s, 1, 1);
+        }
+        c.observe_cost(4, 0, 400.0);
+    }
+    for (int32_t length : c.choose(std::vector<int32_t>{8, 8, 8, 8})) {
+        EXPECT_GT(length, 0);
+    }
 }
 
 TEST(DraftLength, StationaryDrafterIsNearTheBestFixedLength) {
