@@ -114,17 +114,20 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
         return std::get<0>(a) != std::get<0>(b) ? std::get<0>(a) > std::get<0>(b) : std::get<1>(a) < std::get<1>(b);
     });
     const std::vector<double> cost = cost_curve(n_active);
+    std::vector<double> rate(slots.size() + 1);
     double expected = n_active; // every active sequence gets the target's own token
-    double best_rate = expected / cost[0];
     size_t best_m = 0;
-    for (size_t m = 1; m <= slots.size(); ++m) {
-        expected += std::get<0>(slots[m - 1]);
-        const double rate = expected / cost[m];
-        if (rate > best_rate) {
-            best_rate = rate;
-            best_m = m;
-        }
+    for (size_t m = 0; m <= slots.size(); ++m) {
+        expected += m > 0 ? std::get<0>(slots[m - 1]) : 0.0;
+        rate[m] = expected / cost[m];
+        best_m = rate[m] > rate[best_m] ? m : best_m;
     }
+    // A step of a new size cannot reuse the previous step's compute graphs:
+    // keep the previous size unless the new one is clearly better.
+    if (last_m_ < rate.size() && rate[best_m] < (1.0 + switch_margin) * rate[last_m_]) {
+        best_m = last_m_;
+    }
+    last_m_ = best_m;
     for (size_t j = 0; j < best_m; ++j) {
         lengths[std::get<2>(slots[j])]++;
     }

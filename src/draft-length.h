@@ -41,6 +41,10 @@ public:
     static constexpr double prior_acceptance = 0.8;
     // Pseudo-observations behind each prior.
     static constexpr double prior_weight = 1.0;
+    // Relative gain in expected tokens per second below which the total
+    // draft size of the previous step is kept (changing it costs llama.cpp a
+    // rebuild of its compute graphs).
+    static constexpr double switch_margin = 0.05;
     // Cost of one more drafted token for each active sequence, as a share of
     // a step's cost, assumed until two step sizes have been measured.
     static constexpr double prior_cost_slope = 0.25;
@@ -103,6 +107,7 @@ private:
     std::vector<double> cost_curve(int32_t n_active) const;
 
     int32_t n_max_;
+    size_t  last_m_ = SIZE_MAX; // total draft size chosen for the previous step
     std::vector<sequence_evidence>      acceptance_; // [seq]
     std::vector<std::vector<cost_cell>> cost_;       // [n_active][m]
 };

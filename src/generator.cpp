@@ -263,8 +263,10 @@ private:
             const int32_t kept = verify(s, proposals[i], row0[i]);
             n_proposed += static_cast<int32_t>(proposals[i].size());
             if (!guesses[i].empty()) {
-                // The target's token is id_last now; nothing of the guess was decoded.
-                adaptive_->observe(i, 1, guesses[i][0] == s.id_last ? 1 : 0);
+                // The target's token is id_last now; nothing of the guess was
+                // decoded. (Synthetic acceptance decides shadows as it decides drafts.)
+                const bool hit = synthetic_ ? keep_synthetic(s, guesses[i][0]) : guesses[i][0] == s.id_last;
+                adaptive_->observe(i, 1, hit ? 1 : 0);
                 b_.accept(s.seq, 0);
             } else if (adaptive_) {
                 adaptive_->observe(i, static_cast<int32_t>(proposals[i].size()), kept);
