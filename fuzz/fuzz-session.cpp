@@ -156,7 +156,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
                 }
                 specdec_generate_params gp = specdec_generate_default_params();
                 gp.n_predict = static_cast<int32_t>(in.byte() % 12) - 1;
-                gp.n_draft = static_cast<int32_t>(in.byte() % 6) - 1;
+                gp.n_draft = static_cast<int32_t>(in.byte() % 7) - 2; // -2: SPECDEC_N_DRAFT_AUTO
+                gp.synthetic_acceptance = static_cast<float>(in.byte() % 6) * 0.25f - 0.25f; // -0.25 (off) .. 1.0, 1.25 refused
                 gp.temperature = static_cast<float>(in.byte() % 4) * 0.5f;
                 gp.top_k = in.byte() % 5;
                 gp.top_p = static_cast<float>(in.byte() % 5) * 0.25f;
