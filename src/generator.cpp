@@ -210,7 +210,7 @@ private:
             const std::vector<int32_t> lengths = adaptive_->choose(caps, b_.n_draft_min());
             for (size_t i = 0; i < caps.size(); ++i) {
                 shadow[i] = caps[i] > 0 && lengths[i] == 0 && adaptive_->shadow_due(i);
-                asked[i] = shadow[i] ? std::min(caps[i], std::max(1, b_.n_draft_min())) : caps[i] < 0 ? -1 : lengths[i];
+                asked[i] = shadow[i] ? std::min(caps[i], std::max(1, b_.n_draft_min())) : lengths[i];
             }
         }
         std::vector<draft_request> requests;
@@ -288,7 +288,10 @@ private:
         size_t kept = 0;
         llama_token last = s.id_last;
         for (size_t k = 0; k <= proposal.size() && s.active; ++k) {
-            if (synthetic_ && k < proposal.size() && keep_synthetic(s, proposal[k])) {
+            // Synthetic acceptance decides a drafted token by its own draw
+            // alone: a rejected one ends the step even when the target agrees.
+            const bool drafted = k < proposal.size();
+            if (synthetic_ && drafted && keep_synthetic(s, proposal[k])) {
                 last = proposal[k];
                 emit(s, last);
                 ++kept;
@@ -297,7 +300,7 @@ private:
             const llama_token x = s.sampler.choose(b_.logits(row0 + static_cast<int32_t>(k)));
             last = x;
             emit(s, x);
-            if (k == proposal.size() || x != proposal[k]) {
+            if (synthetic_ || !drafted || x != proposal[k]) {
                 break;
             }
             ++kept;

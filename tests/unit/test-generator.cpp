@@ -286,6 +286,13 @@ TEST(Generator, SyntheticAcceptanceKeepsDraftsAtTheGivenRate) {
     EXPECT_EQ(kept_none.sequences[0].stats.n_accepted, 0u);
     EXPECT_EQ(kept_none.sequences[0].tokens, expected(1, 30));
 
+    // The rate alone decides: at 0 even an exact drafter keeps nothing.
+    fake_backend exact(4, chained_drafter());
+    const auto exact_none = run_generation(exact, {{{1}}}, none, {});
+    EXPECT_GT(exact_none.sequences[0].stats.n_drafted, 0u);
+    EXPECT_EQ(exact_none.sequences[0].stats.n_accepted, 0u);
+    EXPECT_EQ(exact_none.sequences[0].tokens, expected(1, 30));
+
     // In between: the kept share is near the rate, and seeded runs repeat.
     generate_params half = all;
     half.synthetic_acceptance = 0.5f;
