@@ -111,6 +111,10 @@ upstream="$(dirname "$specdec")/specdec-upstream-reference"
 check "bench against upstream" exit_is 0 env ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" "$specdec" bench \
     -m "$work/qwen35.gguf" -n 16 -r 1 --n-draft 2 -t 1 --upstream "$upstream" --json "$work/bench-up.json"
 check "bench upstream ratio" contains "$work/bench-up.json" '"ours_over_upstream"'
+printf '#!/bin/sh\necho broken; exit 3\n' > "$work/broken-reference" && chmod +x "$work/broken-reference"
+check "bench with a failing reference" exit_is 1 "$specdec" bench -m "$work/qwen35.gguf" -n 8 -r 1 --n-draft 2 -t 1 \
+    --upstream "$work/broken-reference"
+check "bench reports the reference's failure" contains "$work/err" "failed (wait status 768); its output ends with: broken"
 check "bench upstream json consistent" "$check_bench_json" "$work/bench-up.json" --exact
 
 # bad input

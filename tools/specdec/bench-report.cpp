@@ -1,27 +1,22 @@
 #include "bench-report.h"
 
+#include "cli-common.h"
+
 #include "specdec/specdec.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <set>
 #include <utility>
 #include <vector>
 
-#include <fcntl.h>
-#include <spawn.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 namespace cli {
 
@@ -62,27 +57,6 @@ std::string gp_quote(const std::string & s) {
     }
     return out + "'";
 }
-
-// A directory of its own under the system's temporary directory, removed
-// with everything in it when this goes out of scope.
-struct temp_dir {
-    fs::path path;
-
-    temp_dir() {
-        std::string pattern = (fs::temp_directory_path() / "specdec-chart-XXXXXX").string();
-        if (mkdtemp(pattern.data()) == nullptr) {
-            throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot create a temporary directory for the chart: " +
-                                                              std::string(std::strerror(errno)) + " (check TMPDIR)");
-        }
-        path = pattern;
-    }
-    ~temp_dir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    temp_dir(const temp_dir &) = delete;
-    temp_dir & operator=(const temp_dir &) = delete;
-};
 
 // The gnuplot script: terminal, axes, one data block per series, the plot.
 std::string chart_script(const json & bench, bool svg) {
@@ -180,47 +154,6 @@ std::string chart_script(const json & bench, bool svg) {
     return gp + plot + "\n";
 }
 
-// Runs `gnuplot -c script output` with its output going to `log`; returns
-// the wait status. No shell is involved, so paths need no quoting.
-int run_gnuplot(const fs::path & script, const fs::path & output, const fs::path & log) {
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-    std::string args[] = {"gnuplot", "-c", script.string(), output.string()};
-    char * argv[] = {args[0].data(), args[1].data(), args[2].data(), args[3].data(), nullptr};
-    pid_t pid = 0;
-    const int rc = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv, environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc == ENOENT) {
-        throw specdec::error(SPECDEC_STATUS_IO_ERROR, "gnuplot not found: install gnuplot-nox (scripts/bootstrap.sh does)");
-    }
-    if (rc != 0) {
-        throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot run gnuplot: " + std::string(std::strerror(rc)));
-    }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0) {
-        if (errno != EINTR) {
-            throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot wait for gnuplot: " + std::string(std::strerror(errno)));
-        }
-    }
-    return status;
-}
-
-// The last lines gnuplot printed, for an error message.
-std::string log_tail(const fs::path & log) {
-    std::ifstream f(log);
-    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
-        text.pop_back();
-    }
-    if (text.empty()) {
-        return "(it printed nothing)";
-    }
-    return text.size() > 600 ? text.substr(text.size() - 600) : text;
-}
-
 } // namespace
 
 std::string bench_markdown_table(const json & bench) {
@@ -290,21 +223,23 @@ void write_bench_chart(const json & bench, const std::string & path) {
     if (ext != ".png" && ext != ".svg") {
         throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot tell the chart format of '" + path + "': name it .png or .svg");
     }
-    const temp_dir dir;
-    const fs::path script = dir.path / "chart.gp";
-    const fs::path chart  = dir.path / ("chart" + ext);
-    const fs::path log    = dir.path / "gnuplot.log";
+    const temp_dir dir("specdec-chart-");
+    const fs::path script = dir.path() / "chart.gp";
+    const fs::path chart  = dir.path() / ("chart" + ext);
+    const fs::path log    = dir.path() / "gnuplot.log";
     write_text(script.string(), chart_script(bench, ext == ".svg"));
-    const int status = run_gnuplot(script, chart, log);
+    // `gnuplot -c script output`: the script reads the output path as ARG1.
+    const int status = run_program({"gnuplot", "-c", script.string(), chart.string()}, log,
+                                   "install gnuplot-nox (scripts/bootstrap.sh does)");
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         const std::string how = WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
                                                   : "signal " + std::to_string(WTERMSIG(status));
-        throw specdec::error(SPECDEC_STATUS_IO_ERROR, "gnuplot failed (" + how + "): " + log_tail(log));
+        throw specdec::error(SPECDEC_STATUS_IO_ERROR, "gnuplot failed (" + how + "): " + file_tail(log, 600));
     }
     std::error_code ec;
     const auto size = fs::file_size(chart, ec);
     if (ec || size == 0) {
-        throw specdec::error(SPECDEC_STATUS_IO_ERROR, "gnuplot wrote no chart: " + log_tail(log));
+        throw specdec::error(SPECDEC_STATUS_IO_ERROR, "gnuplot wrote no chart: " + file_tail(log, 600));
     }
     fs::copy_file(chart, path, fs::copy_options::overwrite_existing, ec);
     if (ec) {

@@ -1,10 +1,19 @@
 #include "cli-common.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <thread>
-#include <algorithm>
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace cli {
@@ -110,6 +119,66 @@ CLI::Validator draft_length_validator() {
                        : "expected auto or a number within [1, " + std::to_string(SPECDEC_MAX_DRAFT) + "]";
         },
         "N|auto");
+}
+
+} // namespace cli
+
+namespace cli {
+
+temp_dir::temp_dir(const std::string & prefix) {
+    std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "XXXXXX")).string();
+    if (mkdtemp(pattern.data()) == nullptr) {
+        throw specdec::error(SPECDEC_STATUS_IO_ERROR,
+                             "cannot create a temporary directory: " + std::string(std::strerror(errno)) + " (check TMPDIR)");
+    }
+    path_ = pattern;
+}
+
+temp_dir::~temp_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+}
+
+int run_program(const std::vector<std::string> & argv, const std::filesystem::path & log, const std::string & if_missing) {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+    std::vector<std::string> args = argv;
+    std::vector<char *> c_args;
+    for (std::string & a : args) {
+        c_args.push_back(a.data());
+    }
+    c_args.push_back(nullptr);
+    pid_t pid = 0;
+    const int rc = posix_spawnp(&pid, c_args[0], &actions, nullptr, c_args.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc == ENOENT) {
+        throw specdec::error(SPECDEC_STATUS_IO_ERROR, argv[0] + " not found: " + if_missing);
+    }
+    if (rc != 0) {
+        throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot run " + argv[0] + ": " + std::strerror(rc));
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot wait for " + argv[0] + ": " + std::strerror(errno));
+        }
+    }
+    return status;
+}
+
+std::string file_tail(const std::filesystem::path & path, size_t max_chars) {
+    std::ifstream f(path);
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
+        text.pop_back();
+    }
+    if (text.empty()) {
+        return "(it printed nothing)";
+    }
+    return text.size() > max_chars ? text.substr(text.size() - max_chars) : text;
 }
 
 } // namespace cli

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -39,5 +40,34 @@ std::string read_file(const std::string & path);
 // Accepts a draft length: "auto" (adaptive) or a number of tokens in
 // 1..SPECDEC_MAX_DRAFT.
 CLI::Validator draft_length_validator();
+
+// The most tokens an adaptive ("auto") step drafts unless told otherwise.
+constexpr int32_t auto_draft_max = 8;
+
+// A directory of its own under the system's temporary directory (named
+// `prefix` + random letters), removed with everything in it when this goes
+// out of scope. Throws specdec::error(IO_ERROR) when it cannot be created.
+class temp_dir {
+public:
+    explicit temp_dir(const std::string & prefix);
+    ~temp_dir();
+    temp_dir(const temp_dir &) = delete;
+    temp_dir & operator=(const temp_dir &) = delete;
+
+    const std::filesystem::path & path() const { return path_; }
+
+private:
+    std::filesystem::path path_;
+};
+
+// Runs argv[0] (found in PATH when it has no slash) with stdin from /dev/null
+// and stdout and stderr written to `log`, without a shell; returns its wait
+// status. Throws specdec::error(IO_ERROR) when it cannot start; when it is
+// not found, the message ends with `if_missing`.
+int run_program(const std::vector<std::string> & argv, const std::filesystem::path & log, const std::string & if_missing);
+
+// The last `max_chars` characters of a text file, trailing space removed, for
+// an error message ("(it printed nothing)" when empty).
+std::string file_tail(const std::filesystem::path & path, size_t max_chars);
 
 } // namespace cli

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <unistd.h>
@@ -183,46 +184,32 @@ std::vector<double> verify_cost_curve(llama_context * ctx, const std::vector<lla
     return curve;
 }
 
-// Quotes a value for /bin/sh.
-std::string shell_quote(const std::string & s) {
-    std::string out = "'";
-    for (char c : s) {
-        out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    }
-    return out + "'";
-}
-
 // Runs upstream's speculative-simple with the same model, strategy, draft
 // length, prompt, budget and threads; returns its decode speed in tokens/s.
 double run_upstream(const bench_options & o, specdec_strategy strategy, int32_t n_draft, int32_t threads) {
+    const std::string name = specdec_strategy_name(strategy);
     const std::string type = strategy == SPECDEC_STRATEGY_DRAFT ? "draft-simple"
-                             : std::string(specdec_strategy_name(strategy)).rfind("ngram", 0) == 0
-                                 ? specdec_strategy_name(strategy)
-                                 : "draft-" + std::string(specdec_strategy_name(strategy));
-    std::string cmd = shell_quote(o.upstream) + " -m " + shell_quote(o.model) + " --spec-type " + type +
-                      " --spec-draft-n-max " + std::to_string(n_draft) + " -p " + shell_quote(o.prompt) + " -n " +
-                      std::to_string(o.n_predict) + " -t " + std::to_string(threads) + " -c " + std::to_string(o.n_ctx) +
-                      " --temp 0 --top-k 1 2>&1";
+                           : name.rfind("ngram", 0) == 0        ? name
+                                                                : "draft-" + name;
+    // An absolute path, so that a bare file name is not looked up in PATH.
+    std::vector<std::string> argv = {std::filesystem::absolute(o.upstream).string(), "-m", o.model, "--spec-type", type, "--spec-draft-n-max",
+                                     std::to_string(n_draft), "-p", o.prompt, "-n", std::to_string(o.n_predict),
+                                     "-t", std::to_string(threads), "-c", std::to_string(o.n_ctx), "--temp", "0",
+                                     "--top-k", "1"};
     if (strategy != SPECDEC_STRATEGY_MTP && !o.draft_model.empty() && specdec_strategy_needs_draft_context(strategy)) {
-        cmd.insert(cmd.size() - 5, " --spec-draft-model " + shell_quote(o.draft_model));
+        argv.insert(argv.end(), {"--spec-draft-model", o.draft_model});
     }
-    FILE * pipe = popen(cmd.c_str(), "r");
-    if (pipe == nullptr) {
-        throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot run " + o.upstream);
-    }
-    std::string output;
-    char buf[4096];
-    while (std::fgets(buf, sizeof(buf), pipe) != nullptr) {
-        output += buf;
-    }
-    const int rc = pclose(pipe);
+    const temp_dir dir("specdec-upstream-");
+    const std::filesystem::path log = dir.path() / "upstream.log";
+    const int status = run_program(argv, log, "build it with the project (bin/specdec-upstream-reference)");
+    std::ifstream f(log);
+    const std::string output((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     const size_t at = output.find("decoded ");
     const size_t speed = output.find("speed:", at == std::string::npos ? 0 : at);
-    if (rc != 0 || at == std::string::npos || speed == std::string::npos) {
-        const std::string why = rc != 0 ? "the upstream reference failed (wait status " + std::to_string(rc) + ")"
-                                        : std::string("the upstream reference printed no decode speed");
-        throw specdec::error(SPECDEC_STATUS_NATIVE_FAILURE,
-                             why + "; its output ends with: " + output.substr(output.size() > 400 ? output.size() - 400 : 0));
+    if (status != 0 || at == std::string::npos || speed == std::string::npos) {
+        const std::string why = status != 0 ? "the upstream reference failed (wait status " + std::to_string(status) + ")"
+                                            : std::string("the upstream reference printed no decode speed");
+        throw specdec::error(SPECDEC_STATUS_NATIVE_FAILURE, why + "; its output ends with: " + file_tail(log, 400));
     }
     return std::atof(output.c_str() + speed + 6);
 }
@@ -263,7 +250,7 @@ std::vector<std::pair<int32_t, bool>> draft_lengths_of(const bench_options & o) 
     }
     std::vector<std::pair<int32_t, bool>> out;
     for (const std::string & v : o.n_drafts) {
-        out.emplace_back(v == "auto" ? (longest > 0 ? longest : 8) : std::stoi(v), v == "auto");
+        out.emplace_back(v == "auto" ? (longest > 0 ? longest : auto_draft_max) : std::stoi(v), v == "auto");
     }
     return out;
 }
@@ -287,12 +274,7 @@ std::vector<config> configs_of(const bench_options & o, const std::vector<specde
 // with it.
 class generated_fixture {
 public:
-    explicit generated_fixture(const bench_options & o) {
-        std::string dir = (std::filesystem::temp_directory_path() / "specdec-bench-XXXXXX").string();
-        if (mkdtemp(dir.data()) == nullptr) {
-            throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot create a temporary directory for the fixture (check TMPDIR)");
-        }
-        dir_ = dir;
+    explicit generated_fixture(const bench_options & o) : dir_("specdec-bench-"), path_((dir_.path() / "fixture.gguf").string()) {
         namespace fx = specdec::fixtures;
         fx::fixture_options opt;
         opt.n_embd = 1024;
@@ -303,7 +285,6 @@ public:
         const fx::weight_type type = o.fixture_type == "f16"  ? fx::weight_type::f16
                                    : o.fixture_type == "q8_0" ? fx::weight_type::q8_0
                                                               : fx::weight_type::q4_0;
-        path_ = (dir_ / "fixture.gguf").string();
         if (isatty(STDERR_FILENO)) {
             std::fprintf(stderr, "bench: writing the fixture (glm4moe, %u blocks, %s drafter, %s)...", o.fixture_blocks,
                          o.fixture.c_str(), o.fixture_type.c_str());
@@ -317,18 +298,12 @@ public:
             std::fputs("\r\033[K", stderr);
         }
     }
-    ~generated_fixture() {
-        std::error_code ec;
-        std::filesystem::remove_all(dir_, ec);
-    }
-    generated_fixture(const generated_fixture &) = delete;
-    generated_fixture & operator=(const generated_fixture &) = delete;
 
     const std::string & path() const { return path_; }
 
 private:
-    std::filesystem::path dir_;
-    std::string           path_;
+    temp_dir    dir_;
+    std::string path_;
 };
 
 int bench_model(const bench_options & o) {

@@ -161,11 +161,12 @@ int run_generate(const generate_options & o) {
     sp.strategy = strategy;
     sp.n_seq = n_seq;
     const bool adaptive = o.n_draft == "auto";
-    if (!adaptive && o.n_draft_max > 0 && std::stoi(o.n_draft) > o.n_draft_max) {
+    const int32_t n_fixed = adaptive ? 0 : std::stoi(o.n_draft); // validated by draft_length_validator
+    if (!adaptive && o.n_draft_max > 0 && n_fixed > o.n_draft_max) {
         throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, "--n-draft " + o.n_draft + " exceeds --draft-max " +
                                                                   std::to_string(o.n_draft_max));
     }
-    const int32_t n_draft_max = o.n_draft_max > 0 ? o.n_draft_max : adaptive ? 8 : std::stoi(o.n_draft);
+    const int32_t n_draft_max = o.n_draft_max > 0 ? o.n_draft_max : adaptive ? auto_draft_max : n_fixed;
     sp.n_draft_max = n_draft_max;
     sp.n_draft_min = o.n_draft_min;
     sp.p_min = o.p_min;
@@ -235,7 +236,7 @@ int run_generate(const generate_options & o) {
         }
         specdec::session session(target.get(), draft.get(), sp);
         // The drafter may have lowered n_draft_max (a DFlash block is shorter, say).
-        gp.n_draft = adaptive ? SPECDEC_N_DRAFT_AUTO : std::min(std::stoi(o.n_draft), session.params().n_draft_max);
+        gp.n_draft = adaptive ? SPECDEC_N_DRAFT_AUTO : std::min(n_fixed, session.params().n_draft_max);
         result = specdec::generate(session, prompts, gp, on_token);
         name = specdec_strategy_name(strategy);
         n_draft = session.params().n_draft_max;
