@@ -98,6 +98,9 @@ check "bench synthetic" exit_is 0 "$specdec" bench -m "$work/qwen35.gguf" -n 24 
     --synthetic-acceptance 0.5 --json "$work/bench-synth.json"
 check "bench synthetic json" "$check_bench_json" "$work/bench-synth.json" --synthetic
 check "bench synthetic warns" contains "$work/err" "text is not valid"
+check "bench with more sequences than one batch prefills" exit_is 0 "$specdec" bench -m "$work/qwen35.gguf" -n 4 -r 1 \
+    --n-draft 2 --n-seq 64 -c 64 -t 1 --json "$work/bench-64.json"
+check "bench 64 sequences json" "$check_bench_json" "$work/bench-64.json" --exact
 check "bench on a generated fixture" exit_is 0 "$specdec" bench --fixture mixed --fixture-blocks 1 -n 16 -r 1 --n-draft 2 \
     --n-draft auto -t 1 --json "$work/bench-fixture.json"
 check "bench fixture json" "$check_bench_json" "$work/bench-fixture.json"

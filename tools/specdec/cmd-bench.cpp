@@ -15,7 +15,6 @@
 #include <fstream>
 #include <iterator>
 #include <map>
-#include <memory>
 #include <unistd.h>
 
 namespace cli {
@@ -124,58 +123,47 @@ run_result measure(const specdec::generation_result & g) {
     return r;
 }
 
-// The target's cost of verifying k + 1 tokens per sequence, for k = 0..k_max
-// and n_seq sequences: the lowest of `repeats` (at least 5) measurements of
-// one decode, each on fresh memory holding the prompt (the rest of the machine
-// only ever adds time). Leaves the sequences empty.
+// The target's cost of verifying k + 1 tokens per sequence, for n_seq
+// sequences and every k <= k_max whose batch fits n_batch: the lowest of
+// `repeats` (at least 5) measurements of one decode, each after a fresh
+// prefill of the prompt (the rest of the machine only ever adds time).
+// Leaves the sequences holding the prompt.
 std::vector<double> verify_cost_curve(llama_context * ctx, const std::vector<llama_token> & prompt, int32_t n_seq,
                                       int32_t k_max, int32_t repeats) {
     const auto n_prompt = static_cast<int32_t>(prompt.size());
-    const int32_t capacity = std::max(n_prompt, k_max + 1) * n_seq;
-    std::unique_ptr<llama_batch, void (*)(llama_batch *)> batch(new llama_batch(llama_batch_init(capacity, 0, 1)), [](llama_batch * b) {
-        llama_batch_free(*b);
-        delete b;
-    });
-    auto add = [&](llama_token t, llama_pos pos, llama_seq_id seq) {
-        llama_batch & b = *batch;
-        b.token[b.n_tokens] = t;
-        b.pos[b.n_tokens] = pos;
-        b.n_seq_id[b.n_tokens] = 1;
-        b.seq_id[b.n_tokens][0] = seq;
-        b.logits[b.n_tokens] = true;
-        b.n_tokens++;
-    };
-    auto decode = [&] {
-        if (llama_decode(ctx, *batch) != 0) {
-            throw specdec::error(SPECDEC_STATUS_DECODE_FAILED, "target decode failed while measuring the verification cost");
-        }
-        batch->n_tokens = 0;
-    };
-    llama_memory_t mem = llama_get_memory(ctx);
+    k_max = std::min<int32_t>(k_max, static_cast<int32_t>(llama_n_batch(ctx)) / n_seq - 1);
+    struct owned_batch {
+        llama_batch b;
+        ~owned_batch() { llama_batch_free(b); }
+    } owned{llama_batch_init((k_max + 1) * n_seq, 0, 1)};
+    llama_batch & batch = owned.b;
+    const std::vector<std::vector<llama_token>> prompts(static_cast<size_t>(n_seq), prompt);
+    specdec::generate_params prefill = specdec_generate_default_params();
+    prefill.n_predict = 0; // clears each sequence and decodes its prompt but the last token, in chunks
     std::vector<std::vector<double>> samples(static_cast<size_t>(k_max) + 1);
     for (int32_t round = 0; round < std::max(repeats, 5); ++round) {
         for (int32_t k = 0; k <= k_max; ++k) {
-            for (llama_seq_id s = 0; s < n_seq; ++s) {
-                llama_memory_seq_rm(mem, s, -1, -1);
-                for (int32_t i = 0; i < n_prompt; ++i) {
-                    add(prompt[static_cast<size_t>(i)], i, s);
-                }
-            }
-            decode();
-            // Varied tokens, so that expert routing costs what it would.
+            specdec::generate_plain(ctx, prompts, prefill);
+            // The last prompt token and k more, varied so that expert routing costs what it would.
+            batch.n_tokens = 0;
             for (llama_seq_id s = 0; s < n_seq; ++s) {
                 for (int32_t i = 0; i <= k; ++i) {
-                    add(prompt[static_cast<size_t>((i + s) % n_prompt)], n_prompt + i, s);
+                    const int32_t j = batch.n_tokens++;
+                    batch.token[j] = prompt[static_cast<size_t>((n_prompt - 1 + i + s) % n_prompt)];
+                    batch.pos[j] = n_prompt - 1 + i;
+                    batch.n_seq_id[j] = 1;
+                    batch.seq_id[j][0] = s;
+                    batch.logits[j] = true;
                 }
             }
             const auto t0 = std::chrono::steady_clock::now();
-            decode();
-            samples[static_cast<size_t>(k)].push_back(
-                std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+            const int32_t rc = llama_decode(ctx, batch);
+            const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+            if (rc != 0) {
+                throw specdec::error(SPECDEC_STATUS_DECODE_FAILED, "target decode failed while measuring the verification cost");
+            }
+            samples[static_cast<size_t>(k)].push_back(us);
         }
-    }
-    for (llama_seq_id s = 0; s < n_seq; ++s) {
-        llama_memory_seq_rm(mem, s, -1, -1);
     }
     std::vector<double> curve;
     for (const auto & v : samples) {
