@@ -272,12 +272,9 @@ private:
                 adaptive_->observe(i, static_cast<int32_t>(proposals[i].size()), kept);
             }
         }
-        // The first step also pays one-time set-up (graph allocation and the
-        // like); it would make its size look dearer than it is.
-        if (adaptive_ && !first_step_) {
+        if (adaptive_) {
             adaptive_->observe_cost(static_cast<int32_t>(n_active), n_proposed, step_us);
         }
-        first_step_ = false;
     }
 
     // Draws the target's token at each position in turn and keeps going while
@@ -387,7 +384,6 @@ private:
     const int32_t               n_draft_;
     const bool                  synthetic_;
     std::optional<adaptive_draft_length> adaptive_;
-    bool                        first_step_ = true;
     token_batch                 batch_;
     std::vector<std::string>    stops_;
     std::vector<sequence_state> seqs_;
