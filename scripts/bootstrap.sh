@@ -76,6 +76,8 @@ fetch_llama() {
     fi
     local dest="$cache_dir/llama.cpp-$LLAMA_TAG"
     if is_llama_tree "$dest" && [ -f "$dest/.specdec-verified" ]; then
+        # The marker names the release for the build (older caches have an empty one).
+        [ -s "$dest/.specdec-verified" ] || echo "$LLAMA_TAG" >"$dest/.specdec-verified"
         echo "$dest"; return
     fi
     rm -rf "$dest" "$dest.tmp"
@@ -90,7 +92,7 @@ fetch_llama() {
         rm -rf "$dest.tmp"; die "fetched llama.cpp is at $head, expected $LLAMA_TAG ($LLAMA_COMMIT)"
     fi
     is_llama_tree "$dest.tmp" || die "fetched tree lacks the speculative API"
-    touch "$dest.tmp/.specdec-verified"
+    echo "$LLAMA_TAG" >"$dest.tmp/.specdec-verified" # read by CMakeLists.txt as the release
     mv "$dest.tmp" "$dest"
     log "llama.cpp $LLAMA_TAG is in $dest"
     echo "$dest"

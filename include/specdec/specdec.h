@@ -42,6 +42,13 @@ extern "C" {
 #    define SPECDEC_API __attribute__((visibility("default")))
 #endif
 
+/* This header's version; specdec_version() is the library's. Semantic
+ * versioning: a new MINOR adds, a new MAJOR breaks the ABI. */
+#define SPECDEC_VERSION_MAJOR 0
+#define SPECDEC_VERSION_MINOR 2
+#define SPECDEC_VERSION_PATCH 0
+#define SPECDEC_VERSION "0.2.0"
+
 /* Upper bounds enforced by validation. */
 #define SPECDEC_MAX_SEQ           256        /* sequences per session */
 #define SPECDEC_MAX_DRAFT         128        /* tokens per proposal */
@@ -101,6 +108,18 @@ typedef enum specdec_status_kind {
     SPECDEC_STATUS_KIND_STATE         = 4,
     SPECDEC_STATUS_KIND_NATIVE        = 5,
 } specdec_status_kind;
+
+/* The library's version, "MAJOR.MINOR.PATCH" (SPECDEC_VERSION of the build). Static storage. */
+SPECDEC_API const char * specdec_version(void);
+/* The llama.cpp the library was built on: its release tag ("v0.5.0") and its
+ * commit (40 hex digits, or "unknown" when the tree had no git metadata).
+ * Static storage. */
+SPECDEC_API const char * specdec_llama_release(void);
+SPECDEC_API const char * specdec_llama_commit(void);
+/* The instruction sets llama.cpp's CPU kernels were compiled for, as chosen
+ * at build time (SPECDEC_CPU): e.g. "avx512: SSE42 AVX F16C FMA AVX2 BMI2
+ * AVX512 AVX512_VBMI AVX512_VNNI AVX512_BF16". Static storage. */
+SPECDEC_API const char * specdec_cpu_variant(void);
 
 /* Kind of a status; SPECDEC_STATUS_KIND_NONE for OK and unknown values. */
 SPECDEC_API specdec_status_kind specdec_status_kind_of(specdec_status status);
