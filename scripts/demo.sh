@@ -10,8 +10,8 @@ cd "$(dirname "$0")/.."
 
 llama_dir="$(scripts/bootstrap.sh | tail -n 1)"
 build_dir="${SPECDEC_BUILD_DIR:-build}"
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPECDEC_LLAMA_DIR="$llama_dir" >/dev/null
-cmake --build "$build_dir" -j "${SPECDEC_JOBS:-$(nproc)}" --target specdec-cli specdec-fixture
+scripts/build.sh "$build_dir" -DCMAKE_BUILD_TYPE=Release -DSPECDEC_LLAMA_DIR="$llama_dir" -- specdec-cli specdec-fixture
+"$build_dir/bin/specdec" info | head -n 3
 
 specdec="$build_dir/bin/specdec"
 fixture="$build_dir/bin/specdec-fixture"

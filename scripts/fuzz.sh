@@ -9,13 +9,12 @@ seconds="${1:-30}"
 
 llama_dir="$(scripts/bootstrap.sh | tail -n 1)"
 if [ ! -f build/bin/libllama.so ]; then
-    cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPECDEC_LLAMA_DIR="$llama_dir" >/dev/null
-    cmake --build build
+    scripts/build.sh build -DCMAKE_BUILD_TYPE=Release -DSPECDEC_LLAMA_DIR="$llama_dir"
 fi
 CC=clang-14 CXX=clang++-14 cmake -S fuzz -B build-fuzz -G Ninja \
     -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
     -DSPECDEC_BUILD_DIR="$PWD/build" -DSPECDEC_LLAMA_DIR="$llama_dir" >/dev/null
-cmake --build build-fuzz
+cmake --build build-fuzz >build-fuzz/build.log 2>&1 || { echo "fuzz: build failed; the end of build-fuzz/build.log:" >&2; tail -n 40 build-fuzz/build.log >&2; exit 1; }
 
 passed=0
 for target in state gguf session cli; do

@@ -4,7 +4,8 @@
 #   scripts/test.sh -L unit       only the model-free tier (ctest arguments pass through)
 #   scripts/test.sh --sanitize    the same under AddressSanitizer (with leak checks)
 #                                 and UndefinedBehaviorSanitizer, in build-asan
-# Environment: SPECDEC_BUILD_DIR (default build or build-asan), SPECDEC_JOBS (default nproc).
+# Environment: SPECDEC_BUILD_DIR (default build or build-asan), SPECDEC_JOBS (default nproc),
+# SPECDEC_CPU (CPU kernels, see README).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,7 +23,18 @@ llama_dir="$(scripts/bootstrap.sh | tail -n 1)"
 build_dir="${SPECDEC_BUILD_DIR:-$default_dir}"
 jobs="${SPECDEC_JOBS:-$(nproc)}"
 
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPECDEC_LLAMA_DIR="$llama_dir" \
-      "-DSPECDEC_SANITIZE=$sanitize" >/dev/null
-cmake --build "$build_dir" -j "$jobs"
-ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" "$@"
+scripts/build.sh "$build_dir" -DCMAKE_BUILD_TYPE=Release -DSPECDEC_LLAMA_DIR="$llama_dir" "-DSPECDEC_SANITIZE=$sanitize"
+# Each test's line goes to the log; the terminal gets failures and the summary.
+ctest_log="$build_dir/ctest.log"
+echo "test: running the tests in $build_dir (every test's output: $ctest_log)" >&2
+set +e
+ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" "$@" >"$ctest_log" 2>&1
+rc=$?
+set -e
+grep -E "\*\*\*(Failed|Exception|Timeout)|Not Run" "$ctest_log" || true
+sed -n '/tests passed\|No tests were found/,$p' "$ctest_log"
+if [ "$rc" -ne 0 ]; then
+    echo "test: FAILED; the failing tests' output is in $ctest_log; its last 150 lines:" >&2
+    tail -n 150 "$ctest_log" >&2
+fi
+exit "$rc"

@@ -1,13 +1,22 @@
 #include "cli-app.h"
 
+#include "cmd-info.h"
+
 namespace cli {
 
 void configure(CLI::App & app, options & o) {
     app.require_subcommand(1);
-    app.add_flag("-v,--verbose", o.verbosity, "show llama.cpp's log (-v warnings, -vv everything)");
+    app.set_version_flag("--version", version_line());
     add_generate_command(app, o.generate);
     add_inspect_command(app, o.inspect);
     add_bench_command(app, o.bench);
+    add_info_command(app, o.info);
+    // -v is accepted before the subcommand and within it.
+    const char * verbose_help = "show llama.cpp's log on stderr (-v warnings and errors, -vv everything)";
+    app.add_flag("-v,--verbose", o.verbosity, verbose_help);
+    for (CLI::App * sub : app.get_subcommands({})) {
+        sub->add_flag("-v,--verbose", o.verbosity, verbose_help);
+    }
 }
 
 void parse(CLI::App & app, const std::vector<std::string> & args) {

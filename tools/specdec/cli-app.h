@@ -3,6 +3,7 @@
 
 #include "cmd-bench.h"
 #include "cmd-generate.h"
+#include "cmd-info.h"
 #include "cmd-inspect.h"
 
 #include <CLI/CLI.hpp>
@@ -17,6 +18,7 @@ struct options {
     generate_options generate;
     inspect_options  inspect;
     bench_options    bench;
+    info_options     info;
 };
 
 // Declares the subcommands and their options on `app`, bound to `o`.

@@ -2,11 +2,46 @@
 //
 //   specdec generate -m TARGET.gguf [-md DRAFT.gguf] [--spec auto|none|mtp|...] -p PROMPT ...
 //   specdec inspect MODEL.gguf [DRAFT.gguf]
+//   specdec bench -m TARGET.gguf ... | --fixture exact|mixed|random
+//   specdec info                  versions, CPU kernels, devices
+//   specdec --version
 //
 // Generated text goes to stdout; statistics, logs and progress to stderr.
-// Exit codes: 0 success, 1 a library error or an incompatible pair, 2 usage.
+// Exit codes: 0 success, 1 a library error, an incompatible pair or any
+// other failure (always with a message), 2 usage.
 #include "cli-app.h"
 #include "cli-common.h"
+
+#include <cstdio>
+#include <exception>
+
+namespace {
+
+int run(const CLI::App & app, const cli::options & opt) {
+    if (app.got_subcommand("info")) {
+        return cli::run_info(opt.info);
+    }
+    // A build for extensions this CPU lacks would die with SIGILL in the
+    // first matrix product; say so instead.
+    if (const auto missing = cli::cpu_features_missing(); !missing.empty()) {
+        std::string names;
+        for (const auto & m : missing) {
+            names += " " + m;
+        }
+        std::fprintf(stderr, "specdec: error: this build's CPU kernels use%s, which this CPU lacks; "
+                             "rebuild with SPECDEC_CPU=auto (see `specdec info`)\n", names.c_str());
+        return cli::exit_failure;
+    }
+    if (app.got_subcommand("generate")) {
+        return cli::run_generate(opt.generate);
+    }
+    if (app.got_subcommand("inspect")) {
+        return cli::run_inspect(opt.inspect);
+    }
+    return cli::run_bench(opt.bench);
+}
+
+} // namespace
 
 int main(int argc, char ** argv) {
     CLI::App app{"specdec: lossless speculative decoding for GGUF models on llama.cpp"};
@@ -25,15 +60,15 @@ int main(int argc, char ** argv) {
     llama_backend_init();
     int rc = cli::exit_ok;
     try {
-        if (app.got_subcommand("generate")) {
-            rc = cli::run_generate(opt.generate);
-        } else if (app.got_subcommand("inspect")) {
-            rc = cli::run_inspect(opt.inspect);
-        } else {
-            rc = cli::run_bench(opt.bench);
-        }
+        rc = run(app, opt);
     } catch (const specdec::error & e) {
         rc = cli::report(e);
+    } catch (const std::exception & e) {
+        std::fprintf(stderr, "specdec: error: %s\n", e.what());
+        rc = cli::exit_failure;
+    } catch (...) {
+        std::fprintf(stderr, "specdec: error: unexpected failure\n");
+        rc = cli::exit_failure;
     }
     llama_backend_free();
     return rc;
