@@ -135,5 +135,24 @@ check "unknown option" exit_is 2 "$specdec" generate -m "$work/llama.gguf" --fro
 check "no subcommand" exit_is 2 "$specdec"
 check "draft length out of range" exit_is 2 "$specdec" generate -m "$work/llama.gguf" -p x --n-draft 0
 
+# The build: versions, the CPU kernels in use, llama.cpp's log on -v.
+check "version" exit_is 0 "$specdec" --version
+check "version names llama.cpp" grep -Eq "^specdec [0-9]+\.[0-9]+\.[0-9]+ \(llama.cpp v0\.5\.0, commit [0-9a-f]{40}\)$" "$work/out"
+check "info" exit_is 0 "$specdec" info --json
+check "info: kernels compiled and runnable here" python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+cpu = j["cpu"]
+assert cpu["missing_on_host"] == [], cpu
+assert "AMX_INT8" not in cpu["compiled_features"], cpu     # never chosen by auto
+assert cpu["kernels"].split(":")[0] in ("avx512", "avx2", "sse42", "x64", "default", "native"), cpu
+assert any(d["type"] == "CPU" for d in j["devices"]), j["devices"]
+' "$work/out"
+check "-v after the subcommand" exit_is 0 "$specdec" generate -v -m "$work/llama.gguf" --spec none -p abc -n 4
+check "-v shows llama.cpp's warnings only" bash -c '! grep -q "llama_model_loader: loaded meta data" "$0"' "$work/err"
+check "-vv shows llama.cpp's log" exit_is 0 "$specdec" generate -vv -m "$work/llama.gguf" --spec none -p abc -n 4
+check "-vv log on stderr" contains "$work/err" "llama_model_loader"
+check "-v before the subcommand" exit_is 0 "$specdec" -v inspect "$work/llama.gguf"
+
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
