@@ -369,4 +369,11 @@ specdec_status specdec_detect_strategy(const char * target_path, const char * dr
     });
 }
 
+specdec_status specdec_rpc_add_servers(const char * servers) {
+    return guard([&] {
+        require(servers, "servers");
+        specdec::rpc_add_servers(servers);
+    });
+}
+
 } // extern "C"

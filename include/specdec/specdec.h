@@ -588,6 +588,30 @@ SPECDEC_API specdec_status specdec_check_pair(const char * target_path, const ch
  */
 SPECDEC_API specdec_status specdec_detect_strategy(const char * target_path, const char * draft_path, specdec_strategy * out);
 
+/*
+ * ---------------------------------------------------------------------------
+ * Devices
+ * ---------------------------------------------------------------------------
+ */
+
+/*
+ * Adds llama.cpp RPC servers (`ggml-rpc-server` processes) as ggml devices,
+ * the way llama.cpp's --rpc does, so that models loaded afterwards can place
+ * layers on them (llama_model_params.n_gpu_layers, .devices). `servers` is
+ * "host:port[,host:port...]". Every endpoint is parsed and a TCP connection
+ * to it is tried (5 s at most each) before any is added, because llama.cpp
+ * aborts the process on an endpoint it cannot reach; on failure none is
+ * added. Process-wide and not thread-safe: call it before loading models,
+ * once per server.
+ * Errors: INVALID_ARGUMENT (NULL, empty, not host:port, port outside
+ * 1..65535), IO_ERROR (cannot resolve or connect), MODEL_UNSUPPORTED (built
+ * without the RPC backend), NATIVE_FAILURE.
+ * llama.cpp v0.5.0 still aborts the process when a server accepts the
+ * connection but does not speak its RPC protocol, and when a server is lost
+ * while a model is on it (see docs/robustness.md).
+ */
+SPECDEC_API specdec_status specdec_rpc_add_servers(const char * servers);
+
 #ifdef __cplusplus
 }
 #endif

@@ -134,4 +134,7 @@ SPECDEC_API generation_result generate(session & s, std::span<const std::vector<
 SPECDEC_API generation_result generate_plain(llama_context * target, std::span<const std::vector<llama_token>> prompts,
                                              const generate_params & params, const token_callback & on_token = {});
 
+// Adds RPC servers as ggml devices (see specdec_rpc_add_servers).
+SPECDEC_API void rpc_add_servers(const std::string & servers);
+
 } // namespace specdec

@@ -2,6 +2,8 @@
 
 #include "cmd-info.h"
 
+#include <map>
+
 namespace cli {
 
 void configure(CLI::App & app, options & o) {
@@ -20,9 +22,15 @@ void configure(CLI::App & app, options & o) {
 }
 
 void parse(CLI::App & app, const std::vector<std::string> & args) {
+    // llama.cpp's multi-letter short options, which CLI11 cannot declare.
+    static const std::map<std::string, std::string> long_names = {
+        {"-md", "--model-draft"},         {"-ngl", "--n-gpu-layers"}, {"-ngld", "--n-gpu-layers-draft"},
+        {"-dev", "--device"},             {"-devd", "--device-draft"}, {"-sm", "--split-mode"},
+    };
     std::vector<std::string> reversed; // CLI11 consumes arguments from the back
     for (auto it = args.rbegin(); it != args.rend(); ++it) {
-        reversed.push_back(*it == "-md" ? "--model-draft" : *it);
+        const auto renamed = long_names.find(*it);
+        reversed.push_back(renamed == long_names.end() ? *it : renamed->second);
     }
     app.parse(reversed);
 }

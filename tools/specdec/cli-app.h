@@ -24,9 +24,10 @@ struct options {
 // Declares the subcommands and their options on `app`, bound to `o`.
 void configure(CLI::App & app, options & o);
 
-// Parses arguments (without the program name). llama.cpp's tools spell the
-// draft model "-md", which CLI11's one-letter short names cannot, so it is
-// read as --model-draft. Throws CLI::ParseError.
+// Parses arguments (without the program name). llama.cpp's tools spell some
+// options with several letters after one dash (-md, -ngl, -ngld, -dev,
+// -devd, -sm), which CLI11 cannot declare, so they are read as their long
+// names. Throws CLI::ParseError.
 void parse(CLI::App & app, const std::vector<std::string> & args);
 
 } // namespace cli

@@ -1,5 +1,7 @@
 #include "cli-common.h"
 
+#include "ggml-backend.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -54,9 +56,65 @@ void set_verbosity(int verbosity) {
     llama_log_set(log_callback, nullptr);
 }
 
-llama_model_ptr load_model(const std::string & path, bool load_mtp) {
+void add_device_options(CLI::App * cmd, device_options & o) {
+    cmd->add_option("--n-gpu-layers", o.target.n_gpu_layers, "-ngl: target layers on GPU or RPC devices (-1: all)")
+        ->check(CLI::Range(-1, 100000));
+    cmd->add_option("--n-gpu-layers-draft", o.draft.n_gpu_layers, "-ngld: draft-model layers on GPU or RPC devices (-1: all)")
+        ->check(CLI::Range(-1, 100000));
+    cmd->add_option("--device", o.target.devices, "-dev: devices for the target, comma-separated (none: CPU only; see `specdec info`)");
+    cmd->add_option("--device-draft", o.draft.devices, "-devd: devices for the draft model");
+    cmd->add_option("--split-mode", o.target.split_mode, "-sm: how the target spreads over several devices")
+        ->check(CLI::IsMember({"none", "layer", "row"}))
+        ->capture_default_str();
+    cmd->add_option("--rpc", o.rpc, "ggml-rpc-server endpoints host:port[,host:port...] to use as devices");
+}
+
+void add_rpc_servers(const device_options & o) {
+    static std::string added; // --rpc is one option of one command: added once per process
+    if (!o.rpc.empty() && added.empty()) {
+        specdec::rpc_add_servers(o.rpc);
+        added = o.rpc;
+    }
+}
+
+namespace {
+
+std::vector<ggml_backend_dev_t> resolve_devices(const std::string & names) {
+    std::vector<ggml_backend_dev_t> out;
+    if (names == "none") {
+        out.push_back(nullptr); // an empty list: the CPU alone
+        return out;
+    }
+    std::stringstream in(names);
+    for (std::string name; std::getline(in, name, ',');) {
+        ggml_backend_dev_t dev = ggml_backend_dev_by_name(name.c_str());
+        if (dev == nullptr) {
+            std::string known;
+            for (size_t i = 0; i < ggml_backend_dev_count(); ++i) {
+                known += std::string(known.empty() ? "" : ", ") + ggml_backend_dev_name(ggml_backend_dev_get(i));
+            }
+            throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, "unknown device '" + name + "'; this build has: " + known);
+        }
+        out.push_back(dev);
+    }
+    out.push_back(nullptr);
+    return out;
+}
+
+} // namespace
+
+llama_model_ptr load_model(const std::string & path, bool load_mtp, const placement & where) {
     llama_model_params mp = llama_model_default_params();
     mp.load_mtp = load_mtp;
+    mp.n_gpu_layers = where.n_gpu_layers;
+    mp.split_mode = where.split_mode == "none" ? LLAMA_SPLIT_MODE_NONE
+                  : where.split_mode == "row"  ? LLAMA_SPLIT_MODE_ROW
+                                               : LLAMA_SPLIT_MODE_LAYER;
+    std::vector<ggml_backend_dev_t> devices;
+    if (!where.devices.empty()) {
+        devices = resolve_devices(where.devices);
+        mp.devices = devices.data();
+    }
     int last = -1;
     if (isatty(STDERR_FILENO)) {
         mp.progress_callback = show_progress;

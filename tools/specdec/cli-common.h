@@ -25,9 +25,29 @@ int report(const specdec::error & e);
 // errors at 1, everything at 2.
 void set_verbosity(int verbosity);
 
-// Loads a model, showing progress on stderr when it is a terminal.
-// Throws specdec::error(IO_ERROR) on failure.
-llama_model_ptr load_model(const std::string & path, bool load_mtp);
+// Where one model's weights go, in llama.cpp's terms (-ngl, --device, --split-mode).
+struct placement {
+    int32_t     n_gpu_layers = -1;      // layers on GPU/RPC devices: -1 all (llama.cpp's default), 0 none
+    std::string devices;                // comma-separated ggml device names, "none" for the CPU alone; empty: all
+    std::string split_mode = "layer";   // across several devices: none (one device), layer, or row
+};
+
+// Device options of a command that loads a target and maybe a draft:
+// -ngl/-ngld, --device/--device-draft, --split-mode, --rpc.
+struct device_options {
+    placement   target;
+    placement   draft;
+    std::string rpc;                    // host:port[,host:port...] of ggml-rpc-server processes
+};
+void add_device_options(CLI::App * cmd, device_options & o);
+
+// Adds the RPC servers of `o` as devices (once per process); a no-op without --rpc.
+void add_rpc_servers(const device_options & o);
+
+// Loads a model onto the devices `where` names, showing progress on stderr
+// when it is a terminal. Throws specdec::error: INVALID_ARGUMENT (unknown
+// device or split mode), IO_ERROR (llama.cpp could not load it).
+llama_model_ptr load_model(const std::string & path, bool load_mtp, const placement & where);
 
 // Context parameters for n_seq sequences of n_ctx_per_seq positions each,
 // batches of 512 tokens, and n_threads CPU threads (0: every hardware thread).

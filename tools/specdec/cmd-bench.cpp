@@ -62,6 +62,7 @@ void add_bench_command(CLI::App & app, bench_options & o) {
     cmd->add_option("--upstream", o.upstream,
                     "llama.cpp's speculative-simple (built as bin/specdec-upstream-reference) to run as the reference loop")
         ->check(CLI::ExistingFile);
+    add_device_options(cmd, o.devices);
 }
 
 namespace {
@@ -304,10 +305,11 @@ int bench_model(const bench_options & o) {
     const int32_t n_seq_top = *std::max_element(o.n_seqs.begin(), o.n_seqs.end());
     const bool any_mtp = std::find(strategies.begin(), strategies.end(), SPECDEC_STRATEGY_MTP) != strategies.end();
 
-    llama_model_ptr target_model = load_model(o.model, any_mtp);
+    add_rpc_servers(o.devices);
+    llama_model_ptr target_model = load_model(o.model, any_mtp, o.devices.target);
     llama_model_ptr draft_model;
     if (!o.draft_model.empty()) {
-        draft_model = load_model(o.draft_model, false);
+        draft_model = load_model(o.draft_model, false, o.devices.draft);
     }
     llama_context_params cp = context_params(o.n_ctx, static_cast<uint32_t>(n_seq_top), o.n_threads);
     const int32_t threads = cp.n_threads;

@@ -2,6 +2,8 @@
 // plain decoding of the same target, measured in one process.
 #pragma once
 
+#include "cli-common.h"
+
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
@@ -11,6 +13,7 @@
 namespace cli {
 
 struct bench_options {
+    device_options           devices;                  // -ngl, --device, --rpc, ...
     std::string              model;                    // or, with `fixture`, a generated one
     std::string              fixture;                  // exact, mixed or random: bench a generated MTP pair
     std::string              fixture_type = "q8_0";    // its weights: f16, q8_0 or q4_0

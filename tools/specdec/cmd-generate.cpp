@@ -38,6 +38,7 @@ void add_generate_command(CLI::App & app, generate_options & o) {
     cmd->add_option("--stop", o.stop, "stop when the text contains this string; repeatable");
     cmd->add_flag("--ignore-eos", o.ignore_eos, "keep generating past end-of-generation tokens");
     cmd->add_flag("--json", o.json, "print the texts and statistics as JSON on stdout");
+    add_device_options(cmd, o.devices);
 }
 
 namespace {
@@ -171,7 +172,8 @@ int run_generate(const generate_options & o) {
     sp.n_draft_min = o.n_draft_min;
     sp.p_min = o.p_min;
 
-    llama_model_ptr target_model = load_model(o.model, speculative && strategy == SPECDEC_STRATEGY_MTP);
+    add_rpc_servers(o.devices);
+    llama_model_ptr target_model = load_model(o.model, speculative && strategy == SPECDEC_STRATEGY_MTP, o.devices.target);
     llama_context_params tp = context_params(o.n_ctx, n_seq, o.n_threads);
     if (speculative && (llama_model_is_recurrent(target_model.get()) || llama_model_is_hybrid(target_model.get()))) {
         tp.n_rs_seq = static_cast<uint32_t>(n_draft_max); // rejected drafts roll the recurrent state back
@@ -228,7 +230,7 @@ int run_generate(const generate_options & o) {
     if (speculative) {
         llama_model_ptr draft_model;
         if (!o.draft_model.empty()) {
-            draft_model = load_model(o.draft_model, false);
+            draft_model = load_model(o.draft_model, false, o.devices.draft);
         }
         llama_context_ptr draft;
         if (specdec_strategy_needs_draft_context(strategy)) {

@@ -1,6 +1,8 @@
 // `specdec generate`: run a target (and drafter) on prompts.
 #pragma once
 
+#include "cli-common.h"
+
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
@@ -10,6 +12,7 @@
 namespace cli {
 
 struct generate_options {
+    device_options           devices;                  // -ngl, --device, --rpc, ...
     std::string              model;
     std::string              draft_model;
     std::string              spec = "auto";        // auto, none, or a strategy name

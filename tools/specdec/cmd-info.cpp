@@ -88,6 +88,7 @@ const char * device_type_name(enum ggml_backend_dev_type t) {
 void add_info_command(CLI::App & app, info_options & o) {
     CLI::App * cmd = app.add_subcommand("info", "show the versions, the CPU kernels in use and the devices found");
     cmd->add_flag("--json", o.json, "print JSON on stdout");
+    cmd->add_option("--rpc", o.rpc, "ggml-rpc-server endpoints host:port[,host:port...] to list as devices too");
 }
 
 std::string version_line() {
@@ -109,6 +110,9 @@ std::vector<std::string> cpu_features_missing() {
 }
 
 int run_info(const info_options & opt) {
+    if (!opt.rpc.empty()) {
+        specdec::rpc_add_servers(opt.rpc);
+    }
     nlohmann::json compiled = nlohmann::json::object();
     for (const auto & [name, value] : compiled_cpu_features()) {
         compiled[name] = value;

@@ -10,7 +10,8 @@
 namespace cli {
 
 struct info_options {
-    bool json = false;
+    bool        json = false;
+    std::string rpc;            // RPC servers to add (and list) as devices
 };
 
 void add_info_command(CLI::App & app, info_options & opt);

@@ -12,10 +12,29 @@
 #include "cli-app.h"
 #include "cli-common.h"
 
+#include "ggml.h"
+
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 
+#include <unistd.h>
+
 namespace {
+
+// llama.cpp ends the process through ggml_abort on failures it cannot
+// report (in v0.5.0, among others, an RPC server lost mid-generation). The
+// text streamed so far is on stdout already; this says what happened, with
+// the documented exit code 1 instead of SIGABRT. It may run on any thread.
+void on_llama_abort(const char * message) {
+    std::fflush(stdout);
+    static const char prefix[] = "\nspecdec: error: NATIVE_FAILURE: llama.cpp stopped the process: ";
+    [[maybe_unused]] ssize_t w = write(STDERR_FILENO, prefix, sizeof(prefix) - 1);
+    w = write(STDERR_FILENO, message, std::strlen(message));
+    w = write(STDERR_FILENO, "\n", 1);
+    _exit(cli::exit_failure);
+}
 
 int run(const CLI::App & app, const cli::options & opt) {
     if (app.got_subcommand("info")) {
@@ -54,6 +73,9 @@ int main(int argc, char ** argv) {
         return rc == 0 ? cli::exit_ok : cli::exit_usage;
     }
     cli::set_verbosity(opt.verbosity);
+    ggml_set_abort_callback(on_llama_abort);
+    // A write to a lost RPC server (or a closed pipe) fails with EPIPE instead of killing the process.
+    std::signal(SIGPIPE, SIG_IGN);
     if (opt.verbosity >= 2) {
         specdec_set_upstream_log_level(3); // the drafters' own information lines
     }
