@@ -98,39 +98,66 @@ TEST(CheckpointBlob, DrafterBytesOfAnotherSizeAreRefused) {
 // proposal by more than that cannot be cut back in accept(): a typed status,
 // and the sequence is forgotten rather than left out of step with its drafter.
 // (An MTP draft context never refuses: the NextN block is attention only.)
-TEST(DraftMemory, ARefusedRollbackIsATypedStatusAndForgetsTheSequence) {
-    constexpr int n_draft = 2;
-    llama_model_ptr target_model = load_model(llama_file());
-    llama_model_ptr draft_model = load_model(qwen35_file());
+struct recurrent_draft_pair {
+    static constexpr int n_draft = 2;
+    llama_model_ptr   target_model = load_model(llama_file());
+    llama_model_ptr   draft_model = load_model(qwen35_file());
     llama_context_ptr target = make_context(target_model.get(), {});
-    context_options d;
-    d.n_rs_seq = n_draft;
-    llama_context_ptr draft = make_context(draft_model.get(), d);
-    session_params sp = specdec_session_default_params();
-    sp.strategy = SPECDEC_STRATEGY_DRAFT;
-    sp.n_draft_max = n_draft;
-    session s(target.get(), draft.get(), sp);
+    llama_context_ptr draft = make_context(draft_model.get(), [] {
+        context_options d;
+        d.n_rs_seq = n_draft;
+        return d;
+    }());
+    session s{target.get(), draft.get(), [] {
+        session_params sp = specdec_session_default_params();
+        sp.strategy = SPECDEC_STRATEGY_DRAFT;
+        sp.n_draft_max = n_draft;
+        return sp;
+    }()};
 
-    test_batch b(16);
-    for (llama_pos p = 0; p < 5; ++p) {
-        b.add(20 + p, p, 0, p == 4);
+    // Decodes and processes tokens first..first+n-1 (ids 20 + position) of sequence 0.
+    void feed(llama_pos first, int n) {
+        test_batch b(16);
+        for (llama_pos p = first; p < first + n; ++p) {
+            b.add(20 + p, p, 0, true);
+        }
+        s.decode_target_and_process(b.b);
     }
-    s.decode_target_and_process(b.b);
+};
+
+TEST(DraftMemory, ARefusedRollbackIsATypedStatusAndForgetsTheSequence) {
+    recurrent_draft_pair pair;
+    session & s = pair.s;
+    llama_context_ptr & draft = pair.draft;
+    pair.feed(0, 5);
     const draft_request req = {0, 5, 25, -1};
     s.draft({&req, 1});
     ASSERT_FALSE(s.is_quiescent());
     // id_last and five more tokens: the drafter replays all six on its context.
-    b.clear();
-    for (llama_pos p = 5; p < 11; ++p) {
-        b.add(25 + (p - 5), p, 0, true);
-    }
-    s.decode_target_and_process(b.b);
+    pair.feed(5, 6);
     EXPECT_EQ(status_of([&] { s.accept(0, 0); }), SPECDEC_STATUS_RECURRENT_SLOTS);
     EXPECT_TRUE(s.is_quiescent());
     const draft_request again = {0, 6, 26, -1};
     EXPECT_EQ(status_of([&] { s.draft({&again, 1}); }), SPECDEC_STATUS_POSITION_MISMATCH);
     EXPECT_EQ(llama_memory_seq_pos_max(llama_get_memory(draft.get()), 0), -1); // nothing left of it in the draft context
     EXPECT_EQ(status_of([&] { s.begin(0, std::vector<llama_token>{20, 21, 22, 23, 24, 25}); }), SPECDEC_STATUS_OK);
+}
+
+// The target's positions dropped, the draft context's not: drafting from the
+// earlier position cannot cut the draft context back, which is a typed status
+// with no proposal left, not a silent desynchronisation.
+TEST(DraftMemory, DraftingBehindTheDraftContextIsATypedStatus) {
+    recurrent_draft_pair pair;
+    session & s = pair.s;
+    pair.feed(0, 5);
+    pair.feed(5, 6);
+    s.remove_range(SPECDEC_CONTEXT_TARGET, 0, 6, -1);
+    const draft_request req = {0, 6, 26, -1};
+    EXPECT_EQ(status_of([&] { s.draft({&req, 1}); }), SPECDEC_STATUS_RECURRENT_SLOTS);
+    EXPECT_TRUE(s.is_quiescent());
+    EXPECT_TRUE(s.proposal(0).empty());
+    EXPECT_EQ(llama_memory_seq_pos_max(llama_get_memory(pair.draft.get()), 0), -1);
+    EXPECT_EQ(status_of([&] { s.draft({&req, 1}); }), SPECDEC_STATUS_POSITION_MISMATCH);
 }
 
 } // namespace
