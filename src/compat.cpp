@@ -82,7 +82,7 @@ void check_block_outputs(const llama_context * draft, const specdec_session_para
 
 } // namespace
 
-model_facts facts_of(const llama_model * model) {
+model_facts facts_of(const llama_model * model, bool with_tokens) {
     model_facts f;
     f.arch          = meta(model, "general.architecture");
     f.n_layer       = static_cast<uint32_t>(std::max(llama_model_n_layer(model), 0));
@@ -101,7 +101,7 @@ model_facts facts_of(const llama_model * model) {
 
     const llama_vocab * v = llama_model_get_vocab(model);
     f.tokenizer = meta(model, "tokenizer.ggml.model");
-    f.tokens.resize(static_cast<size_t>(std::max(llama_vocab_n_tokens(v), 0)));
+    f.tokens.resize(with_tokens ? static_cast<size_t>(std::max(llama_vocab_n_tokens(v), 0)) : 0);
     for (size_t i = 0; i < f.tokens.size(); ++i) {
         f.tokens[i] = llama_vocab_get_text(v, static_cast<llama_token>(i));
     }
@@ -151,9 +151,11 @@ void validate_models(const llama_model * target, const llama_model * draft, cons
         fail(SPECDEC_STATUS_MODEL_UNSUPPORTED, "strategy '", tr.name,
              "' drafts with the target's own heads: create the draft context over the target model");
     }
-    const model_facts t = facts_of(target);
+    // Only a classic draft model's rule reads the token texts.
+    const bool classic = tr.weights == draft_weights::draft_model && tr.draft_arch == nullptr;
+    const model_facts t = facts_of(target, classic);
     if (tr.weights == draft_weights::draft_model && draft != nullptr) {
-        const model_facts d = facts_of(draft);
+        const model_facts d = facts_of(draft, classic);
         check_models(t, &d, p.strategy);
     } else {
         check_models(t, nullptr, p.strategy);

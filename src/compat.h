@@ -10,8 +10,9 @@
 
 namespace specdec::detail {
 
-// The facts the pair rules read, as llama.cpp loaded them.
-model_facts facts_of(const llama_model * model);
+// The facts the pair rules read, as llama.cpp loaded them; the token texts
+// only `with_tokens` (a vocabulary can hold hundreds of thousands).
+model_facts facts_of(const llama_model * model, bool with_tokens);
 
 // The pair rules (pair-rules.h) over loaded models. `draft` is the target's
 // own model for MTP and nullptr for n-gram strategies.

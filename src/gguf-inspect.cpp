@@ -145,7 +145,8 @@ gguf_summary summarize(const gguf_context * ctx, uint64_t file_size) {
     f.dflash_selector_top_k = r.integer("dflash.selector_top_k", 0);
     f.dflash_selector = r.has_tensor("selector_hidden.weight");
     f.markov_head = r.has_tensor("markov_w1.weight");
-    if (arch == "dflash") {
+    const auto traits = all_traits();
+    if (std::any_of(traits.begin(), traits.end(), [&](const strategy_traits & t) { return t.dflash_block && t.draft_arch != nullptr && arch == t.draft_arch; })) {
         info.block_size = to_u32(f.dflash_block_size);
         info.dflash2 = f.dflash_selector;
         info.markov_head = f.markov_head;
@@ -210,8 +211,10 @@ specdec_strategy detect_strategy(const gguf_summary & target, const gguf_summary
         }
         return best->strategy;
     }
-    if ((target.info.strategies >> static_cast<unsigned>(SPECDEC_STRATEGY_MTP)) & 1u) {
-        return SPECDEC_STRATEGY_MTP;
+    for (const strategy_traits & t : all_traits()) {
+        if (t.weights == draft_weights::target_heads && ((target.info.strategies >> static_cast<unsigned>(t.strategy)) & 1u)) {
+            return t.strategy;
+        }
     }
     fail(SPECDEC_STATUS_MODEL_UNSUPPORTED, "the target (", target.info.architecture,
          ") has no MTP heads and no draft model was given; choose an n-gram strategy or pass a draft model");

@@ -78,8 +78,7 @@ void check_dflash(const model_facts & d, const strategy_traits & tr) {
     }
 }
 
-} // namespace
-
+// "" when a classic draft's vocabulary matches the target's, else why not.
 std::string vocab_mismatch(const model_facts & t, const model_facts & d) {
     if (t.tokenizer != d.tokenizer) {
         return concat("tokenizers differ (target '", t.tokenizer, "', draft '", d.tokenizer, "')");
@@ -104,6 +103,8 @@ std::string vocab_mismatch(const model_facts & t, const model_facts & d) {
     }
     return "";
 }
+
+} // namespace
 
 void check_models(const model_facts & target, const model_facts * draft, specdec_strategy strategy) {
     const strategy_traits & tr = traits_of(strategy);

@@ -33,7 +33,7 @@ struct model_facts {
     bool                 markov_head = false;       // markov_w1.weight is present (DSpark)
     // Vocabulary, as llama.cpp's vocabulary loader resolves it.
     std::string              tokenizer;        // tokenizer.ggml.model
-    std::vector<std::string> tokens;           // token texts by id
+    std::vector<std::string> tokens;           // token texts by id (only the classic-draft rule reads them)
     int64_t                  bos = -1;         // -1: none
     int64_t                  eos = -1;
     int64_t                  mask = -1;
@@ -45,13 +45,10 @@ struct model_facts {
 // given to a strategy that takes none and the reverse) for the first rule
 // broken; each message says what to change. `draft` is nullptr for MTP (the
 // target drafts with its own heads) and the n-gram strategies. `strategy`
-// must be a specdec_strategy value.
+// must be a specdec_strategy value. A classic draft model's vocabulary must
+// match the target's as llama.cpp's draft-model rule has it: same tokenizer,
+// same BOS/EOS handling (ids compared only where they are added), sizes
+// within 128, identical texts from id 5 on.
 void check_models(const model_facts & target, const model_facts * draft, specdec_strategy strategy);
-
-// The rules a classic draft model's vocabulary must meet (llama.cpp's
-// draft-model rule): same tokenizer, same BOS/EOS handling (ids compared only
-// where they are added), sizes within 128, identical texts from id 5 on.
-// Returns "" when compatible, else why not.
-std::string vocab_mismatch(const model_facts & target, const model_facts & draft);
 
 } // namespace specdec::detail

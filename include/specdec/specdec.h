@@ -97,7 +97,7 @@ typedef enum specdec_status {
     SPECDEC_STATUS_NATIVE_FAILURE     = 501, /* llama.cpp reported or raised an error */
     SPECDEC_STATUS_IO_ERROR           = 502, /* a file could not be read */
     SPECDEC_STATUS_OUT_OF_MEMORY      = 503,
-    SPECDEC_STATUS_MALFORMED_FILE     = 504, /* not a readable GGUF file */
+    SPECDEC_STATUS_MALFORMED_FILE     = 504, /* not a readable GGUF file, or one llama.cpp cannot load */
 } specdec_status;
 
 typedef enum specdec_status_kind {
