@@ -420,6 +420,16 @@ void session::draft(std::span<const draft_request> requests) {
         }
         return refused;
     };
+    // A failed call leaves no proposal; a sequence whose draft context
+    // refused to drop its drafts is forgotten.
+    auto discard = [&](const std::vector<size_t> & refused) {
+        for (const draft_request & q : requests) {
+            s.proposal[static_cast<size_t>(q.seq_id)].clear();
+        }
+        for (size_t r : refused) {
+            s.forget_sequence(requests[r].seq_id);
+        }
+    };
     try {
         for (size_t first = 0; first < requests.size(); first += group) {
             const size_t last = std::min(requests.size(), first + group);
@@ -440,23 +450,12 @@ void session::draft(std::span<const draft_request> requests) {
             upstream("draft", [&] { common_speculative_draft(s.spec.get()); return 0; });
         }
     } catch (...) {
-        // A failed call leaves no draft behind, in any group, and no proposal.
-        for (const draft_request & q : requests) {
-            s.proposal[static_cast<size_t>(q.seq_id)].clear();
-        }
-        for (size_t r : drop_all()) {
-            s.forget_sequence(requests[r].seq_id);
-        }
+        // Earlier groups' drafts are dropped too (EAGLE-3 drafts one group at a time).
+        discard(drop_all());
         throw;
     }
-    const std::vector<size_t> refused = drop_all();
-    if (!refused.empty()) {
-        for (const draft_request & q : requests) {
-            s.proposal[static_cast<size_t>(q.seq_id)].clear();
-        }
-        for (size_t r : refused) {
-            s.forget_sequence(requests[r].seq_id);
-        }
+    if (const std::vector<size_t> refused = drop_all(); !refused.empty()) {
+        discard(refused);
         s.fail_drop(requests[refused.front()].seq_id, requests[refused.front()].n_past);
     }
 
