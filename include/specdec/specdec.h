@@ -591,7 +591,9 @@ SPECDEC_API specdec_status specdec_inspect_buffer(const void * data, size_t size
  * Whether the files at target_path and draft_path (NULL for MTP and n-gram)
  * can run `strategy` together, from metadata alone: OK, or the compatibility
  * status and a message saying why not (layer, width, vocabulary, missing
- * heads). Plus the errors of specdec_inspect.
+ * heads). The rules are the ones session creation applies to the loaded
+ * models, so a pair this accepts is not refused later for its models (only
+ * for its contexts). Plus the errors of specdec_inspect.
  */
 SPECDEC_API specdec_status specdec_check_pair(const char * target_path, const char * draft_path, specdec_strategy strategy);
 
