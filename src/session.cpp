@@ -450,7 +450,12 @@ void session::draft(std::span<const draft_request> requests) {
             upstream("draft", [&] { common_speculative_draft(s.spec.get()); return 0; });
         }
     } catch (...) {
-        // Earlier groups' drafts are dropped too (EAGLE-3 drafts one group at a time).
+        // Earlier groups' drafts are dropped too (EAGLE-3 drafts one group at a
+        // time), and llama.cpp, which clears its drafting flags only at the end
+        // of a call, must not draft these sequences again in the next one.
+        for (const draft_request & q : requests) {
+            common_speculative_get_draft_params(s.spec.get(), q.seq_id).drafting = false;
+        }
         discard(drop_all());
         throw;
     }
