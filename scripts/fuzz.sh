@@ -17,11 +17,15 @@ CC=clang-14 CXX=clang++-14 cmake -S fuzz -B build-fuzz -G Ninja \
 cmake --build build-fuzz >build-fuzz/build.log 2>&1 || { echo "fuzz: build failed; the end of build-fuzz/build.log:" >&2; tail -n 40 build-fuzz/build.log >&2; exit 1; }
 
 passed=0
-for target in state gguf session cli; do
+for target in state gguf session cli load; do
     mkdir -p "build-fuzz/corpus-$target"
     log="build-fuzz/fuzz-$target.log"
     set +e
-    (cd build-fuzz && ./fuzz-$target -max_total_time="$seconds" -max_len=4096 -len_control=0 -timeout=10 -print_final_stats=1 \
+    dict=""
+    if [ -f "fuzz/$target.dict" ]; then
+        dict="-dict=../fuzz/$target.dict"
+    fi
+    (cd build-fuzz && ./fuzz-$target $dict -max_total_time="$seconds" -max_len=4096 -len_control=0 -timeout=10 -print_final_stats=1 \
         "corpus-$target" "../fuzz/corpus/$target") >"$log" 2>&1
     rc=$?
     set -e

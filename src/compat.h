@@ -1,6 +1,8 @@
-// Compatibility rules between a strategy, its target and its draft context.
+// Compatibility of a strategy with the contexts and models it is given.
 // Everything here only reads llama.cpp state; nothing decodes or allocates.
 #pragma once
+
+#include "pair-rules.h"
 
 #include "specdec/specdec.h"
 
@@ -8,9 +10,13 @@
 
 namespace specdec::detail {
 
-// Model-level rules of the strategy (architecture, extraction sites, widths,
-// vocabularies, MTP heads). `draft` is the target's own model for MTP and
-// nullptr for n-gram strategies. Throws error(<compatibility status>).
+// The facts the pair rules read, as llama.cpp loaded them; the token texts
+// only `with_tokens` (a vocabulary can hold hundreds of thousands).
+model_facts facts_of(const llama_model * model, bool with_tokens);
+
+// The pair rules (pair-rules.h) over loaded models. `draft` is the target's
+// own model for MTP and nullptr for n-gram strategies.
+// Throws error(<compatibility status>).
 void validate_models(const llama_model * target, const llama_model * draft, const specdec_session_params & params);
 
 // Throws error(<compatibility status>) for the first rule `target`/`draft`
@@ -18,13 +24,5 @@ void validate_models(const llama_model * target, const llama_model * draft, cons
 // validate_models. Each message says what to change.
 void validate_contexts(const llama_context * target, const llama_context * draft,
                        const specdec_session_params & params);
-
-// Vocabulary rules a classic draft model must meet (same as llama.cpp's
-// draft-model check): same type, same BOS/EOS handling, sizes within 128,
-// identical token texts from id 5 on. Returns "" when compatible, else why not.
-std::string vocab_mismatch(const llama_model * target, const llama_model * draft);
-
-// The model's general.architecture ("" if missing).
-std::string model_arch(const llama_model * model);
 
 } // namespace specdec::detail

@@ -5,6 +5,7 @@
 #include "compat.h"
 #include "error.h"
 #include "params.h"
+#include "strategy-traits.h"
 
 #include <algorithm>
 
@@ -18,14 +19,15 @@ llama_context_ptr make_draft_context(llama_context * target, llama_model * draft
     if (target == nullptr) {
         fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the target context must not be NULL");
     }
-    if (!specdec_strategy_needs_draft_context(params.strategy)) {
+    const detail::strategy_traits & tr = detail::traits_of(params.strategy);
+    if (tr.weights == detail::draft_weights::none) {
         fail(SPECDEC_STATUS_INVALID_ARGUMENT, "strategy '", specdec_strategy_name(params.strategy),
              "' drafts from the history alone and needs no draft context");
     }
     const llama_model * target_model = llama_get_model(target);
-    const bool mtp = params.strategy == SPECDEC_STRATEGY_MTP;
+    const bool mtp = tr.weights == detail::draft_weights::target_heads;
     if (mtp && draft_model != nullptr && draft_model != target_model) {
-        fail(SPECDEC_STATUS_MODEL_UNSUPPORTED, "MTP drafts with the target's own heads; pass NULL as the draft model");
+        fail(SPECDEC_STATUS_MODEL_UNSUPPORTED, "strategy '", tr.name, "' drafts with the target's own heads; pass NULL as the draft model");
     }
     if (!mtp && draft_model == nullptr) {
         fail(SPECDEC_STATUS_INVALID_ARGUMENT, "strategy '", specdec_strategy_name(params.strategy), "' needs a draft model");
@@ -34,7 +36,7 @@ llama_context_ptr make_draft_context(llama_context * target, llama_model * draft
     detail::validate_models(target_model, model, params);
 
     const uint32_t per_seq = static_cast<uint32_t>(params.n_draft_max) + 1;
-    cparams.ctx_type  = mtp ? LLAMA_CONTEXT_TYPE_MTP : LLAMA_CONTEXT_TYPE_DEFAULT;
+    cparams.ctx_type  = tr.draft_context;
     cparams.ctx_other = target;
     cparams.n_ctx     = llama_n_ctx(target);
     cparams.n_seq_max = std::max(cparams.n_seq_max, params.n_seq);
@@ -44,7 +46,7 @@ llama_context_ptr make_draft_context(llama_context * target, llama_model * draft
     if (llama_model_is_recurrent(model) || llama_model_is_hybrid(model)) {
         cparams.n_rs_seq = std::max(cparams.n_rs_seq, static_cast<uint32_t>(params.n_draft_max));
     }
-    if (params.strategy == SPECDEC_STRATEGY_DFLASH || params.strategy == SPECDEC_STRATEGY_DSPARK) {
+    if (tr.dflash_block) {
         cparams.n_outputs_max_per_seq = std::max(cparams.n_outputs_max_per_seq, per_seq);
         cparams.n_outputs_max = std::max(cparams.n_outputs_max, params.n_seq * per_seq);
     }

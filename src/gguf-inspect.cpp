@@ -1,10 +1,14 @@
 #include "gguf-inspect.h"
 
 #include "error.h"
+#include "gguf-load-check.h"
+#include "gguf-reader.h"
+#include "strategy-traits.h"
 
 #include "gguf.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -19,93 +23,81 @@ struct gguf_deleter {
 };
 using gguf_ptr = std::unique_ptr<gguf_context, gguf_deleter>;
 
-bool is_integer(gguf_type t) {
-    switch (t) {
-        case GGUF_TYPE_UINT8: case GGUF_TYPE_INT8: case GGUF_TYPE_UINT16: case GGUF_TYPE_INT16:
-        case GGUF_TYPE_UINT32: case GGUF_TYPE_INT32: case GGUF_TYPE_UINT64: case GGUF_TYPE_INT64:
-            return true;
-        default:
-            return false;
-    }
-}
-
-// Reads element i of an integer value or array as int64.
-int64_t integer_at(const void * data, gguf_type t, size_t i) {
-    switch (t) {
-        case GGUF_TYPE_UINT8:  return static_cast<const uint8_t *>(data)[i];
-        case GGUF_TYPE_INT8:   return static_cast<const int8_t *>(data)[i];
-        case GGUF_TYPE_UINT16: return static_cast<const uint16_t *>(data)[i];
-        case GGUF_TYPE_INT16:  return static_cast<const int16_t *>(data)[i];
-        case GGUF_TYPE_UINT32: return static_cast<const uint32_t *>(data)[i];
-        case GGUF_TYPE_INT32:  return static_cast<const int32_t *>(data)[i];
-        case GGUF_TYPE_UINT64: return static_cast<int64_t>(static_cast<const uint64_t *>(data)[i]);
-        case GGUF_TYPE_INT64:  return static_cast<const int64_t *>(data)[i];
-        default:               return 0;
-    }
-}
-
-class reader {
-public:
-    explicit reader(const gguf_context * ctx) : ctx_(ctx) {}
-
-    std::string str(const std::string & key) const {
-        const int64_t id = gguf_find_key(ctx_, key.c_str());
-        return id >= 0 && gguf_get_kv_type(ctx_, id) == GGUF_TYPE_STRING ? gguf_get_val_str(ctx_, id) : "";
-    }
-    // A scalar integer, or `fallback` when missing or of another type.
-    int64_t integer(const std::string & key, int64_t fallback = 0) const {
-        const int64_t id = gguf_find_key(ctx_, key.c_str());
-        if (id < 0 || !is_integer(gguf_get_kv_type(ctx_, id))) {
-            return fallback;
-        }
-        return integer_at(gguf_get_val_data(ctx_, id), gguf_get_kv_type(ctx_, id), 0);
-    }
-    std::vector<int64_t> integers(const std::string & key) const {
-        const int64_t id = gguf_find_key(ctx_, key.c_str());
-        if (id < 0 || gguf_get_kv_type(ctx_, id) != GGUF_TYPE_ARRAY || !is_integer(gguf_get_arr_type(ctx_, id))) {
-            return {};
-        }
-        std::vector<int64_t> out(gguf_get_arr_n(ctx_, id));
-        const void * data = gguf_get_arr_data(ctx_, id);
-        for (size_t i = 0; i < out.size(); ++i) {
-            out[i] = integer_at(data, gguf_get_arr_type(ctx_, id), i);
-        }
-        return out;
-    }
-    std::vector<std::string> strings(const std::string & key) const {
-        const int64_t id = gguf_find_key(ctx_, key.c_str());
-        if (id < 0 || gguf_get_kv_type(ctx_, id) != GGUF_TYPE_ARRAY || gguf_get_arr_type(ctx_, id) != GGUF_TYPE_STRING) {
-            return {};
-        }
-        std::vector<std::string> out(gguf_get_arr_n(ctx_, id));
-        for (size_t i = 0; i < out.size(); ++i) {
-            out[i] = gguf_get_arr_str(ctx_, id, i);
-        }
-        return out;
-    }
-    bool has_tensor(const std::string & name) const { return gguf_find_tensor(ctx_, name.c_str()) >= 0; }
-
-private:
-    const gguf_context * ctx_;
-};
-
 void copy_str(char * dst, size_t cap, const std::string & src) {
     const size_t n = std::min(cap - 1, src.size());
     std::memcpy(dst, src.data(), n);
     dst[n] = '\0';
 }
 
-uint32_t bit(specdec_strategy s) {
-    return 1u << static_cast<unsigned>(s);
+uint32_t to_u32(int64_t v) {
+    return static_cast<uint32_t>(std::clamp<int64_t>(v, 0, UINT32_MAX));
 }
 
-constexpr uint32_t ngram_bits = (1u << SPECDEC_STRATEGY_NGRAM_SIMPLE) | (1u << SPECDEC_STRATEGY_NGRAM_MAP_K) |
-                                (1u << SPECDEC_STRATEGY_NGRAM_MAP_K4V) | (1u << SPECDEC_STRATEGY_NGRAM_MOD) |
-                                (1u << SPECDEC_STRATEGY_NGRAM_CACHE);
+// BPE pre-tokenizers for which llama.cpp's vocabulary adds BOS by default.
+constexpr std::array<std::string_view, 11> bpe_pre_adding_bos = {
+    "llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano", "tekken",
+    "chameleon",
+};
+
+// The special tokens and BOS/EOS flags as llama.cpp's vocabulary loader
+// resolves them: its defaults per tokenizer, out-of-range ids dropped, then
+// the file's keys (an id outside the vocabulary keeps the default).
+void vocab_facts(const gguf_reader & r, model_facts & f) {
+    f.tokenizer = r.str("tokenizer.ggml.model");
+    f.tokens = vocab_texts(r);
+    const std::string pre = r.str("tokenizer.ggml.pre");
+    if (f.tokenizer == "llama") {
+        f.bos = 1, f.eos = 2, f.add_bos = true;
+    } else if (f.tokenizer == "bert") {
+        f.bos = 101, f.mask = 103, f.add_bos = true;
+    } else if (f.tokenizer == "gpt2") {
+        f.bos = 11, f.eos = 11;
+        f.add_bos = std::find(bpe_pre_adding_bos.begin(), bpe_pre_adding_bos.end(), pre) != bpe_pre_adding_bos.end();
+    } else if (f.tokenizer == "t5") {
+        f.eos = 1, f.add_eos = true;
+    }
+    const int64_t n = static_cast<int64_t>(f.tokens.size());
+    for (auto [key, id] : {std::pair{"tokenizer.ggml.bos_token_id", &f.bos}, std::pair{"tokenizer.ggml.eos_token_id", &f.eos},
+                           std::pair{"tokenizer.ggml.mask_token_id", &f.mask}}) {
+        if (*id >= n) {
+            *id = -1;
+        }
+        if (r.type(key) == GGUF_TYPE_UINT32 && *r.integer(key) < n) {
+            *id = *r.integer(key);
+        }
+    }
+    f.add_bos = r.boolean("tokenizer.ggml.add_bos_token").value_or(f.add_bos) || pre == "gemma4";
+    f.add_eos = r.boolean("tokenizer.ggml.add_eos_token").value_or(f.add_eos);
+}
+
+uint32_t strategies_of(const model_facts & f) {
+    const bool draft_only = is_draft_arch(f.arch.c_str());
+    uint32_t bits = 0;
+    for (const strategy_traits & t : all_traits()) {
+        bool serves = false;
+        switch (t.weights) {
+            case draft_weights::none:
+                serves = !draft_only;
+                break;
+            case draft_weights::target_heads:
+                serves = !draft_only && f.n_layer_nextn > 0 && f.nextn_tensors;
+                break;
+            case draft_weights::draft_model:
+                serves = t.draft_arch != nullptr ? f.arch == t.draft_arch && (!t.dflash_block || f.markov_head == t.markov_head)
+                                                 : !draft_only && !f.tokens.empty();
+                break;
+        }
+        if (serves) {
+            bits |= 1u << static_cast<unsigned>(t.strategy);
+        }
+    }
+    return bits;
+}
 
 gguf_summary summarize(const gguf_context * ctx, uint64_t file_size) {
-    const reader r(ctx);
+    const gguf_reader r(ctx);
     gguf_summary s;
+    model_facts & f = s.facts;
     specdec_model_info & info = s.info;
     const std::string arch = r.str("general.architecture");
     copy_str(info.architecture, sizeof(info.architecture), arch);
@@ -123,102 +115,44 @@ gguf_summary summarize(const gguf_context * ctx, uint64_t file_size) {
         info.n_params += n;
     }
 
-    s.tokenizer = r.str("tokenizer.ggml.model");
-    s.tokens = r.strings("tokenizer.ggml.tokens");
-    s.bos = r.integer("tokenizer.ggml.bos_token_id", -1);
-    s.eos = r.integer("tokenizer.ggml.eos_token_id", -1);
-    info.n_vocab = static_cast<uint32_t>(s.tokens.size());
-    // llama.cpp's vocabulary loader asserts on two tokens with one text.
-    std::vector<std::string_view> sorted(s.tokens.begin(), s.tokens.end());
-    std::sort(sorted.begin(), sorted.end());
-    const auto dup = std::adjacent_find(sorted.begin(), sorted.end());
-    if (dup != sorted.end()) {
-        fail(SPECDEC_STATUS_MALFORMED_FILE, "the vocabulary holds the token text '", std::string(*dup), "' twice");
-    }
+    vocab_facts(r, f);
+    info.n_vocab = static_cast<uint32_t>(f.tokens.size());
 
-    if (arch.empty()) {
-        return s;
-    }
-    info.n_embd  = static_cast<uint32_t>(std::clamp<int64_t>(r.integer(arch + ".embedding_length"), 0, UINT32_MAX));
-    info.n_layer = static_cast<uint32_t>(std::clamp<int64_t>(r.integer(arch + ".block_count"), 0, UINT32_MAX));
-    // NextN blocks are the last ones; count those whose projection is present
-    // (llama.cpp's own detection reads block_count unchecked, and aborts without it).
-    // Each NextN block has a tensor, so a file cannot have more than it has tensors.
-    const int64_t nextn = std::clamp<int64_t>(r.integer(arch + ".nextn_predict_layers"), 0,
-                                              std::min<int64_t>(info.n_layer, info.n_tensors));
-    for (int64_t k = 0; k < nextn; ++k) {
-        if (r.has_tensor("blk." + std::to_string(info.n_layer - nextn + k) + ".nextn.eh_proj.weight")) {
+    // check_loadable bounds these: block_count in [1, 512], nextn <= block_count.
+    f.arch = arch;
+    const int64_t n_layer_all = r.integer(arch + ".block_count", 0);
+    f.n_layer_nextn = to_u32(r.integer(arch + ".nextn_predict_layers", 0));
+    f.n_layer = to_u32(n_layer_all - f.n_layer_nextn);
+    f.n_embd = to_u32(r.integer(arch + ".embedding_length", 0));
+    info.n_embd = f.n_embd;
+    info.n_layer = to_u32(n_layer_all);
+    // NextN blocks are the last ones; count those whose projection is present.
+    for (uint32_t k = 0; k < f.n_layer_nextn; ++k) {
+        if (r.has_tensor("blk." + std::to_string(f.n_layer + k) + ".nextn.eh_proj.weight")) {
             info.n_layer_nextn++;
+            f.nextn_tensors |= k == 0;
         }
     }
-    const std::vector<int64_t> sites = r.integers(arch + ".target_layers");
-    info.n_target_layers = static_cast<uint32_t>(std::min<size_t>(sites.size(), SPECDEC_MAX_TARGET_LAYERS));
-    for (uint32_t k = 0; k < info.n_target_layers; ++k) {
-        info.target_layers[k] = static_cast<int32_t>(std::clamp<int64_t>(sites[k], INT32_MIN, INT32_MAX));
+    for (int64_t id : r.integers(arch + ".target_layers")) {
+        f.target_layers.push_back(static_cast<int32_t>(std::clamp<int64_t>(id, INT32_MIN, INT32_MAX)));
     }
-    info.target_hidden_size = static_cast<uint32_t>(std::clamp<int64_t>(r.integer(arch + ".target_hidden_size"), 0, UINT32_MAX));
+    info.n_target_layers = static_cast<uint32_t>(std::min<size_t>(f.target_layers.size(), SPECDEC_MAX_TARGET_LAYERS));
+    std::copy_n(f.target_layers.begin(), info.n_target_layers, info.target_layers);
+    f.target_hidden_size = r.integer(arch + ".target_hidden_size", 0);
+    info.target_hidden_size = to_u32(f.target_hidden_size);
 
-    if (arch == "eagle3") {
-        info.strategies = bit(SPECDEC_STRATEGY_EAGLE3);
-    } else if (arch == "dflash") {
-        info.block_size = static_cast<uint32_t>(std::clamp<int64_t>(r.integer("dflash.block_size", 16), 0, UINT32_MAX));
-        info.dflash2 = r.has_tensor("selector_hidden.weight");
-        info.markov_head = r.has_tensor("markov_w1.weight");
-        info.strategies = bit(info.markov_head ? SPECDEC_STRATEGY_DSPARK : SPECDEC_STRATEGY_DFLASH);
-    } else {
-        info.strategies = ngram_bits | (info.n_vocab > 0 ? bit(SPECDEC_STRATEGY_DRAFT) : 0u);
-        if (info.n_layer_nextn > 0) {
-            info.strategies |= bit(SPECDEC_STRATEGY_MTP);
-        }
+    f.dflash_block_size = r.integer("dflash.block_size", dflash_default_block_size);
+    f.dflash_selector_top_k = r.integer("dflash.selector_top_k", 0);
+    f.dflash_selector = r.has_tensor("selector_hidden.weight");
+    f.markov_head = r.has_tensor("markov_w1.weight");
+    const auto traits = all_traits();
+    if (std::any_of(traits.begin(), traits.end(), [&](const strategy_traits & t) { return t.dflash_block && t.draft_arch != nullptr && arch == t.draft_arch; })) {
+        info.block_size = to_u32(f.dflash_block_size);
+        info.dflash2 = f.dflash_selector;
+        info.markov_head = f.markov_head;
     }
+    info.strategies = strategies_of(f);
     return s;
-}
-
-const char * name_of(specdec_strategy s) {
-    const char * n = specdec_strategy_name(s);
-    return n != nullptr ? n : "unknown";
-}
-
-void check_sites(const gguf_summary & target, const gguf_summary & draft, bool exactly_three) {
-    const specdec_model_info & t = target.info;
-    const specdec_model_info & d = draft.info;
-    if (d.n_target_layers == 0 || (exactly_three && d.n_target_layers != 3)) {
-        fail(SPECDEC_STATUS_LAYER_MISMATCH, "the draft names ", d.n_target_layers, " target layers; ",
-             exactly_three ? "EAGLE-3 needs exactly three" : "it needs at least one");
-    }
-    const int64_t trunk = static_cast<int64_t>(t.n_layer) - t.n_layer_nextn;
-    const bool terminal_ok = exactly_three && std::string(t.architecture) == "gpt-oss";
-    for (uint32_t k = 0; k < d.n_target_layers; ++k) {
-        const int64_t id = d.target_layers[k];
-        if (!((id >= 0 && id < trunk) || (terminal_ok && id == trunk))) {
-            fail(SPECDEC_STATUS_LAYER_MISMATCH, "the draft reads target layer ", id, ", but the target has ", trunk,
-                 " layers; the draft was made for another target");
-        }
-    }
-    if (d.target_hidden_size != 0 && d.target_hidden_size != t.n_embd) {
-        fail(SPECDEC_STATUS_WIDTH_MISMATCH, "the draft was made for hidden size ", d.target_hidden_size,
-             ", the target's is ", t.n_embd);
-    }
-}
-
-void check_vocab(const gguf_summary & target, const gguf_summary & draft) {
-    if (target.tokenizer != draft.tokenizer) {
-        fail(SPECDEC_STATUS_VOCAB_MISMATCH, "tokenizers differ ('", target.tokenizer, "' vs '", draft.tokenizer, "')");
-    }
-    if (target.bos != draft.bos || target.eos != draft.eos) {
-        fail(SPECDEC_STATUS_VOCAB_MISMATCH, "BOS/EOS tokens differ (", target.bos, "/", target.eos, " vs ", draft.bos, "/",
-             draft.eos, ")");
-    }
-    const size_t nt = target.tokens.size();
-    const size_t nd = draft.tokens.size();
-    if ((nt > nd ? nt - nd : nd - nt) > 128) {
-        fail(SPECDEC_STATUS_VOCAB_MISMATCH, "vocabulary sizes differ by more than 128 (", nt, " vs ", nd, ")");
-    }
-    for (size_t i = 5; i < std::min(nt, nd); ++i) {
-        if (target.tokens[i] != draft.tokens[i]) {
-            fail(SPECDEC_STATUS_VOCAB_MISMATCH, "token ", i, " differs ('", target.tokens[i], "' vs '", draft.tokens[i], "')");
-        }
-    }
 }
 
 gguf_summary open_checked(gguf_context * raw, uint64_t size, const std::string & what) {
@@ -235,6 +169,7 @@ gguf_summary open_checked(gguf_context * raw, uint64_t size, const std::string &
                  "' ends at byte ", end, " of ", size);
         }
     }
+    check_loadable(ctx.get(), what);
     return summarize(ctx.get(), size);
 }
 
@@ -259,59 +194,27 @@ gguf_summary inspect_bytes(const void * data, size_t size) {
 }
 
 void check_pair(const gguf_summary & target, const gguf_summary * draft, specdec_strategy strategy) {
-    const bool needs_draft_model = specdec_strategy_needs_draft_context(strategy) && strategy != SPECDEC_STRATEGY_MTP;
-    if (needs_draft_model && draft == nullptr) {
-        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "strategy '", name_of(strategy), "' needs a draft model");
-    }
-    if (!needs_draft_model && draft != nullptr) {
-        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "strategy '", name_of(strategy), "' takes no draft model");
-    }
-    const specdec_model_info & t = target.info;
-    if (std::string(t.architecture) == "eagle3" || std::string(t.architecture) == "dflash") {
-        fail(SPECDEC_STATUS_MODEL_UNSUPPORTED, "a ", t.architecture, " file is a draft model, not a target");
-    }
-    if (strategy == SPECDEC_STRATEGY_MTP && t.n_layer_nextn == 0) {
-        fail(SPECDEC_STATUS_MODEL_UNSUPPORTED, "the target (", t.architecture, ") carries no MTP (NextN) heads");
-    }
-    if (draft == nullptr) {
-        return;
-    }
-    const uint32_t need = bit(strategy);
-    if ((draft->info.strategies & need) == 0) {
-        fail(SPECDEC_STATUS_MODEL_UNSUPPORTED, "the draft (", draft->info.architecture, ") cannot serve strategy '",
-             name_of(strategy), "'");
-    }
-    switch (strategy) {
-        case SPECDEC_STRATEGY_EAGLE3:
-            check_sites(target, *draft, true);
-            break;
-        case SPECDEC_STRATEGY_DFLASH:
-        case SPECDEC_STRATEGY_DSPARK:
-            check_sites(target, *draft, false);
-            if (draft->info.block_size < 2) {
-                fail(SPECDEC_STATUS_MODEL_UNSUPPORTED, "the DFlash draft has block size ", draft->info.block_size,
-                     "; a block needs the anchor and at least one masked position (>= 2)");
-            }
-            break;
-        case SPECDEC_STRATEGY_DRAFT:
-            check_vocab(target, *draft);
-            break;
-        default:
-            break;
-    }
+    check_models(target.facts, draft != nullptr ? &draft->facts : nullptr, strategy);
 }
 
 specdec_strategy detect_strategy(const gguf_summary & target, const gguf_summary * draft) {
     if (draft != nullptr) {
-        for (specdec_strategy s : {SPECDEC_STRATEGY_EAGLE3, SPECDEC_STRATEGY_DSPARK, SPECDEC_STRATEGY_DFLASH, SPECDEC_STRATEGY_DRAFT}) {
-            if (draft->info.strategies & bit(s)) {
-                return s;
+        const strategy_traits * best = nullptr;
+        for (const strategy_traits & t : all_traits()) {
+            const bool serves = (draft->info.strategies >> static_cast<unsigned>(t.strategy)) & 1u;
+            if (t.detect_rank > 0 && serves && (best == nullptr || t.detect_rank < best->detect_rank)) {
+                best = &t;
             }
         }
-        fail(SPECDEC_STATUS_MODEL_UNSUPPORTED, "the draft (", draft->info.architecture, ") is no draft model specdec knows");
+        if (best == nullptr) {
+            fail(SPECDEC_STATUS_MODEL_UNSUPPORTED, "the draft (", draft->info.architecture, ") is no draft model specdec knows");
+        }
+        return best->strategy;
     }
-    if (target.info.strategies & bit(SPECDEC_STRATEGY_MTP)) {
-        return SPECDEC_STRATEGY_MTP;
+    for (const strategy_traits & t : all_traits()) {
+        if (t.weights == draft_weights::target_heads && ((target.info.strategies >> static_cast<unsigned>(t.strategy)) & 1u)) {
+            return t.strategy;
+        }
     }
     fail(SPECDEC_STATUS_MODEL_UNSUPPORTED, "the target (", target.info.architecture,
          ") has no MTP heads and no draft model was given; choose an n-gram strategy or pass a draft model");

@@ -1,29 +1,26 @@
 // Reading what a GGUF file is from its metadata, defensively: every key is
-// type-checked before it is read, since gguf's getters assert on mismatches.
+// type-checked before it is read, since gguf's getters assert on mismatches,
+// and every file passes check_loadable (gguf-load-check.h) first.
 #pragma once
 
+#include "pair-rules.h"
+
 #include "specdec/specdec.h"
-
-#include <string>
-#include <vector>
-
-struct gguf_context;
 
 namespace specdec::detail {
 
 struct gguf_summary {
-    specdec_model_info       info{};
-    std::string              tokenizer;   // tokenizer.ggml.model
-    std::vector<std::string> tokens;      // tokenizer.ggml.tokens
-    int64_t                  bos = -1;
-    int64_t                  eos = -1;
+    specdec_model_info info{};
+    model_facts        facts;   // what the pair rules read, with llama.cpp's defaults filled in
 };
 
 // Throws error(IO_ERROR / MALFORMED_FILE).
 gguf_summary inspect_file(const std::string & path);
 gguf_summary inspect_bytes(const void * data, size_t size);
 
-// Throws the compatibility status when the pair cannot run `strategy`.
+// The pair rules (pair-rules.h) over two inspected files; `draft` is nullptr
+// for MTP and n-gram strategies. Throws the compatibility status (or
+// INVALID_ARGUMENT for a missing or superfluous draft model).
 void check_pair(const gguf_summary & target, const gguf_summary * draft, specdec_strategy strategy);
 
 // Throws MODEL_UNSUPPORTED when no strategy fits.

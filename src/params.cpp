@@ -1,46 +1,15 @@
 #include "params.h"
 
 #include "error.h"
+#include "strategy-traits.h"
 
-#include <array>
 #include <cmath>
 #include <cstring>
-
-namespace {
-
-struct strategy_info {
-    specdec_strategy strategy;
-    const char *     name;
-    bool             needs_draft_context;
-};
-
-constexpr std::array<strategy_info, SPECDEC_STRATEGY_COUNT> strategies = {{
-    {SPECDEC_STRATEGY_MTP,           "mtp",           true},
-    {SPECDEC_STRATEGY_EAGLE3,        "eagle3",        true},
-    {SPECDEC_STRATEGY_DFLASH,        "dflash",        true},
-    {SPECDEC_STRATEGY_DSPARK,        "dspark",        true},
-    {SPECDEC_STRATEGY_DRAFT,         "draft",         true},
-    {SPECDEC_STRATEGY_NGRAM_SIMPLE,  "ngram-simple",  false},
-    {SPECDEC_STRATEGY_NGRAM_MAP_K,   "ngram-map-k",   false},
-    {SPECDEC_STRATEGY_NGRAM_MAP_K4V, "ngram-map-k4v", false},
-    {SPECDEC_STRATEGY_NGRAM_MOD,     "ngram-mod",     false},
-    {SPECDEC_STRATEGY_NGRAM_CACHE,   "ngram-cache",   false},
-}};
-
-const strategy_info * find(specdec_strategy strategy) {
-    const int value = static_cast<int>(strategy);
-    if (value < 0 || value >= SPECDEC_STRATEGY_COUNT) {
-        return nullptr;
-    }
-    return &strategies[static_cast<size_t>(value)];
-}
-
-} // namespace
 
 namespace specdec::detail {
 
 void validate_params(const specdec_session_params & p) {
-    if (find(p.strategy) == nullptr) {
+    if (find_traits(p.strategy) == nullptr) {
         fail(SPECDEC_STATUS_INVALID_CONFIG, "strategy ", static_cast<int>(p.strategy), " is not a specdec_strategy value");
     }
     if (p.n_seq < 1 || p.n_seq > SPECDEC_MAX_SEQ) {
@@ -72,13 +41,13 @@ specdec_session_params specdec_session_default_params(void) {
 }
 
 const char * specdec_strategy_name(specdec_strategy strategy) {
-    const strategy_info * info = find(strategy);
-    return info != nullptr ? info->name : nullptr;
+    const auto * t = specdec::detail::find_traits(strategy);
+    return t != nullptr ? t->name : nullptr;
 }
 
 bool specdec_strategy_needs_draft_context(specdec_strategy strategy) {
-    const strategy_info * info = find(strategy);
-    return info != nullptr && info->needs_draft_context;
+    const auto * t = specdec::detail::find_traits(strategy);
+    return t != nullptr && t->weights != specdec::detail::draft_weights::none;
 }
 
 specdec_status specdec_strategy_from_name(const char * name, specdec_strategy * out) {
@@ -86,15 +55,15 @@ specdec_status specdec_strategy_from_name(const char * name, specdec_strategy * 
         specdec::detail::set_last_error("specdec_strategy_from_name: name and out must not be NULL");
         return SPECDEC_STATUS_INVALID_ARGUMENT;
     }
-    for (const strategy_info & info : strategies) {
-        if (std::strcmp(info.name, name) == 0) {
-            *out = info.strategy;
+    std::string names;
+    for (const auto & t : specdec::detail::all_traits()) {
+        if (std::strcmp(t.name, name) == 0) {
+            *out = t.strategy;
             return SPECDEC_STATUS_OK;
         }
+        names += names.empty() ? t.name : std::string(", ") + t.name;
     }
-    specdec::detail::set_last_error(specdec::detail::concat(
-        "unknown strategy '", name, "'; expected one of mtp, eagle3, dflash, dspark, draft, ngram-simple, "
-        "ngram-map-k, ngram-map-k4v, ngram-mod, ngram-cache"));
+    specdec::detail::set_last_error(specdec::detail::concat("unknown strategy '", name, "'; expected one of ", names));
     return SPECDEC_STATUS_INVALID_ARGUMENT;
 }
 

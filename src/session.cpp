@@ -4,6 +4,7 @@
 #include "error.h"
 #include "params.h"
 #include "state-codec.h"
+#include "strategy-traits.h"
 #include "upstream-log.h"
 
 #include "common.h"
@@ -19,29 +20,6 @@ namespace specdec {
 using detail::fail;
 
 namespace {
-
-common_speculative_type upstream_type(specdec_strategy s) {
-    switch (s) {
-        case SPECDEC_STRATEGY_MTP:           return COMMON_SPECULATIVE_TYPE_DRAFT_MTP;
-        case SPECDEC_STRATEGY_EAGLE3:        return COMMON_SPECULATIVE_TYPE_DRAFT_EAGLE3;
-        case SPECDEC_STRATEGY_DFLASH:        return COMMON_SPECULATIVE_TYPE_DRAFT_DFLASH;
-        case SPECDEC_STRATEGY_DSPARK:        return COMMON_SPECULATIVE_TYPE_DRAFT_DSPARK;
-        case SPECDEC_STRATEGY_DRAFT:         return COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE;
-        case SPECDEC_STRATEGY_NGRAM_SIMPLE:  return COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE;
-        case SPECDEC_STRATEGY_NGRAM_MAP_K:   return COMMON_SPECULATIVE_TYPE_NGRAM_MAP_K;
-        case SPECDEC_STRATEGY_NGRAM_MAP_K4V: return COMMON_SPECULATIVE_TYPE_NGRAM_MAP_K4V;
-        case SPECDEC_STRATEGY_NGRAM_MOD:     return COMMON_SPECULATIVE_TYPE_NGRAM_MOD;
-        case SPECDEC_STRATEGY_NGRAM_CACHE:   return COMMON_SPECULATIVE_TYPE_NGRAM_CACHE;
-        case SPECDEC_STRATEGY_COUNT:
-        case SPECDEC_STRATEGY_MAX_ENUM:      break;
-    }
-    return COMMON_SPECULATIVE_TYPE_NONE;
-}
-
-bool reads_features(specdec_strategy s) {
-    return s == SPECDEC_STRATEGY_MTP || s == SPECDEC_STRATEGY_EAGLE3 || s == SPECDEC_STRATEGY_DFLASH ||
-           s == SPECDEC_STRATEGY_DSPARK;
-}
 
 // Adds the elapsed wall time to `total_us` when it goes out of scope.
 class stopwatch {
@@ -223,6 +201,41 @@ struct session::impl {
         }
     }
 
+    // Drops positions [p0, end) of `seq` from the draft context. False when
+    // its recurrent memory refuses: it rolls back at most n_rs_seq tokens,
+    // once after each decode.
+    bool drop_drafted(llama_seq_id seq, llama_pos p0) const {
+        return draft == nullptr || llama_memory_seq_rm(llama_get_memory(draft), seq, p0, -1);
+    }
+
+    // After drop_drafted failed the drafter no longer matches the session:
+    // the sequence is forgotten on both sides (removing a whole sequence
+    // always succeeds), so draft() answers POSITION_MISMATCH until begin().
+    void forget_sequence(llama_seq_id seq) {
+        const size_t i = static_cast<size_t>(seq);
+        llama_memory_seq_rm(llama_get_memory(draft), seq, 0, -1);
+        history[i].clear();
+        proposal[i].clear();
+        pending[i] = false;
+    }
+
+    [[noreturn]] void fail_drop(llama_seq_id seq, llama_pos p0) const {
+        fail(SPECDEC_STATUS_RECURRENT_SLOTS, "the draft context could not drop positions ", p0, " onwards of sequence ",
+             seq, ": its recurrent state rolls back at most n_rs_seq = ", llama_n_rs_seq(draft),
+             " tokens, once after each decode; the session forgot the sequence: call begin() with its tokens and "
+             "process them again");
+    }
+
+    // The bytes of drafter state llama.cpp writes for a sequence and reads
+    // back (its set_state ignores any other size).
+    size_t drafter_state_size() const {
+        const llama_model * t = llama_get_model(target);
+        if (!detail::traits_of(params.strategy).boundary_state || !(llama_model_is_recurrent(t) || llama_model_is_hybrid(t))) {
+            return 0;
+        }
+        return sizeof(llama_pos) + sizeof(float) * static_cast<size_t>(llama_model_n_embd(llama_get_model(draft)));
+    }
+
     void decode(const llama_batch & b) {
         decoded_pending = false;
         const int32_t rc = llama_decode(target, b);
@@ -279,10 +292,11 @@ session::session(llama_context * target, llama_context * draft, const session_pa
     s.draft    = draft;
     s.params   = params;
     s.n_vocab  = llama_vocab_n_tokens(llama_model_get_vocab(llama_get_model(target)));
-    s.features = reads_features(params.strategy);
+    const detail::strategy_traits & tr = detail::traits_of(params.strategy);
+    s.features = tr.reads_features;
 
     common_params_speculative & up = s.upstream_params;
-    up.types = {upstream_type(params.strategy)};
+    up.types = {tr.upstream};
     up.draft.n_max   = params.n_draft_max;
     up.draft.n_min   = params.n_draft_min;
     up.draft.p_min   = params.p_min;
@@ -392,24 +406,62 @@ void session::draft(std::span<const draft_request> requests) {
     // call, drafts wrongly for all but the last (0 of 12 kept on the exact
     // fixture against 12 of 12 one at a time), so it drafts one sequence per
     // call; the others draft every requested sequence in one batched pass.
-    const size_t group = s.params.strategy == SPECDEC_STRATEGY_EAGLE3 ? 1 : std::max<size_t>(requests.size(), 1);
-    for (size_t first = 0; first < requests.size(); first += group) {
-        const size_t last = std::min(requests.size(), first + group);
-        for (size_t r = first; r < last; ++r) {
-            const draft_request & q = requests[r];
-            const size_t i = static_cast<size_t>(q.seq_id);
-            s.proposal[i].clear();
-            common_speculative_get_draft_params(s.spec.get(), q.seq_id) = {
-                /* .drafting = */ caps[r] > 0,
-                /* .n_max    = */ caps[r],
-                /* .pos0     = */ q.n_past,
-                /* .id_last  = */ q.id_last,
-                /* .prompt   = */ &s.history[i],
-                /* .result   = */ &s.proposal[i],
-            };
+    const size_t group = detail::traits_of(s.params.strategy).one_seq_per_draft ? 1 : std::max<size_t>(requests.size(), 1);
+    // Drafting writes into the draft context; verification replays the
+    // accepted tokens there, so every requested sequence drops everything
+    // from id_last on, whether drafting succeeded or not. Returns the
+    // requests whose draft context refused.
+    auto drop_all = [&] {
+        std::vector<size_t> refused;
+        for (size_t r = 0; r < requests.size(); ++r) {
+            if (!s.drop_drafted(requests[r].seq_id, requests[r].n_past)) {
+                refused.push_back(r);
+            }
         }
-        stopwatch sw(s.stats.t_draft_us);
-        upstream("draft", [&] { common_speculative_draft(s.spec.get()); return 0; });
+        return refused;
+    };
+    // A failed call leaves no proposal; a sequence whose draft context
+    // refused to drop its drafts is forgotten.
+    auto discard = [&](const std::vector<size_t> & refused) {
+        for (const draft_request & q : requests) {
+            s.proposal[static_cast<size_t>(q.seq_id)].clear();
+        }
+        for (size_t r : refused) {
+            s.forget_sequence(requests[r].seq_id);
+        }
+    };
+    try {
+        for (size_t first = 0; first < requests.size(); first += group) {
+            const size_t last = std::min(requests.size(), first + group);
+            for (size_t r = first; r < last; ++r) {
+                const draft_request & q = requests[r];
+                const size_t i = static_cast<size_t>(q.seq_id);
+                s.proposal[i].clear();
+                common_speculative_get_draft_params(s.spec.get(), q.seq_id) = {
+                    /* .drafting = */ caps[r] > 0,
+                    /* .n_max    = */ caps[r],
+                    /* .pos0     = */ q.n_past,
+                    /* .id_last  = */ q.id_last,
+                    /* .prompt   = */ &s.history[i],
+                    /* .result   = */ &s.proposal[i],
+                };
+            }
+            stopwatch sw(s.stats.t_draft_us);
+            upstream("draft", [&] { common_speculative_draft(s.spec.get()); return 0; });
+        }
+    } catch (...) {
+        // Earlier groups' drafts are dropped too (EAGLE-3 drafts one group at a
+        // time), and llama.cpp, which clears its drafting flags only at the end
+        // of a call, must not draft these sequences again in the next one.
+        for (const draft_request & q : requests) {
+            common_speculative_get_draft_params(s.spec.get(), q.seq_id).drafting = false;
+        }
+        discard(drop_all());
+        throw;
+    }
+    if (const std::vector<size_t> refused = drop_all(); !refused.empty()) {
+        discard(refused);
+        s.fail_drop(requests[refused.front()].seq_id, requests[refused.front()].n_past);
     }
 
     for (size_t r = 0; r < requests.size(); ++r) {
@@ -429,11 +481,6 @@ void session::draft(std::span<const draft_request> requests) {
             s.proposal_pos0[i] = q.n_past;
             s.stats.n_proposals++;
             s.stats.n_drafted += p.size();
-        }
-        // Drafting wrote the proposal into the draft context; verification
-        // replays the accepted tokens there, so drop everything from id_last on.
-        if (s.draft != nullptr) {
-            llama_memory_seq_rm(llama_get_memory(s.draft), q.seq_id, q.n_past, -1);
         }
     }
 }
@@ -469,22 +516,23 @@ void session::accept(llama_seq_id seq_id, uint16_t n_accepted) {
     if (s.history[i].size() > keep) {
         s.history[i].resize(keep);
     }
-    if (s.draft != nullptr) {
-        llama_memory_seq_rm(llama_get_memory(s.draft), seq_id, static_cast<llama_pos>(keep), -1);
-    }
     s.pending[i] = false;
     s.proposal[i].clear();
+    if (!s.drop_drafted(seq_id, static_cast<llama_pos>(keep))) {
+        s.forget_sequence(seq_id);
+        s.fail_drop(seq_id, static_cast<llama_pos>(keep));
+    }
 }
 
 int32_t session::n_nextn_heads() const noexcept {
-    if (impl_->params.strategy != SPECDEC_STRATEGY_MTP) {
+    if (detail::traits_of(impl_->params.strategy).weights != detail::draft_weights::target_heads) {
         return 0;
     }
     return llama_model_n_layer_nextn(llama_get_model(impl_->target));
 }
 
 void session::set_nextn_head(int32_t head) {
-    if (impl_->params.strategy != SPECDEC_STRATEGY_MTP) {
+    if (detail::traits_of(impl_->params.strategy).weights != detail::draft_weights::target_heads) {
         fail(SPECDEC_STATUS_MODEL_UNSUPPORTED, "NextN heads exist only for the MTP strategy");
     }
     if (head < 0 || head >= n_nextn_heads()) {
@@ -510,6 +558,12 @@ void session::restore_state(llama_seq_id seq_id, std::span<const uint8_t> blob) 
     s.check_seq(seq_id);
     s.require_quiescent("restoring state");
     detail::session_state st = detail::decode_state(blob, s.params, seq_id, s.n_vocab);
+    const size_t want = s.drafter_state_size();
+    if (!st.impl.empty() && st.impl.size() != want) {
+        fail(SPECDEC_STATUS_STATE_MALFORMED, "the checkpoint carries ", st.impl.size(), " bytes of drafter state, but this "
+             "session's drafter keeps ", want == 0 ? std::string("none") : std::to_string(want) + " bytes",
+             "; the checkpoint was written for another pair of models");
+    }
     if (!st.impl.empty()) {
         upstream("restoring drafter state", [&] { common_speculative_set_state(s.spec.get(), seq_id, st.impl); return 0; });
     }

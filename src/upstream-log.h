@@ -5,7 +5,10 @@
 
 namespace specdec::detail {
 
-// Silences the common logger, unless specdec_set_upstream_log_level was called.
+// Silences the common logger once per process, the first time a session is
+// created, unless specdec_set_upstream_log_level was called before; later
+// calls change nothing, so a level the host sets afterwards stays.
+// Thread-safe.
 void quiet_upstream_log();
 
 } // namespace specdec::detail

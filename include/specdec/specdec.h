@@ -97,7 +97,7 @@ typedef enum specdec_status {
     SPECDEC_STATUS_NATIVE_FAILURE     = 501, /* llama.cpp reported or raised an error */
     SPECDEC_STATUS_IO_ERROR           = 502, /* a file could not be read */
     SPECDEC_STATUS_OUT_OF_MEMORY      = 503,
-    SPECDEC_STATUS_MALFORMED_FILE     = 504, /* not a readable GGUF file */
+    SPECDEC_STATUS_MALFORMED_FILE     = 504, /* not a readable GGUF file, or one llama.cpp cannot load */
 } specdec_status;
 
 typedef enum specdec_status_kind {
@@ -131,10 +131,12 @@ SPECDEC_API const char * specdec_last_error(void);
 
 /*
  * The drafters inside llama.cpp log through llama.cpp's "common" logger,
- * which writes to stdout and stderr and ignores llama_log_set. specdec keeps
- * that logger silent (sessions set it so when created) unless this is called:
- * -1 silent, 1 errors, 2 warnings, 3 information, 5 debug. Process-wide and
- * not thread-safe: call it before creating sessions.
+ * which writes to stdout and stderr and ignores llama_log_set. specdec
+ * silences that logger once per process, when the first session is created,
+ * unless this was called before; it never touches the level again, so a
+ * level set later (here or by the host with common_log_set_verbosity_thold)
+ * stays. Levels: -1 silent, 1 errors, 2 warnings, 3 information, 5 debug.
+ * Process-wide; thread-safe with respect to session creation.
  */
 SPECDEC_API void specdec_set_upstream_log_level(int level);
 
@@ -294,7 +296,10 @@ typedef struct specdec_draft_request {
  * is also lowered so that id_last and the proposal fit in the target context.
  * Errors: INVALID_ARGUMENT (duplicate sequence, bad token, n_max), BAD_SEQ_ID,
  * PROPOSAL_PENDING, POSITION_MISMATCH (n_past differs from the history the
- * session saw for that sequence), CONTEXT_FULL, NATIVE_FAILURE.
+ * session saw for that sequence), CONTEXT_FULL, NATIVE_FAILURE,
+ * RECURRENT_SLOTS (a recurrent draft context could not drop the drafted
+ * positions; the sequence was forgotten: begin() it again). On any error no
+ * request has a proposal and the draft context holds no drafted token.
  */
 SPECDEC_API specdec_status specdec_session_draft(
         specdec_session             * session,
@@ -315,7 +320,11 @@ SPECDEC_API specdec_status specdec_session_proposal(
  * Reports how many leading tokens of the pending proposal the target
  * accepted (0 = all rejected) and completes the proposal. The history of the
  * sequence is cut after id_last and the accepted tokens.
- * Errors: BAD_SEQ_ID, NO_PROPOSAL, ACCEPTED_TOO_MANY.
+ * Errors: BAD_SEQ_ID, NO_PROPOSAL, ACCEPTED_TOO_MANY, RECURRENT_SLOTS (a
+ * recurrent draft context could not drop the rejected positions, e.g. a
+ * processed batch ran past the proposal by more than n_rs_seq: the proposal
+ * is completed and the sequence forgotten, so draft() answers
+ * POSITION_MISMATCH until begin() is called again).
  */
 SPECDEC_API specdec_status specdec_session_accept(
         specdec_session * session,
@@ -347,8 +356,9 @@ SPECDEC_API specdec_status specdec_session_state_get(
         size_t                * n_written);
 
 /* Restores a blob from specdec_session_state_get. Every field is validated
- * first; on any failure (STATE_* codes, BAD_SEQ_ID, PROPOSAL_PENDING) the
- * session is unchanged. */
+ * first, the drafter's own bytes included (STATE_MALFORMED when their size
+ * is not what this session's drafter writes); on any failure (STATE_* codes,
+ * BAD_SEQ_ID, PROPOSAL_PENDING) the session is unchanged. */
 SPECDEC_API specdec_status specdec_session_state_set(
         specdec_session * session,
         llama_seq_id      seq_id,
@@ -546,14 +556,14 @@ SPECDEC_API specdec_generation_times specdec_generation_get_times(const specdec_
 #define SPECDEC_MAX_TARGET_LAYERS 16
 
 typedef struct specdec_model_info {
-    char     architecture[64];    /* general.architecture; "" if missing */
+    char     architecture[64];    /* general.architecture */
     char     name[128];           /* general.name; "" if missing */
     uint64_t file_size;           /* bytes */
     uint64_t n_params;            /* elements of all tensors */
     uint32_t n_tensors;
-    uint32_t n_vocab;             /* tokenizer tokens; 0 without a tokenizer */
-    uint32_t n_embd;              /* <arch>.embedding_length; 0 if missing */
-    uint32_t n_layer;             /* <arch>.block_count (NextN blocks included); 0 if missing */
+    uint32_t n_vocab;             /* tokenizer tokens; 0 for a "no_vocab" tokenizer */
+    uint32_t n_embd;              /* <arch>.embedding_length */
+    uint32_t n_layer;             /* <arch>.block_count (NextN blocks included), 1..512 */
     uint32_t n_layer_nextn;       /* NextN (MTP) blocks with their tensors present */
     uint32_t n_target_layers;     /* target layers an EAGLE-3 / DFlash draft reads */
     int32_t  target_layers[SPECDEC_MAX_TARGET_LAYERS];
@@ -566,7 +576,12 @@ typedef struct specdec_model_info {
 } specdec_model_info;
 
 /* Reads a GGUF file's metadata. Errors: INVALID_ARGUMENT, IO_ERROR (cannot
- * open), MALFORMED_FILE (not GGUF, truncated, inconsistent). */
+ * open), MALFORMED_FILE (not GGUF, truncated, inconsistent; or a file
+ * llama.cpp v0.5.0 cannot load: a required key missing, such as
+ * <arch>.block_count, <arch>.embedding_length or tokenizer.ggml.model, or a
+ * value its loader asserts on; the message names the key). A file inspect
+ * accepts loads with llama_model_load_from_file or fails with an error,
+ * never an abort (docs/robustness.md lists the checks). */
 SPECDEC_API specdec_status specdec_inspect(const char * path, specdec_model_info * out);
 
 /* The same from bytes in memory (e.g. a file already read). */
@@ -576,7 +591,9 @@ SPECDEC_API specdec_status specdec_inspect_buffer(const void * data, size_t size
  * Whether the files at target_path and draft_path (NULL for MTP and n-gram)
  * can run `strategy` together, from metadata alone: OK, or the compatibility
  * status and a message saying why not (layer, width, vocabulary, missing
- * heads). Plus the errors of specdec_inspect.
+ * heads). The rules are the ones session creation applies to the loaded
+ * models, so a pair this accepts is not refused later for its models (only
+ * for its contexts). Plus the errors of specdec_inspect.
  */
 SPECDEC_API specdec_status specdec_check_pair(const char * target_path, const char * draft_path, specdec_strategy strategy);
 
