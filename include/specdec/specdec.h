@@ -529,8 +529,9 @@ typedef struct specdec_generation_times {
  * When a sequence ends by its budget, its context or a stop string, the last
  * token's piece releases everything before the cut. When it ends by an
  * end-of-generation token with text still held, one more call passes token =
- * LLAMA_TOKEN_NULL and that text (its return value is ignored). A trailing
- * incomplete UTF-8 character is released as it is. So the pieces of a
+ * LLAMA_TOKEN_NULL and that text (its return value is ignored). At the end,
+ * a trailing incomplete UTF-8 character is released as it is (the text keeps
+ * those bytes too). So the pieces of a
  * sequence concatenate to its text (specdec_generation_text), except after the
  * callback stops it or the call fails: text held then is in the result only.
  */

@@ -141,6 +141,7 @@ class SPECDEC_API generation_error : public error {
 public:
     generation_error(specdec_status code, const std::string & message, generation_result partial);
 
+    // Valid while the exception lives (copy it to keep it).
     const generation_result & partial() const noexcept { return *partial_; }
 
 private:
