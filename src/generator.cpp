@@ -1,6 +1,9 @@
 // The generation loop: prefill, then per step draft for every active
 // sequence, verify all proposals in one target batch, keep the agreeing
-// prefix plus the target's own token, and drop the rest.
+// prefix plus the target's own token, and drop the rest. Each sequence's
+// text goes through a text_stream (stop strings, held-back streaming); a
+// failure part-way empties the call's sequences and hands out the output
+// so far with the error.
 #include "generation-backend.h"
 
 #include "draft-length.h"

@@ -1,6 +1,6 @@
 // The generation loop against a scripted target and drafter, no model:
-// losslessness, stop conditions, streaming, statistics, rollback, and the
-// sampling distribution.
+// losslessness, stop conditions, held-back streaming, statistics, rollback,
+// failures part-way, shared caches, and the sampling distribution.
 #include "generation-backend.h"
 
 #include <gtest/gtest.h>
