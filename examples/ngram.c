@@ -23,9 +23,12 @@ static void quiet_log(enum ggml_log_level level, const char * text, void * user_
     }
 }
 
-static bool print_piece(llama_seq_id seq_id, llama_token token, const char * piece, void * user_data) {
+/* `piece` is the text this token releases: n_piece bytes, not NUL-terminated.
+ * It may be empty (text that could begin a stop string, or half a UTF-8
+ * character, waits for the next token). */
+static bool print_piece(llama_seq_id seq_id, llama_token token, const char * piece, size_t n_piece, void * user_data) {
     (void) seq_id, (void) token, (void) user_data;
-    fputs(piece, stdout);
+    fwrite(piece, 1, n_piece, stdout);
     fflush(stdout);
     return true; /* false would stop the sequence */
 }

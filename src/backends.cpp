@@ -4,6 +4,7 @@
 
 #include "error.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace specdec {
@@ -29,7 +30,26 @@ public:
         : target_(target), vocab_(llama_model_get_vocab(llama_get_model(target))) {}
 
     int32_t n_vocab() const override { return llama_vocab_n_tokens(vocab_); }
-    int32_t n_ctx() const override { return static_cast<int32_t>(llama_n_ctx_seq(target_)); }
+    int32_t n_ctx(uint32_t n_seq) const override {
+        const uint32_t n_ctx_seq = llama_n_ctx_seq(target_);
+        const uint32_t n_seq_max = llama_n_seq_max(target_);
+        // Separate caches hold n_ctx = n_ctx_seq x n_seq_max cells; a unified
+        // cache (kv_unified) reports its whole size as n_ctx_seq.
+        if (n_seq_max <= 1 || n_ctx_seq != llama_n_ctx(target_)) {
+            return static_cast<int32_t>(n_ctx_seq);
+        }
+        // Cells held by the sequences outside this call, by their positions.
+        int64_t free = n_ctx_seq;
+        if (llama_memory_t mem = llama_get_memory(target_)) {
+            for (uint32_t s = n_seq; s < n_seq_max; ++s) {
+                const llama_pos p0 = llama_memory_seq_pos_min(mem, static_cast<llama_seq_id>(s));
+                if (p0 >= 0) {
+                    free -= llama_memory_seq_pos_max(mem, static_cast<llama_seq_id>(s)) - p0 + 1;
+                }
+            }
+        }
+        return static_cast<int32_t>(std::max<int64_t>(free, 0) / std::max<uint32_t>(n_seq, 1));
+    }
     int32_t n_batch() const override { return static_cast<int32_t>(llama_n_batch(target_)); }
     const float * logits(int32_t i) override {
         const float * row = llama_get_logits_ith(target_, i);
@@ -59,6 +79,20 @@ public:
             s_.remove_range(SPECDEC_CONTEXT_DRAFT, seq, -1, -1);
         }
     }
+    void reset(llama_seq_id seq) noexcept override {
+        try {
+            if (!s_.proposal(seq).empty()) {
+                s_.accept(seq, 0);
+            }
+        } catch (...) {
+            // A proposal that failed half-way was never pending: nothing to complete.
+        }
+        try {
+            clear(seq);
+        } catch (...) {
+            // Only a proposal still pending refuses this; the next begin() reports it.
+        }
+    }
     void begin(llama_seq_id seq, std::span<const llama_token> prompt) override { s_.begin(seq, prompt); }
     void decode(const llama_batch & batch) override { s_.decode_target(batch); }
     void process(const llama_batch & batch) override { s_.process(batch); }
@@ -79,6 +113,7 @@ public:
     int32_t n_draft_max() const override { return 0; }
     int32_t n_draft_min() const override { return 0; }
     void clear(llama_seq_id seq) override { llama_memory_seq_rm(llama_get_memory(target_), seq, -1, -1); }
+    void reset(llama_seq_id seq) noexcept override { clear(seq); }
     void begin(llama_seq_id, std::span<const llama_token>) override {}
     void decode(const llama_batch & batch) override {
         const int32_t rc = llama_decode(target_, batch);

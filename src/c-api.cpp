@@ -70,6 +70,13 @@ void copy_out(const std::vector<uint8_t> & bytes, uint8_t * dst, size_t capacity
     std::memcpy(dst, bytes.data(), bytes.size());
 }
 
+// What a getter given a NULL or out-of-range argument returns, after saying why.
+template <typename T>
+T invalid(T value, const char * message) noexcept {
+    record(message);
+    return value;
+}
+
 std::span<const uint8_t> bytes_in(const uint8_t * src, size_t size) {
     if (size > 0) {
         require(src, "src");
@@ -113,16 +120,18 @@ void specdec_session_free(specdec_session * session) {
     delete session;
 }
 
+constexpr const char * null_session = "session is NULL";
+
 specdec_session_params specdec_session_get_params(const specdec_session * session) {
-    return session != nullptr ? session->session.params() : specdec_session_default_params();
+    return session != nullptr ? session->session.params() : invalid(specdec_session_params{}, null_session);
 }
 
 bool specdec_session_is_quiescent(const specdec_session * session) {
-    return session == nullptr || session->session.is_quiescent();
+    return session != nullptr ? session->session.is_quiescent() : invalid(false, null_session);
 }
 
 bool specdec_session_reads_target_features(const specdec_session * session) {
-    return session != nullptr && session->session.reads_target_features();
+    return session != nullptr ? session->session.reads_target_features() : invalid(false, null_session);
 }
 
 specdec_status specdec_session_begin(specdec_session * session, llama_seq_id seq_id, const llama_token * prompt,
@@ -191,7 +200,7 @@ specdec_status specdec_session_accept(specdec_session * session, llama_seq_id se
 }
 
 int32_t specdec_session_n_nextn_heads(const specdec_session * session) {
-    return session != nullptr ? session->session.n_nextn_heads() : 0;
+    return session != nullptr ? session->session.n_nextn_heads() : invalid(int32_t{-1}, null_session);
 }
 
 specdec_status specdec_session_set_nextn_head(specdec_session * session, int32_t head) {
@@ -246,37 +255,54 @@ specdec_status specdec_session_context_state_set(specdec_session * session, spec
 }
 
 specdec_session_stats specdec_session_get_stats(const specdec_session * session) {
-    return session != nullptr ? session->session.stats() : specdec_session_stats{};
+    return session != nullptr ? session->session.stats() : invalid(specdec_session_stats{}, null_session);
 }
 
 specdec_status specdec_generate(specdec_session * session, llama_context * target, const llama_token * const * prompts,
                                 const size_t * n_prompt_tokens, size_t n_prompts, const specdec_generate_params * params,
                                 specdec_token_callback callback, void * user_data, specdec_generation ** out) {
     return guard([&] {
-        require(params, "params");
         require(out, "out");
         *out = nullptr;
+        require(params, "params");
+        if (n_prompts > SPECDEC_MAX_SEQ) {
+            specdec::detail::fail(SPECDEC_STATUS_SEQ_CAPACITY, n_prompts, " prompts; at most SPECDEC_MAX_SEQ = ",
+                                  SPECDEC_MAX_SEQ, " sequences run at once");
+        }
         if (n_prompts > 0) {
             require(prompts, "prompts");
             require(n_prompt_tokens, "n_prompt_tokens");
         }
+        // Every size and pointer before any token is read.
+        for (size_t i = 0; i < n_prompts; ++i) {
+            if (n_prompt_tokens[i] > SPECDEC_MAX_PROMPT_TOKENS) {
+                specdec::detail::fail(SPECDEC_STATUS_PROMPT_TOO_LONG, "prompt ", i, " has ", n_prompt_tokens[i],
+                                      " tokens, above SPECDEC_MAX_PROMPT_TOKENS = ", SPECDEC_MAX_PROMPT_TOKENS);
+            }
+            if (n_prompt_tokens[i] > 0 && prompts[i] == nullptr) {
+                specdec::detail::fail(SPECDEC_STATUS_INVALID_ARGUMENT, "prompts[", i, "] is NULL but n_prompt_tokens[", i,
+                                      "] is ", n_prompt_tokens[i]);
+            }
+        }
         std::vector<std::vector<llama_token>> copies(n_prompts);
         for (size_t i = 0; i < n_prompts; ++i) {
-            if (n_prompt_tokens[i] > 0) {
-                require(prompts[i], "prompts[i]");
-                copies[i].assign(prompts[i], prompts[i] + n_prompt_tokens[i]);
-            }
+            copies[i].assign(prompts[i], prompts[i] + n_prompt_tokens[i]);
         }
         specdec::token_callback on_token;
         if (callback != nullptr) {
             on_token = [&](llama_seq_id seq, llama_token token, std::string_view piece) {
-                const std::string text(piece);
-                return callback(seq, token, text.c_str(), user_data);
+                return callback(seq, token, piece.empty() ? "" : piece.data(), piece.size(), user_data);
             };
         }
         auto generation = std::make_unique<specdec_generation>();
-        generation->result = session != nullptr ? specdec::generate(session->session, copies, *params, on_token)
-                                                 : specdec::generate_plain(target, copies, *params, on_token);
+        try {
+            generation->result = session != nullptr ? specdec::generate(session->session, copies, *params, on_token)
+                                                     : specdec::generate_plain(target, copies, *params, on_token);
+        } catch (const specdec::generation_error & e) {
+            generation->result = e.partial(); // handed out with the status
+            *out = generation.release();
+            throw;
+        }
         *out = generation.release();
     });
 }
@@ -286,29 +312,43 @@ void specdec_generation_free(specdec_generation * generation) {
 }
 
 size_t specdec_generation_n_sequences(const specdec_generation * generation) {
-    return generation != nullptr ? generation->result.sequences.size() : 0;
+    return generation != nullptr ? generation->result.sequences.size() : invalid(size_t{0}, "generation is NULL");
 }
 
-static const specdec::sequence_result * sequence_at(const specdec_generation * g, size_t i) {
-    return g != nullptr && i < g->result.sequences.size() ? &g->result.sequences[i] : nullptr;
+// Sequence i, or nullptr after recording why there is none.
+static const specdec::sequence_result * sequence_at(const specdec_generation * g, size_t i) noexcept {
+    if (g == nullptr) {
+        return invalid<const specdec::sequence_result *>(nullptr, "generation is NULL");
+    }
+    if (i >= g->result.sequences.size()) {
+        return invalid<const specdec::sequence_result *>(nullptr, "sequence index is out of range");
+    }
+    return &g->result.sequences[i];
 }
 
 const llama_token * specdec_generation_tokens(const specdec_generation * generation, size_t i, size_t * n_tokens) {
+    static const llama_token no_tokens[1] = {LLAMA_TOKEN_NULL}; // non-NULL for a sequence without tokens
     const specdec::sequence_result * r = sequence_at(generation, i);
     if (n_tokens != nullptr) {
         *n_tokens = r != nullptr ? r->tokens.size() : 0;
     }
-    return r != nullptr ? r->tokens.data() : nullptr;
+    if (r == nullptr) {
+        return nullptr;
+    }
+    return r->tokens.empty() ? no_tokens : r->tokens.data();
 }
 
-const char * specdec_generation_text(const specdec_generation * generation, size_t i) {
+const char * specdec_generation_text(const specdec_generation * generation, size_t i, size_t * n_bytes) {
     const specdec::sequence_result * r = sequence_at(generation, i);
+    if (n_bytes != nullptr) {
+        *n_bytes = r != nullptr ? r->text.size() : 0;
+    }
     return r != nullptr ? r->text.c_str() : nullptr;
 }
 
 specdec_stop_reason specdec_generation_stop_reason(const specdec_generation * generation, size_t i) {
     const specdec::sequence_result * r = sequence_at(generation, i);
-    return r != nullptr ? r->stop : SPECDEC_STOP_BUDGET;
+    return r != nullptr ? r->stop : SPECDEC_STOP_INVALID;
 }
 
 specdec_sequence_stats specdec_generation_sequence_stats(const specdec_generation * generation, size_t i) {
@@ -317,7 +357,7 @@ specdec_sequence_stats specdec_generation_sequence_stats(const specdec_generatio
 }
 
 specdec_generation_times specdec_generation_get_times(const specdec_generation * generation) {
-    return generation != nullptr ? generation->result.times : specdec_generation_times{};
+    return generation != nullptr ? generation->result.times : invalid(specdec_generation_times{}, "generation is NULL");
 }
 
 } // extern "C"

@@ -7,6 +7,9 @@ namespace specdec {
 error::error(specdec_status code, const std::string & message)
     : std::runtime_error(message), code_(code) {}
 
+generation_error::generation_error(specdec_status code, const std::string & message, generation_result partial)
+    : error(code, message), partial_(std::make_shared<const generation_result>(std::move(partial))) {}
+
 namespace detail {
 
 static thread_local std::string last_error;
@@ -70,6 +73,7 @@ const char * specdec_status_name(specdec_status status) {
         case SPECDEC_STATUS_IO_ERROR:           return "IO_ERROR";
         case SPECDEC_STATUS_OUT_OF_MEMORY:      return "OUT_OF_MEMORY";
         case SPECDEC_STATUS_MALFORMED_FILE:     return "MALFORMED_FILE";
+        case SPECDEC_STATUS_MAX_ENUM:           break;
     }
     return "UNKNOWN";
 }

@@ -16,7 +16,10 @@ public:
     virtual ~generation_backend() = default;
 
     virtual int32_t n_vocab() const = 0;
-    virtual int32_t n_ctx() const = 0;       // positions per sequence
+    // Positions each of the sequences [0, n_seq) can fill once emptied: the
+    // context's per-sequence size, or, when all sequences share one cache
+    // (kv_unified), an equal share of what the other sequences leave free.
+    virtual int32_t n_ctx(uint32_t n_seq) const = 0;
     virtual int32_t n_batch() const = 0;     // tokens per decode
     virtual uint32_t n_seq() const = 0;      // sequences that can run at once
     virtual int32_t n_draft_max() const = 0; // 0: no drafter
@@ -24,6 +27,9 @@ public:
 
     // Empties a sequence before its prompt.
     virtual void clear(llama_seq_id seq) = 0;
+    // After a failure: completes a pending proposal of `seq` with nothing
+    // accepted, then empties the sequence; best effort, never throws.
+    virtual void reset(llama_seq_id seq) noexcept = 0;
     virtual void begin(llama_seq_id seq, std::span<const llama_token> prompt) = 0;
     // Target decode of a validated batch; throws specdec::error.
     virtual void decode(const llama_batch & batch) = 0;
@@ -42,7 +48,8 @@ public:
     virtual std::string piece(llama_token token) const = 0;
 };
 
-// The loop itself.
+// The loop itself. Throws specdec::error for bad input before anything runs,
+// and generation_error (with the partial result) when a later step fails.
 generation_result run_generation(generation_backend & backend, std::span<const std::vector<llama_token>> prompts,
                                  const generate_params & params, const token_callback & on_token);
 

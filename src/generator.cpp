@@ -1,11 +1,15 @@
 // The generation loop: prefill, then per step draft for every active
 // sequence, verify all proposals in one target batch, keep the agreeing
-// prefix plus the target's own token, and drop the rest.
+// prefix plus the target's own token, and drop the rest. Each sequence's
+// text goes through a text_stream (stop strings, held-back streaming); a
+// failure part-way empties the call's sequences and hands out the output
+// so far with the error.
 #include "generation-backend.h"
 
 #include "draft-length.h"
 #include "error.h"
 #include "sampler.h"
+#include "text-stream.h"
 
 #include <algorithm>
 #include <chrono>
@@ -49,18 +53,21 @@ private:
 };
 
 struct sequence_state {
+    sequence_state(llama_seq_id id, const generate_params & p, uint32_t seed, int32_t n_vocab, const stop_matcher & stops)
+        : seq(id), sampler(p, seed, n_vocab), synthetic(seed), text(stops) {}
+
     llama_seq_id    seq = 0;
     llama_pos       n_past = 0;  // tokens in the target
     llama_token     id_last = 0; // next token to decode
     bool            active = true;
     token_sampler   sampler;
-    std::mt19937    synthetic;        // draws of the synthetic-acceptance benchmark mode
+    std::mt19937    synthetic;   // draws of the synthetic-acceptance benchmark mode
+    text_stream     text;        // becomes result.text at the end
     sequence_result result;
-    size_t          text_checked = 0; // text before this offset holds no stop string
 };
 
 void validate(generation_backend & backend, std::span<const std::vector<llama_token>> prompts,
-              const generate_params & p) {
+              const generate_params & p, int32_t n_ctx) {
     if (p.n_predict < 0) {
         fail(SPECDEC_STATUS_INVALID_ARGUMENT, "n_predict is ", p.n_predict, "; it must be >= 0");
     }
@@ -97,9 +104,9 @@ void validate(generation_backend & backend, std::span<const std::vector<llama_to
         if (prompt.empty()) {
             fail(SPECDEC_STATUS_INVALID_ARGUMENT, "prompt ", i, " is empty; it needs at least one token");
         }
-        if (prompt.size() > static_cast<size_t>(backend.n_ctx())) {
+        if (prompt.size() > static_cast<size_t>(n_ctx)) {
             fail(SPECDEC_STATUS_CONTEXT_FULL, "prompt ", i, " has ", prompt.size(), " tokens; the context holds ",
-                 backend.n_ctx(), " per sequence");
+                 n_ctx, " per sequence here");
         }
         for (llama_token t : prompt) {
             if (t < 0 || t >= backend.n_vocab()) {
@@ -110,46 +117,52 @@ void validate(generation_backend & backend, std::span<const std::vector<llama_to
     }
 }
 
+std::vector<std::string> stop_strings(const generate_params & p) {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < p.n_stop_strings; ++i) {
+        out.emplace_back(p.stop_strings[i]);
+    }
+    return out;
+}
+
 class loop {
 public:
-    loop(generation_backend & backend, const generate_params & params, const token_callback & on_token)
-        : b_(backend), p_(params), on_token_(on_token),
+    loop(generation_backend & backend, const generate_params & params, const token_callback & on_token, int32_t n_ctx)
+        : b_(backend), p_(params), on_token_(on_token), n_ctx_(n_ctx),
           n_draft_(params.n_draft < 0 ? backend.n_draft_max() : params.n_draft),
           synthetic_(params.synthetic_acceptance >= 0.0f),
-          batch_(std::max(backend.n_batch(), 1)) {
-        for (size_t i = 0; i < params.n_stop_strings; ++i) {
-            stops_.emplace_back(params.stop_strings[i]);
-        }
-    }
+          batch_(std::max(backend.n_batch(), 1)), stops_(stop_strings(params)) {}
 
     generation_result run(std::span<const std::vector<llama_token>> prompts) {
         const auto t0 = clock_type::now();
         for (size_t i = 0; i < prompts.size(); ++i) {
-            const auto seq = static_cast<llama_seq_id>(i);
             const uint32_t seed = p_.seed + static_cast<uint32_t>(i);
-            seqs_.push_back({seq, 0, 0, true, token_sampler(p_, seed, b_.n_vocab()), std::mt19937(seed), {}, 0});
+            seqs_.emplace_back(static_cast<llama_seq_id>(i), p_, seed, b_.n_vocab(), stops_);
         }
         if (p_.n_draft == SPECDEC_N_DRAFT_AUTO && n_draft_ > 0) {
             adaptive_.emplace(seqs_.size(), n_draft_);
         }
-        prefill(prompts);
-        times_.t_prefill_us = since_us(t0);
-        for (sequence_state & s : seqs_) {
-            if (p_.n_predict == 0) {
-                s.active = false;
+        try {
+            prefill(prompts);
+            times_.t_prefill_us = since_us(t0);
+            for (sequence_state & s : seqs_) {
+                if (p_.n_predict == 0) {
+                    s.active = false;
+                }
             }
-        }
-        while (std::any_of(seqs_.begin(), seqs_.end(), [](const sequence_state & s) { return s.active; })) {
-            step();
+            while (std::any_of(seqs_.begin(), seqs_.end(), [](const sequence_state & s) { return s.active; })) {
+                step();
+            }
+        } catch (const error & e) {
+            times_.t_total_us = since_us(t0);
+            recover();
+            throw generation_error(e.code(), e.what(), result());
+        } catch (...) {
+            recover();
+            throw;
         }
         times_.t_total_us = since_us(t0);
-
-        generation_result out;
-        out.times = times_;
-        for (sequence_state & s : seqs_) {
-            out.sequences.push_back(std::move(s.result));
-        }
-        return out;
+        return result();
     }
 
 private:
@@ -195,7 +208,7 @@ private:
         for (const sequence_state & s : seqs_) {
             if (s.active) {
                 const int64_t budget = p_.n_predict - static_cast<int64_t>(s.result.tokens.size()) - 1;
-                const int64_t room = static_cast<int64_t>(b_.n_ctx()) - s.n_past - 1;
+                const int64_t room = static_cast<int64_t>(n_ctx_) - s.n_past - 1;
                 caps[static_cast<size_t>(s.seq)] =
                     static_cast<int32_t>(std::clamp<int64_t>(std::min<int64_t>({n_draft_, budget, room, share}), 0, n_draft_));
             }
@@ -288,15 +301,16 @@ private:
             // Synthetic acceptance decides a drafted token by its own draw
             // alone: a rejected one ends the step even when the target agrees.
             const bool drafted = k < proposal.size();
+            const llama_pos pos = s.n_past + 1 + static_cast<llama_pos>(k); // where the token would be decoded
             if (synthetic_ && drafted && keep_synthetic(s, proposal[k])) {
                 last = proposal[k];
-                emit(s, last);
+                emit(s, last, pos);
                 ++kept;
                 continue;
             }
             const llama_token x = s.sampler.choose(b_.logits(row0 + static_cast<int32_t>(k)));
             last = x;
-            emit(s, x);
+            emit(s, x, pos);
             if (synthetic_ || !drafted || x != proposal[k]) {
                 break;
             }
@@ -311,10 +325,6 @@ private:
         }
         s.n_past += 1 + static_cast<llama_pos>(kept);
         s.id_last = last;
-        if (s.active && s.n_past >= b_.n_ctx()) {
-            s.active = false;
-            s.result.stop = SPECDEC_STOP_CONTEXT;
-        }
         return static_cast<int32_t>(kept);
     }
 
@@ -336,56 +346,68 @@ private:
         }
     }
 
-    void emit(sequence_state & s, llama_token x) {
+    // Adds the target's token x, which would be decoded at position pos, to
+    // the output and streams the text it releases; or ends the sequence.
+    void emit(sequence_state & s, llama_token x, llama_pos pos) {
         if (!p_.ignore_eog && b_.is_eog(x)) {
-            stop(s, SPECDEC_STOP_EOG);
-            return;
-        }
-        const std::string piece = b_.piece(x);
-        s.result.tokens.push_back(x);
-        s.result.text += piece;
-        s.result.stats.n_generated++;
-        if (on_token_ && !on_token_(s.seq, x, piece)) {
-            stop(s, SPECDEC_STOP_CALLBACK);
-            return;
-        }
-        if (cut_at_stop_string(s)) {
-            stop(s, SPECDEC_STOP_STRING);
-            return;
-        }
-        if (s.result.tokens.size() >= static_cast<size_t>(p_.n_predict)) {
-            stop(s, SPECDEC_STOP_BUDGET);
-        }
-    }
-
-    bool cut_at_stop_string(sequence_state & s) {
-        std::string & text = s.result.text;
-        for (const std::string & stop : stops_) {
-            // A stop string may straddle the previous pieces.
-            const size_t from = s.text_checked >= stop.size() ? s.text_checked - stop.size() + 1 : 0;
-            const size_t at = text.find(stop, from);
-            if (at != std::string::npos) {
-                text.resize(at);
-                return true;
+            s.active = false;
+            s.result.stop = SPECDEC_STOP_EOG;
+            const std::string_view rest = s.text.finish();
+            if (on_token_ && !rest.empty()) {
+                on_token_(s.seq, LLAMA_TOKEN_NULL, rest); // the end: its answer changes nothing
             }
+            return;
         }
-        s.text_checked = text.size();
-        return false;
+        s.result.tokens.push_back(x);
+        s.result.stats.n_generated++;
+        const bool budget = s.result.tokens.size() >= static_cast<size_t>(p_.n_predict);
+        const bool full = pos >= n_ctx_; // x itself cannot be decoded
+        const std::string_view out = s.text.push(b_.piece(x), budget || full);
+        if (s.text.stopped()) {
+            s.active = false;
+            s.result.stop = SPECDEC_STOP_STRING;
+        } else if (budget || full) {
+            s.active = false;
+            s.result.stop = budget ? SPECDEC_STOP_BUDGET : SPECDEC_STOP_CONTEXT;
+        }
+        if (on_token_ && !on_token_(s.seq, x, out) && s.active) {
+            s.active = false;
+            s.result.stop = SPECDEC_STOP_CALLBACK;
+        }
     }
 
-    static void stop(sequence_state & s, specdec_stop_reason why) {
-        s.active = false;
-        s.result.stop = why;
+    // After a failure: sequences still running end with SPECDEC_STOP_ERROR,
+    // and every sequence of the call is emptied (no pending proposal, no
+    // positions in the contexts), ready for the next call.
+    void recover() noexcept {
+        for (sequence_state & s : seqs_) {
+            if (s.active) {
+                s.active = false;
+                s.result.stop = SPECDEC_STOP_ERROR;
+            }
+            b_.reset(s.seq);
+        }
+    }
+
+    generation_result result() {
+        generation_result out;
+        out.times = times_;
+        for (sequence_state & s : seqs_) {
+            s.result.text = s.text.take_text();
+            out.sequences.push_back(std::move(s.result));
+        }
+        return out;
     }
 
     generation_backend &        b_;
     const generate_params &     p_;
     const token_callback &      on_token_;
+    const int32_t               n_ctx_; // positions per sequence in this call
     const int32_t               n_draft_;
     const bool                  synthetic_;
     std::optional<adaptive_draft_length> adaptive_;
     token_batch                 batch_;
-    std::vector<std::string>    stops_;
+    const stop_matcher          stops_; // before seqs_, whose streams refer to it
     std::vector<sequence_state> seqs_;
     specdec_generation_times    times_{};
 };
@@ -394,8 +416,9 @@ private:
 
 generation_result run_generation(generation_backend & backend, std::span<const std::vector<llama_token>> prompts,
                                  const generate_params & params, const token_callback & on_token) {
-    validate(backend, prompts, params);
-    return loop(backend, params, on_token).run(prompts);
+    const int32_t n_ctx = backend.n_ctx(static_cast<uint32_t>(std::min<size_t>(prompts.size(), UINT32_MAX)));
+    validate(backend, prompts, params, n_ctx);
+    return loop(backend, params, on_token, n_ctx).run(prompts);
 }
 
 } // namespace specdec::detail

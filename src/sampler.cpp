@@ -48,10 +48,18 @@ token_sampler::token_sampler(token_sampler && other) noexcept
     other.chain_ = nullptr;
 }
 
+[[noreturn]] static void fail_nan(llama_token t) {
+    fail(SPECDEC_STATUS_NATIVE_FAILURE, "the target's logit of token ", t,
+         " is NaN: the model or its backend computed garbage (check the weights, the quantization, the device)");
+}
+
 llama_token token_sampler::choose(const float * logits) {
     if (chain_ == nullptr) {
         llama_token best = 0;
-        for (llama_token t = 1; t < n_vocab_; ++t) {
+        for (llama_token t = 0; t < n_vocab_; ++t) {
+            if (std::isnan(logits[t])) {
+                fail_nan(t);
+            }
             if (logits[t] > logits[best]) {
                 best = t;
             }
@@ -59,6 +67,9 @@ llama_token token_sampler::choose(const float * logits) {
         return best;
     }
     for (llama_token t = 0; t < n_vocab_; ++t) {
+        if (std::isnan(logits[t])) {
+            fail_nan(t);
+        }
         candidates_[static_cast<size_t>(t)] = {t, logits[t], 0.0f};
     }
     llama_token_data_array arr = {candidates_.data(), candidates_.size(), -1, false};

@@ -23,6 +23,7 @@ public:
     token_sampler & operator=(const token_sampler &) = delete;
 
     // One choice from n_vocab logits; a sampled choice consumes one draw.
+    // Throws error(NATIVE_FAILURE) when a logit is NaN.
     llama_token choose(const float * logits);
 
 private:

@@ -324,14 +324,21 @@ session::~session() = default;
 session::session(session &&) noexcept = default;
 session & session::operator=(session &&) noexcept = default;
 
-const session_params & session::params() const noexcept { return impl_->params; }
-bool session::reads_target_features() const noexcept { return impl_->features; }
-llama_context * session::target_context() const noexcept { return impl_->target; }
-llama_context * session::draft_context() const noexcept { return impl_->draft; }
-session_stats session::stats() const noexcept { return impl_->stats; }
+session::impl & session::live() const {
+    if (!impl_) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "this session was moved from; use the session it was moved to");
+    }
+    return *impl_;
+}
 
-bool session::is_quiescent() const noexcept {
-    return std::none_of(impl_->pending.begin(), impl_->pending.end(), [](bool p) { return p; });
+const session_params & session::params() const { return live().params; }
+bool session::reads_target_features() const { return live().features; }
+llama_context * session::target_context() const { return live().target; }
+llama_context * session::draft_context() const { return live().draft; }
+session_stats session::stats() const { return live().stats; }
+
+bool session::is_quiescent() const {
+    return std::none_of(live().pending.begin(), live().pending.end(), [](bool p) { return p; });
 }
 
 void session::begin(llama_seq_id seq_id, std::span<const llama_token> prompt) {
@@ -524,15 +531,15 @@ void session::accept(llama_seq_id seq_id, uint16_t n_accepted) {
     }
 }
 
-int32_t session::n_nextn_heads() const noexcept {
-    if (detail::traits_of(impl_->params.strategy).weights != detail::draft_weights::target_heads) {
+int32_t session::n_nextn_heads() const {
+    if (detail::traits_of(live().params.strategy).weights != detail::draft_weights::target_heads) {
         return 0;
     }
     return llama_model_n_layer_nextn(llama_get_model(impl_->target));
 }
 
 void session::set_nextn_head(int32_t head) {
-    if (detail::traits_of(impl_->params.strategy).weights != detail::draft_weights::target_heads) {
+    if (detail::traits_of(live().params.strategy).weights != detail::draft_weights::target_heads) {
         fail(SPECDEC_STATUS_MODEL_UNSUPPORTED, "NextN heads exist only for the MTP strategy");
     }
     if (head < 0 || head >= n_nextn_heads()) {

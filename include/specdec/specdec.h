@@ -98,6 +98,8 @@ typedef enum specdec_status {
     SPECDEC_STATUS_IO_ERROR           = 502, /* a file could not be read */
     SPECDEC_STATUS_OUT_OF_MEMORY      = 503,
     SPECDEC_STATUS_MALFORMED_FILE     = 504, /* not a readable GGUF file, or one llama.cpp cannot load */
+
+    SPECDEC_STATUS_MAX_ENUM           = 0x7FFFFFFF /* not a status: makes any int a defined value */
 } specdec_status;
 
 typedef enum specdec_status_kind {
@@ -224,15 +226,23 @@ SPECDEC_API specdec_status specdec_session_init(
 /* Frees the session (not its contexts). NULL is a no-op. */
 SPECDEC_API void specdec_session_free(specdec_session * session);
 
+/*
+ * Getters. Given a NULL session they set specdec_last_error() and return the
+ * value their comment names, which a session never has.
+ */
+
 /* Parameters in effect; n_draft_max may be lower than requested when the
- * drafter cannot propose more (e.g. a DFlash block size). */
+ * drafter cannot propose more (e.g. a DFlash block size). NULL: every field
+ * zero (n_seq 0 marks it). */
 SPECDEC_API specdec_session_params specdec_session_get_params(const specdec_session * session);
 
-/* True when no sequence has a pending proposal (checkpoints need this). */
+/* True when no sequence has a pending proposal (checkpoints need this).
+ * NULL: false. */
 SPECDEC_API bool specdec_session_is_quiescent(const specdec_session * session);
 
 /* True when the drafter reads the target's hidden states, which the target
- * context then outputs for every token of every batch. */
+ * context then outputs for every token of every batch. NULL: false (the
+ * error message tells it from a session whose drafter reads none). */
 SPECDEC_API bool specdec_session_reads_target_features(const specdec_session * session);
 
 /*
@@ -331,7 +341,8 @@ SPECDEC_API specdec_status specdec_session_accept(
         llama_seq_id      seq_id,
         uint16_t          n_accepted);
 
-/* Number of NextN heads of an MTP target (1 for most models); 0 for other strategies. */
+/* Number of NextN heads of an MTP target (1 for most models); 0 for other
+ * strategies; -1 for a NULL session (specdec_last_error() is set). */
 SPECDEC_API int32_t specdec_session_n_nextn_heads(const specdec_session * session);
 
 /* Selects which NextN head the MTP draft context runs, 0..n_nextn_heads-1.
@@ -428,6 +439,8 @@ typedef struct specdec_session_stats {
     int64_t  t_accept_us;
 } specdec_session_stats;
 
+/* NULL session: every field zero, and specdec_last_error() is set (a new
+ * session also has zero counters; the message tells them apart). */
 SPECDEC_API specdec_session_stats specdec_session_get_stats(const specdec_session * session);
 
 /*
@@ -468,7 +481,9 @@ typedef struct specdec_generate_params {
     float                min_p;          /* drop tokens below min_p x the top probability, [0, 1); default 0 */
     uint32_t             seed;           /* sampling seed; sequence i uses seed + i; default 0 */
     bool                 ignore_eog;     /* keep going past end-of-generation tokens; default false */
-    const char * const * stop_strings;   /* stop when the text contains one of these; borrowed for the call */
+    const char * const * stop_strings;   /* stop as soon as the text contains one of these (non-empty,
+                                            NUL-terminated, borrowed for the call); the text is cut before
+                                            the occurrence that starts earliest, whichever string it is */
     size_t               n_stop_strings;
     float                synthetic_acceptance; /* BENCHMARKING ONLY; < 0: off (default -1). In [0, 1]: a
                                                   drafted token is kept with this probability when the ones
@@ -481,11 +496,16 @@ typedef struct specdec_generate_params {
 SPECDEC_API specdec_generate_params specdec_generate_default_params(void);
 
 typedef enum specdec_stop_reason {
+    SPECDEC_STOP_INVALID  = -1, /* not a stop: what the getter returns for a NULL generation or index out of range */
     SPECDEC_STOP_BUDGET   = 0, /* n_predict tokens generated */
     SPECDEC_STOP_EOG      = 1, /* an end-of-generation token (not part of the output) */
-    SPECDEC_STOP_STRING   = 2, /* a stop string appeared (the text ends before it) */
-    SPECDEC_STOP_CONTEXT  = 3, /* the target context has no position left */
+    SPECDEC_STOP_STRING   = 2, /* a stop string appeared: the tokens end with the token that completed it,
+                                  the text ends right before it */
+    SPECDEC_STOP_CONTEXT  = 3, /* the target context has no position left for this sequence */
     SPECDEC_STOP_CALLBACK = 4, /* the token callback returned false */
+    SPECDEC_STOP_ERROR    = 5, /* the call failed while this sequence ran (specdec_generate's status says
+                                  why); its tokens and text are those emitted until then */
+    SPECDEC_STOP_MAX_ENUM = 0x7FFFFFFF /* not a stop reason: makes any int a defined value */
 } specdec_stop_reason;
 
 /* Per-sequence counters. */
@@ -506,9 +526,27 @@ typedef struct specdec_generation_times {
     int64_t t_total_us;
 } specdec_generation_times;
 
-/* Called for every emitted token; return false to stop that sequence. `piece`
- * is the token's text, valid during the call. */
-typedef bool (*specdec_token_callback)(llama_seq_id seq_id, llama_token token, const char * piece, void * user_data);
+/*
+ * Streams the text of each sequence as it is generated. Called once for
+ * every emitted token, in order; return false to stop that sequence (no more
+ * calls for it). `piece` holds the n_piece bytes of text this token releases
+ * (not NUL-terminated, may contain NUL bytes, never NULL; valid during the
+ * call). Text is held back, so a token's piece may be empty, or carry the
+ * text of earlier tokens with its own:
+ *  - while it could still be the start of a stop string (stop strings are
+ *    never streamed, nor anything after them);
+ *  - while it ends inside a multi-byte UTF-8 character.
+ * When a sequence ends by its budget, its context or a stop string, the last
+ * token's piece releases everything before the cut. When it ends by an
+ * end-of-generation token with text still held, one more call passes token =
+ * LLAMA_TOKEN_NULL and that text (its return value is ignored). At the end,
+ * a trailing incomplete UTF-8 character is released as it is (the text keeps
+ * those bytes too). So the pieces of a
+ * sequence concatenate to its text (specdec_generation_text), except after the
+ * callback stops it or the call fails: text held then is in the result only.
+ */
+typedef bool (*specdec_token_callback)(llama_seq_id seq_id, llama_token token, const char * piece, size_t n_piece,
+                                       void * user_data);
 
 typedef struct specdec_generation specdec_generation;
 
@@ -519,11 +557,30 @@ typedef struct specdec_generation specdec_generation;
  *  - session: drafts and verifies through it; n_prompts <= its n_seq.
  *    NULL: plain decoding of `target` alone (the reference speculation must equal).
  *  - target: ignored when session is set (the session's target is used).
- *  - callback: optional (NULL).
- *  - *out: the results; free with specdec_generation_free.
- * Errors: INVALID_ARGUMENT (empty prompt, token outside the vocabulary, bad
- * parameter), INVALID_CONFIG, SEQ_CAPACITY, CONTEXT_FULL (a prompt longer than
- * the context), DECODE_FAILED, NATIVE_FAILURE.
+ *  - prompts[i]: n_prompt_tokens[i] tokens, at most SPECDEC_MAX_PROMPT_TOKENS;
+ *    n_prompts at most SPECDEC_MAX_SEQ.
+ *  - callback: optional (NULL); see specdec_token_callback.
+ *  - *out: the results; free with specdec_generation_free. Set to NULL first.
+ * Each sequence has the context's per-sequence positions (n_ctx_seq); with a
+ * unified KV cache (kv_unified) the sequences of the call share what the
+ * other sequences leave free equally, and a sequence that fills its share
+ * stops with SPECDEC_STOP_CONTEXT.
+ * Errors, before anything runs (*out stays NULL, nothing changed):
+ * INVALID_ARGUMENT (NULL pointer, empty prompt, token outside the
+ * vocabulary, bad parameter), PROMPT_TOO_LONG (a size above
+ * SPECDEC_MAX_PROMPT_TOKENS), SEQ_CAPACITY (more prompts than sequences, or
+ * than SPECDEC_MAX_SEQ), BATCH_CAPACITY,
+ * CONTEXT_FULL (a prompt longer than its sequence's positions).
+ * Errors while generating (a decode failed or was aborted by the context's
+ * abort callback, the drafter failed, NaN logits): DECODE_FAILED,
+ * CONTEXT_FULL, NATIVE_FAILURE, OUT_OF_MEMORY. Then *out still receives the
+ * partial generation (free it too; only OUT_OF_MEMORY may leave it NULL):
+ * each sequence's tokens and text emitted so far, which equal the start of
+ * a run that did not fail, with stop reason SPECDEC_STOP_ERROR for those
+ * that were still running. The session is left quiescent and every
+ * sequence of the call is emptied: its positions are removed from the
+ * target and draft contexts and from the session's history. The next call
+ * works as if the failed one had not happened.
  */
 SPECDEC_API specdec_status specdec_generate(
         specdec_session               * session,
@@ -536,14 +593,31 @@ SPECDEC_API specdec_status specdec_generate(
         void                          * user_data,
         specdec_generation           ** out);
 
+/* NULL is a no-op. */
 SPECDEC_API void specdec_generation_free(specdec_generation * generation);
+
+/*
+ * Results of a generation, valid until specdec_generation_free. Given a NULL
+ * generation or a sequence index i outside [0, n_sequences), each getter
+ * sets specdec_last_error() and returns the value its comment names.
+ */
+
+/* Sequences, one per prompt (at least 1); NULL: 0. */
 SPECDEC_API size_t specdec_generation_n_sequences(const specdec_generation * generation);
-/* Output tokens of sequence i (valid until free); NULL if i is out of range. */
+/* Output tokens of sequence i and their number in *n_tokens (optional);
+ * never NULL for a valid i, even with no tokens. Invalid: NULL and 0. With a
+ * stop string, they end with the token that completed it (see the text). */
 SPECDEC_API const llama_token * specdec_generation_tokens(const specdec_generation * generation, size_t i, size_t * n_tokens);
-/* Output text of sequence i, NUL-terminated (valid until free); NULL if out of range. */
-SPECDEC_API const char * specdec_generation_text(const specdec_generation * generation, size_t i);
+/* Output text of sequence i: the tokens' text, cut right before a stop
+ * string; its length in bytes in *n_bytes (optional; the text may hold NUL
+ * bytes), followed by a NUL. Not necessarily valid UTF-8 (a budget can end
+ * inside a character). Invalid: NULL and 0. */
+SPECDEC_API const char * specdec_generation_text(const specdec_generation * generation, size_t i, size_t * n_bytes);
+/* Invalid: SPECDEC_STOP_INVALID. */
 SPECDEC_API specdec_stop_reason specdec_generation_stop_reason(const specdec_generation * generation, size_t i);
+/* Invalid: every field zero (n_steps 0 and n_generated 0, as after n_predict = 0; the error tells). */
 SPECDEC_API specdec_sequence_stats specdec_generation_sequence_stats(const specdec_generation * generation, size_t i);
+/* NULL: every field zero, t_total_us 0 among them (a real call takes longer). */
 SPECDEC_API specdec_generation_times specdec_generation_get_times(const specdec_generation * generation);
 
 /*

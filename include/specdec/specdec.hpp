@@ -49,7 +49,9 @@ SPECDEC_API llama_context_ptr make_draft_context(llama_context * target, llama_m
 
 // Drafter + bookkeeping for one target context. Move-only; borrows `target`
 // and `draft` for its whole lifetime (they must outlive it, and nothing else
-// may decode on them while it lives, except through this session).
+// may decode on them while it lives, except through this session). A
+// moved-from session may be destroyed or assigned to; its getters throw
+// error(INVALID_ARGUMENT).
 class SPECDEC_API session {
 public:
     // Validates `params` and every compatibility rule of the strategy before
@@ -63,11 +65,11 @@ public:
     session & operator=(const session &) = delete;
 
     // Parameters in effect (n_draft_max may be lowered by the drafter).
-    const session_params & params() const noexcept;
-    bool is_quiescent() const noexcept;
-    bool reads_target_features() const noexcept;
-    llama_context * target_context() const noexcept;
-    llama_context * draft_context() const noexcept; // nullptr for n-gram strategies
+    const session_params & params() const;
+    bool is_quiescent() const;
+    bool reads_target_features() const;
+    llama_context * target_context() const;
+    llama_context * draft_context() const; // nullptr for n-gram strategies
 
     // Replaces the history of `seq_id` with `prompt` (tokens already in the
     // target) and tells the drafter a generation starts. Needs quiescence.
@@ -87,7 +89,7 @@ public:
     // Completes the pending proposal of `seq_id` with its accepted prefix length.
     void accept(llama_seq_id seq_id, uint16_t n_accepted);
 
-    int32_t n_nextn_heads() const noexcept;
+    int32_t n_nextn_heads() const;
     void    set_nextn_head(int32_t head);
 
     // Versioned checkpoint of one sequence (needs quiescence).
@@ -102,18 +104,21 @@ public:
     void restore_context_state(context_role role, llama_seq_id seq_id, uint32_t flags,
                                std::span<const uint8_t> bytes);
 
-    session_stats stats() const noexcept;
+    session_stats stats() const;
 
 private:
     struct impl;
+    impl & live() const; // throws error(INVALID_ARGUMENT) when moved from
     std::unique_ptr<impl> impl_;
 };
 
 using generate_params = specdec_generate_params; // defaults: specdec_generate_default_params()
 
 struct sequence_result {
-    std::vector<llama_token> tokens;  // emitted tokens (no end-of-generation token)
-    std::string              text;    // their text, cut before a stop string
+    std::vector<llama_token> tokens;  // emitted tokens (no end-of-generation token); with a stop string
+                                      // they end with the token that completed it
+    std::string              text;    // their text, cut right before a stop string (bytes; not
+                                      // necessarily valid UTF-8 when a budget ends inside a character)
     specdec_stop_reason      stop = SPECDEC_STOP_BUDGET;
     specdec_sequence_stats   stats{};
 };
@@ -123,10 +128,34 @@ struct generation_result {
     specdec_generation_times     times{};
 };
 
-// Called per emitted token with its text; return false to stop that sequence.
+// Thrown by generate() and generate_plain() when generation fails after the
+// input was accepted (a decode failed or was aborted, the drafter failed,
+// NaN logits, or on_token threw a specdec::error): code() and what() say
+// why, partial() holds each sequence's output until then (the start of what
+// a run without the failure emits; stop == SPECDEC_STOP_ERROR for sequences
+// still running). The session is quiescent and every sequence of the call
+// emptied (see specdec_generate). Bad input throws a plain error instead,
+// before anything runs; an exception of another type from on_token passes
+// through unchanged, after the same clean-up.
+class SPECDEC_API generation_error : public error {
+public:
+    generation_error(specdec_status code, const std::string & message, generation_result partial);
+
+    // Valid while the exception lives (copy it to keep it).
+    const generation_result & partial() const noexcept { return *partial_; }
+
+private:
+    std::shared_ptr<const generation_result> partial_; // shared: copying an exception must not throw
+};
+
+// Streams text per emitted token; return false to stop that sequence. `piece`
+// is the text this token releases, held back as specdec_token_callback says
+// (token == LLAMA_TOKEN_NULL for the rest after an end-of-generation token).
 using token_callback = std::function<bool(llama_seq_id seq_id, llama_token token, std::string_view piece)>;
 
-// The complete speculative loop over one sequence per prompt (see specdec_generate).
+// The complete speculative loop over one sequence per prompt (see
+// specdec_generate). Throws error for bad input, generation_error when a
+// step fails.
 SPECDEC_API generation_result generate(session & s, std::span<const std::vector<llama_token>> prompts,
                                        const generate_params & params, const token_callback & on_token = {});
 

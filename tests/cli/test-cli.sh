@@ -24,6 +24,9 @@ exit_is() { # exit_is CODE COMMAND...
     [ "$rc" -eq "$want" ] || { echo "exit $rc, want $want: $*" >&2; cat "$work/err" >&2; return 1; }
 }
 contains() { grep -q -- "$2" "$1" || { echo "'$2' not in $1:" >&2; cat "$1" >&2; return 1; }; }
+is_text() { # is_text FILE TEXT: the file holds exactly TEXT and a newline
+    printf '%s\n' "$2" | cmp -s - "$1" || { echo "$1 is not '$2':" >&2; cat "$1" >&2; return 1; }
+}
 
 "$fixture" qwen35-mtp "$work/qwen35.gguf"
 "$fixture" llama "$work/llama.gguf"
@@ -32,10 +35,16 @@ contains() { grep -q -- "$2" "$1" || { echo "'$2' not in $1:" >&2; cat "$1" >&2;
 "$fixture" dflash2 "$work/dflash2.gguf"
 "$fixture" qwen35-mtp "$work/qwen35-q8.gguf" --type q8_0
 head -c 3000 "$work/llama.gguf" > "$work/truncated.gguf"
+# The qwen35 fixture with a byte of its name (general.name) that is not UTF-8.
+cp "$work/qwen35.gguf" "$work/latin1-name.gguf"
+name_at="$(grep -obUa "specdec-fixture-qwen35" "$work/latin1-name.gguf" | head -1 | cut -d: -f1)"
+printf '\xff' | dd of="$work/latin1-name.gguf" bs=1 seek=$((name_at + 16)) conv=notrunc 2>/dev/null
 
 # generate: speculative text equals plain text; --json carries the statistics.
 exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" --spec none -p "abc" -n 40 && cp "$work/out" "$work/plain.txt"
-check "plain generate" test -s "$work/plain.txt"
+# The controlled target continues with the next token: after "abc" the
+# printable ASCII characters, then the two-letter pieces.
+check "plain generate" is_text "$work/plain.txt" "defghijklmnopqrstuvwxyz{|}~aaabacadaeafagahaiajakalam"
 check "mtp generate" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40
 check "mtp text equals plain" cmp -s "$work/out" "$work/plain.txt"
 check "mtp summary" contains "$work/err" "accepted 3[0-9] (100.0%)"
@@ -47,9 +56,12 @@ check "n-draft above draft-max" exit_is 1 "$specdec" generate -m "$work/qwen35.g
 check "mtp json" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40 --json --n-draft 4
 check "json acceptance" contains "$work/out" '"acceptance_rate": 1.0'
 check "json strategy" contains "$work/out" '"strategy": "mtp"'
-check "json timings" contains "$work/out" '"bookkeeping"'
+check "json generated" contains "$work/out" '"generated": 40,'
+check "json steps" contains "$work/out" '"steps": 8,' # 5 tokens a step
+check "json timings" grep -Eq '"bookkeeping": -?[0-9]' "$work/out"
 
 exit_is 0 "$specdec" generate -m "$work/llama.gguf" --spec none -p "hello" -p "xyz" -n 20 && cp "$work/out" "$work/plain2.txt"
+check "plain two sequences" is_text "$work/plain2.txt" "$(printf 'pqrstuvwxyz{|}~aaabacadae\n\n{|}~aaabacadaeafagahaiajakalamanaoap')"
 check "eagle3 two sequences" exit_is 0 "$specdec" generate -m "$work/llama.gguf" -md "$work/eagle3.gguf" -p "hello" -p "xyz" -n 20
 check "eagle3 text equals plain" cmp -s "$work/out" "$work/plain2.txt"
 check "auto picks eagle3" contains "$work/err" "eagle3,"
@@ -64,6 +76,11 @@ check "same sampled text" cmp -s "$work/out" "$work/sampled.txt"
 check "stop string" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40 --stop "gh" --json
 check "stop reason" contains "$work/out" '"stop": "stop_string"'
 check "stop text" contains "$work/out" '"text": "def"'
+check "stop tokens end with the one completing it" bash -c "tr -d ' \n' < '$work/out' | grep -q '\"tokens\":\[71,72,73,74,75\]'"
+check "stop string streamed" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40 --stop "gh"
+check "stop string never streamed" is_text "$work/out" "def"
+check "earliest stop string wins" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40 --stop "gh" --stop "fgh"
+check "earliest stop text" is_text "$work/out" "de"
 
 check "quantized plain" exit_is 0 "$specdec" generate -m "$work/qwen35-q8.gguf" --spec none -p "abc" -n 30
 cp "$work/out" "$work/q8-plain.txt"
@@ -80,6 +97,8 @@ check "incompatible pair" exit_is 1 "$specdec" inspect "$work/llama.gguf" "$work
 check "incompatible reason" contains "$work/out" "LAYER_MISMATCH"
 check "inspect json" exit_is 0 "$specdec" inspect "$work/llama.gguf" "$work/eagle3.gguf" --json
 check "inspect json pair" contains "$work/out" '"compatible": true'
+check "inspect json with a name that is not UTF-8" exit_is 0 "$specdec" inspect "$work/latin1-name.gguf" --json
+check "invalid byte replaced" contains "$work/out" "\"name\": \"specdec-fixture-$(printf '\xef\xbf\xbd')wen35-mtp\""
 
 # bench: every configuration identical to plain decoding, the JSON complete and
 # consistent, the reports written
@@ -113,7 +132,7 @@ upstream="$(dirname "$specdec")/specdec-upstream-reference"
 # llama.cpp's example leaks at exit, which a leak-checking build would report as its failure.
 check "bench against upstream" exit_is 0 env ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" "$specdec" bench \
     -m "$work/qwen35.gguf" -n 16 -r 1 --n-draft 2 -t 1 --upstream "$upstream" --json "$work/bench-up.json"
-check "bench upstream ratio" contains "$work/bench-up.json" '"ours_over_upstream"'
+check "bench upstream ratio" grep -Eq '"ours_over_upstream": [0-9]' "$work/bench-up.json"
 printf '#!/bin/sh\necho broken; exit 3\n' > "$work/broken-reference" && chmod +x "$work/broken-reference"
 check "bench with a failing reference" exit_is 1 "$specdec" bench -m "$work/qwen35.gguf" -n 8 -r 1 --n-draft 2 -t 1 \
     --upstream "$work/broken-reference"

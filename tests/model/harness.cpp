@@ -62,6 +62,7 @@ llama_context_ptr make_context(llama_model * model, const context_options & o) {
     p.n_seq_max = o.n_seq_max;
     p.n_rs_seq = o.n_rs_seq;
     p.n_outputs_max_per_seq = o.n_outputs_max_per_seq;
+    p.kv_unified = o.kv_unified;
     p.ctx_type = o.type;
     p.ctx_other = o.other;
     // One thread: ctest runs test processes in parallel, and spinning

@@ -28,6 +28,7 @@ struct context_options {
     uint32_t           n_seq_max = 1;
     uint32_t           n_rs_seq  = 0;
     uint32_t           n_outputs_max_per_seq = 0; // 0: no limit below n_outputs_max
+    bool               kv_unified = false; // one KV cache shared by every sequence
     llama_context_type type      = LLAMA_CONTEXT_TYPE_DEFAULT;
     llama_context *    other     = nullptr; // ctx_other (e.g. the target of a draft context)
 };

@@ -32,6 +32,49 @@ int main(void) {
     specdec_strategy st;
     CHECK(specdec_strategy_from_name("dflash", &st) == SPECDEC_STATUS_OK && st == SPECDEC_STRATEGY_DFLASH);
 
+    /* Getters given NULL or an index out of range return values no real
+     * object has, and say why in specdec_last_error(). */
+    p = specdec_session_get_params(NULL);
+    CHECK(p.n_seq == 0 && p.n_draft_max == 0);
+    CHECK(strstr(specdec_last_error(), "NULL") != NULL);
+    CHECK(!specdec_session_is_quiescent(NULL));
+    CHECK(!specdec_session_reads_target_features(NULL));
+    CHECK(specdec_session_n_nextn_heads(NULL) == -1);
+    CHECK(specdec_session_get_stats(NULL).n_process == 0);
+    CHECK(specdec_generation_n_sequences(NULL) == 0);
+    size_t n = 99;
+    CHECK(specdec_generation_tokens(NULL, 0, &n) == NULL && n == 0);
+    n = 99;
+    CHECK(specdec_generation_text(NULL, 0, &n) == NULL && n == 0);
+    CHECK(specdec_generation_stop_reason(NULL, 0) == SPECDEC_STOP_INVALID);
+    CHECK(specdec_generation_sequence_stats(NULL, 3).n_generated == 0);
+    CHECK(specdec_generation_get_times(NULL).t_total_us == 0);
+    CHECK(strstr(specdec_last_error(), "generation is NULL") != NULL);
+
+    /* specdec_generate checks every size and pointer before reading a token. */
+    specdec_generate_params gp = specdec_generate_default_params();
+    const llama_token one[1] = {5};
+    const llama_token * prompts[2] = {one, NULL};
+    size_t sizes[2] = {(size_t) SPECDEC_MAX_PROMPT_TOKENS + 1, 0};
+    specdec_generation * g = (specdec_generation *) &failures; /* must be reset to NULL */
+    CHECK(specdec_generate(NULL, NULL, prompts, sizes, 1, &gp, NULL, NULL, &g) == SPECDEC_STATUS_PROMPT_TOO_LONG);
+    CHECK(g == NULL);
+    CHECK(strstr(specdec_last_error(), "SPECDEC_MAX_PROMPT_TOKENS") != NULL);
+    sizes[0] = 1;
+    sizes[1] = 3; /* prompts[1] is NULL */
+    CHECK(specdec_generate(NULL, NULL, prompts, sizes, 2, &gp, NULL, NULL, &g) == SPECDEC_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(specdec_last_error(), "prompts[1]") != NULL);
+    CHECK(specdec_generate(NULL, NULL, NULL, sizes, 1, &gp, NULL, NULL, &g) == SPECDEC_STATUS_INVALID_ARGUMENT);
+    CHECK(specdec_generate(NULL, NULL, prompts, sizes, SPECDEC_MAX_SEQ + 1, &gp, NULL, NULL, &g) == SPECDEC_STATUS_SEQ_CAPACITY);
+    CHECK(specdec_generate(NULL, NULL, prompts, sizes, 1, &gp, NULL, NULL, &g) == SPECDEC_STATUS_INVALID_ARGUMENT); /* no target */
+    CHECK(g == NULL);
+    specdec_generation_free(NULL);
+
+    /* Every enum is an int-sized type with a sentinel. */
+    CHECK(sizeof(specdec_status) == sizeof(int) && SPECDEC_STATUS_MAX_ENUM == 0x7FFFFFFF);
+    CHECK(sizeof(specdec_stop_reason) == sizeof(int) && SPECDEC_STOP_MAX_ENUM == 0x7FFFFFFF);
+    CHECK(strcmp(specdec_status_name(SPECDEC_STATUS_MAX_ENUM), "UNKNOWN") == 0);
+
     if (failures == 0) {
         printf("1 passed, 0 failed\n");
     }

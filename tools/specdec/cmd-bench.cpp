@@ -3,6 +3,7 @@
 #include "bench-report.h"
 #include "cli-common.h"
 #include "fixtures.h"
+#include "json-text.h"
 
 #include <nlohmann/json.hpp>
 
@@ -478,7 +479,7 @@ int bench_model(const bench_options & o) {
     }
     if (!o.json_path.empty()) {
         std::ofstream f(o.json_path);
-        f << out.dump(2) << "\n";
+        f << json_text(out) << "\n";
         if (!f) {
             throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot write '" + o.json_path + "'");
         }

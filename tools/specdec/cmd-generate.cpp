@@ -1,6 +1,7 @@
 #include "cmd-generate.h"
 
 #include "cli-common.h"
+#include "json-text.h"
 
 #include <nlohmann/json.hpp>
 
@@ -78,6 +79,9 @@ const char * stop_name(specdec_stop_reason r) {
         case SPECDEC_STOP_STRING:   return "stop_string";
         case SPECDEC_STOP_CONTEXT:  return "context_full";
         case SPECDEC_STOP_CALLBACK: return "callback";
+        case SPECDEC_STOP_ERROR:    return "error";
+        case SPECDEC_STOP_INVALID:
+        case SPECDEC_STOP_MAX_ENUM: break;
     }
     return "unknown";
 }
@@ -251,7 +255,7 @@ int run_generate(const generate_options & o) {
     }
     const nlohmann::json j = to_json(result, name, n_draft, speculative && adaptive);
     if (o.json) {
-        std::printf("%s\n", j.dump(2).c_str());
+        std::printf("%s\n", json_text(j).c_str());
         return exit_ok;
     }
     if (stream) {
@@ -260,7 +264,10 @@ int run_generate(const generate_options & o) {
     print_summary(j);
     if (!stream && !o.json) {
         for (size_t i = 0; i < result.sequences.size(); ++i) {
-            std::printf("%s%s\n", i > 0 ? "\n" : "", result.sequences[i].text.c_str());
+            const std::string & text = result.sequences[i].text;
+            std::printf("%s", i > 0 ? "\n" : "");
+            std::fwrite(text.data(), 1, text.size(), stdout); // it may hold NUL bytes
+            std::printf("\n");
         }
     }
     return exit_ok;

@@ -1,6 +1,7 @@
 #include "cmd-inspect.h"
 
 #include "cli-common.h"
+#include "json-text.h"
 
 #include <nlohmann/json.hpp>
 
@@ -68,7 +69,7 @@ void print_text(const nlohmann::json & m) {
     std::printf("  shape          %u blocks (%u NextN), width %u\n", m["block_count"].get<unsigned>(),
                 m["nextn_layers"].get<unsigned>(), m["embedding_length"].get<unsigned>());
     if (m.contains("target_layers")) {
-        std::printf("  reads target   layers %s of width %u\n", m["target_layers"].dump().c_str(), m["target_hidden_size"].get<unsigned>());
+        std::printf("  reads target   layers %s of width %u\n", json_text(m["target_layers"], -1).c_str(), m["target_hidden_size"].get<unsigned>());
     }
     if (m.contains("variant")) {
         std::printf("  block          %u (%s)\n", m["block_size"].get<unsigned>(), m["variant"].get<std::string>().c_str());
@@ -101,7 +102,7 @@ int run_inspect(const inspect_options & o) {
         rc = st == SPECDEC_STATUS_OK ? exit_ok : exit_failure;
     }
     if (o.json) {
-        std::printf("%s\n", out.dump(2).c_str());
+        std::printf("%s\n", json_text(out).c_str());
         return rc;
     }
     print_text(out["model"]);

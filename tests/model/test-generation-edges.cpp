@@ -1,0 +1,237 @@
+// The generation loop's edges on generated fixtures: a decode aborted
+// mid-run (C++ and C), the context limit with a unified and with separate KV
+// caches, and a moved-from session.
+#include "harness.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace specdec::test {
+namespace {
+
+constexpr uint32_t n_vocab = 128;
+const std::vector<std::vector<llama_token>> prompts = {{20, 21, 22, 23, 24}, {90, 7, 8}};
+
+std::string llama_target() {
+    return fixture("llama-target-2-256", [](const std::string & p) { fixtures::write_llama_target(p, {}); });
+}
+
+std::string mtp_target() {
+    fixtures::fixture_options opt;
+    opt.drafter = fixtures::drafter_kind::wrong_every_k; // accepted and rejected drafts
+    return fixture("glm4moe-mtp-wrong", [&](const std::string & p) { fixtures::write_glm4moe_mtp(p, opt); });
+}
+
+bool is_prefix(const std::vector<llama_token> & part, const std::vector<llama_token> & whole) {
+    return part.size() <= whole.size() && std::equal(part.begin(), part.end(), whole.begin());
+}
+
+// An MTP session over two sequences whose target decodes abort while `abort` is set.
+struct aborting_mtp {
+    explicit aborting_mtp() {
+        sp.n_draft_max = 3;
+        sp.n_seq = 2;
+        model = load_model(mtp_target());
+        context_options t;
+        t.n_seq_max = 2;
+        target = make_context(model.get(), t);
+        llama_context_params cp = llama_context_default_params();
+        cp.n_threads = 1;
+        cp.n_threads_batch = 1;
+        draft = make_draft_context(target.get(), nullptr, sp, cp);
+        llama_set_abort_callback(target.get(), [](void * flag) { return *static_cast<bool *>(flag); }, &abort);
+    }
+    generation_result reference(const generate_params & gp) const {
+        auto ctx = make_context(model.get(), {.n_seq_max = 2});
+        return generate_plain(ctx.get(), prompts, gp);
+    }
+    bool sequences_empty() const {
+        llama_memory_t mem = llama_get_memory(target.get());
+        llama_memory_t dmem = llama_get_memory(draft.get());
+        for (llama_seq_id s = 0; s < 2; ++s) {
+            if (llama_memory_seq_pos_max(mem, s) != -1 || llama_memory_seq_pos_max(dmem, s) != -1) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    session_params    sp = specdec_session_default_params();
+    llama_model_ptr   model;
+    llama_context_ptr target;
+    llama_context_ptr draft;
+    bool              abort = false;
+};
+
+TEST(GenerateFailure, AnAbortedDecodeKeepsThePrefixAndTheSessionStaysUsable) {
+    aborting_mtp m;
+    generate_params gp = specdec_generate_default_params();
+    gp.n_predict = 40;
+    const generation_result ref = m.reference(gp);
+    session s(m.target.get(), m.draft.get(), m.sp);
+
+    // Sequence 0's tenth token raises the flag: the next target decode aborts.
+    int n0 = 0;
+    bool raised = false;
+    try {
+        generate(s, prompts, gp, [&](llama_seq_id seq, llama_token, std::string_view) {
+            if (seq == 0 && ++n0 == 10) {
+                m.abort = true;
+            }
+            return true;
+        });
+    } catch (const generation_error & e) {
+        raised = true;
+        EXPECT_EQ(e.code(), SPECDEC_STATUS_DECODE_FAILED);
+        ASSERT_EQ(e.partial().sequences.size(), 2u);
+        for (size_t i = 0; i < 2; ++i) {
+            const sequence_result & r = e.partial().sequences[i];
+            EXPECT_EQ(r.stop, SPECDEC_STOP_ERROR) << "sequence " << i;
+            EXPECT_TRUE(is_prefix(r.tokens, ref.sequences[i].tokens)) << "sequence " << i;
+            EXPECT_EQ(r.text, ref.sequences[i].text.substr(0, r.text.size()));
+            EXPECT_LT(r.tokens.size(), 40u);
+        }
+        EXPECT_GE(e.partial().sequences[0].tokens.size(), 10u);
+    }
+    ASSERT_TRUE(raised) << "generate did not fail";
+    EXPECT_TRUE(s.is_quiescent());
+    EXPECT_TRUE(m.sequences_empty());
+
+    m.abort = false;
+    const generation_result again = generate(s, prompts, gp);
+    for (size_t i = 0; i < 2; ++i) {
+        EXPECT_EQ(again.sequences[i].tokens, ref.sequences[i].tokens) << "sequence " << i;
+        EXPECT_EQ(again.sequences[i].tokens, expected_cycle(prompts[i].back(), 40, n_vocab));
+        EXPECT_EQ(again.sequences[i].stop, SPECDEC_STOP_BUDGET);
+    }
+    EXPECT_TRUE(s.is_quiescent());
+}
+
+struct c_abort {
+    bool * flag;
+    int    n0;
+};
+
+bool raise_at_ten(llama_seq_id seq, llama_token, const char *, size_t, void * user_data) {
+    auto * a = static_cast<c_abort *>(user_data);
+    if (seq == 0 && ++a->n0 == 10) {
+        *a->flag = true;
+    }
+    return true;
+}
+
+TEST(GenerateFailure, TheCApiHandsOutThePartialGenerationWithTheStatus) {
+    aborting_mtp m;
+    specdec_generate_params gp = specdec_generate_default_params();
+    gp.n_predict = 40;
+    const generation_result ref = m.reference(gp);
+    specdec_session * s = nullptr;
+    ASSERT_EQ(specdec_session_init(m.target.get(), m.draft.get(), &m.sp, &s), SPECDEC_STATUS_OK);
+    const llama_token * ptrs[2] = {prompts[0].data(), prompts[1].data()};
+    const size_t sizes[2] = {prompts[0].size(), prompts[1].size()};
+
+    c_abort a{&m.abort, 0};
+    specdec_generation * g = nullptr;
+    EXPECT_EQ(specdec_generate(s, nullptr, ptrs, sizes, 2, &gp, raise_at_ten, &a, &g), SPECDEC_STATUS_DECODE_FAILED);
+    EXPECT_NE(std::string(specdec_last_error()), "");
+    ASSERT_NE(g, nullptr);
+    ASSERT_EQ(specdec_generation_n_sequences(g), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+        size_t n = 0;
+        const llama_token * t = specdec_generation_tokens(g, i, &n);
+        ASSERT_NE(t, nullptr);
+        EXPECT_TRUE(is_prefix(std::vector<llama_token>(t, t + n), ref.sequences[i].tokens)) << "sequence " << i;
+        EXPECT_EQ(specdec_generation_stop_reason(g, i), SPECDEC_STOP_ERROR);
+        if (i == 0) {
+            EXPECT_GE(n, 10u);
+        }
+    }
+    specdec_generation_free(g);
+    EXPECT_TRUE(specdec_session_is_quiescent(s));
+    EXPECT_TRUE(m.sequences_empty());
+
+    m.abort = false;
+    g = nullptr;
+    ASSERT_EQ(specdec_generate(s, nullptr, ptrs, sizes, 2, &gp, nullptr, nullptr, &g), SPECDEC_STATUS_OK);
+    for (size_t i = 0; i < 2; ++i) {
+        size_t n = 0;
+        const llama_token * t = specdec_generation_tokens(g, i, &n);
+        EXPECT_EQ(std::vector<llama_token>(t, t + n), ref.sequences[i].tokens) << "sequence " << i;
+        EXPECT_EQ(specdec_generation_stop_reason(g, i), SPECDEC_STOP_BUDGET);
+    }
+    specdec_generation_free(g);
+    specdec_session_free(s);
+}
+
+// Three sequences run into the end of their positions: with one cache
+// shared by all (kv_unified) each has a third of it, with separate caches
+// n_ctx_seq each. Plain and speculative (MTP) decoding stop cleanly, losslessly.
+class ContextLayouts : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ContextLayouts, EverySequenceStopsAtItsShare) {
+    const bool unified = GetParam();
+    const std::vector<std::vector<llama_token>> three = {{20, 21, 22, 23, 24}, {90, 7, 8}, {50, 51, 60, 61, 62, 63, 64}};
+    auto model = load_model(mtp_target());
+    context_options o;
+    o.n_ctx = 256;
+    o.n_seq_max = 3;
+    o.kv_unified = unified;
+    generate_params gp = specdec_generate_default_params();
+    gp.n_predict = 1000;
+
+    auto plain_ctx = make_context(model.get(), o);
+    const int64_t share = unified ? llama_n_ctx(plain_ctx.get()) / 3 : llama_n_ctx_seq(plain_ctx.get());
+    EXPECT_EQ(llama_n_ctx_seq(plain_ctx.get()), 256u);
+    const generation_result plain = generate_plain(plain_ctx.get(), three, gp);
+
+    auto spec_ctx = make_context(model.get(), o);
+    session_params sp = specdec_session_default_params();
+    sp.n_seq = 3;
+    sp.n_draft_max = 4;
+    llama_context_params cp = llama_context_default_params();
+    cp.n_threads = 1;
+    cp.n_threads_batch = 1;
+    cp.kv_unified = unified;
+    auto draft = make_draft_context(spec_ctx.get(), nullptr, sp, cp);
+    session s(spec_ctx.get(), draft.get(), sp);
+    const generation_result spec = generate(s, three, gp);
+
+    for (size_t i = 0; i < three.size(); ++i) {
+        const auto n = static_cast<size_t>(share - static_cast<int64_t>(three[i].size() - 1));
+        EXPECT_EQ(plain.sequences[i].stop, SPECDEC_STOP_CONTEXT) << "sequence " << i;
+        EXPECT_EQ(plain.sequences[i].tokens.size(), n) << "sequence " << i;
+        EXPECT_EQ(plain.sequences[i].tokens, expected_cycle(three[i].back(), static_cast<int>(n), n_vocab));
+        EXPECT_EQ(spec.sequences[i].stop, SPECDEC_STOP_CONTEXT) << "sequence " << i;
+        EXPECT_EQ(spec.sequences[i].tokens, plain.sequences[i].tokens) << "sequence " << i;
+    }
+    EXPECT_GT(spec.sequences[0].stats.n_accepted, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(KvCache, ContextLayouts, ::testing::Values(true, false),
+                         [](const auto & tc) { return tc.param ? std::string("unified") : std::string("separate"); });
+
+TEST(SessionMove, GettersOfAMovedFromSessionThrow) {
+    auto model = load_model(llama_target());
+    auto ctx = make_context(model.get(), {});
+    session_params sp = specdec_session_default_params();
+    sp.strategy = SPECDEC_STRATEGY_NGRAM_SIMPLE;
+    session a(ctx.get(), nullptr, sp);
+    session b(std::move(a));
+    EXPECT_EQ(status_of([&] { static_cast<void>(a.params()); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(status_of([&] { static_cast<void>(a.is_quiescent()); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(status_of([&] { static_cast<void>(a.reads_target_features()); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(status_of([&] { static_cast<void>(a.target_context()); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(status_of([&] { static_cast<void>(a.draft_context()); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(status_of([&] { static_cast<void>(a.stats()); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(status_of([&] { static_cast<void>(a.n_nextn_heads()); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+    // The session it moved to works, and the moved-from one can take another.
+    EXPECT_EQ(b.target_context(), ctx.get());
+    EXPECT_TRUE(b.is_quiescent());
+    a = std::move(b);
+    EXPECT_EQ(a.params().strategy, SPECDEC_STRATEGY_NGRAM_SIMPLE);
+    EXPECT_EQ(status_of([&] { static_cast<void>(b.params()); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+}
+
+} // namespace
+} // namespace specdec::test
