@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -244,6 +245,36 @@ TEST(DraftModel, ClassicDraftOfTheSameFamilyIsAlwaysRight) {
     EXPECT_EQ(run.tokens, plain_tokens());
     EXPECT_GT(run.total_proposed(), 0);
     EXPECT_EQ(run.total_accepted(), run.total_proposed());
+}
+
+// The margin fixtures.h states: after any active token the successor scores
+// sqrt(n_embd) and every other token, the 32,640 inert ones included (whose
+// lm_head rows are random beyond the active dimensions), exactly 0.
+TEST(DraftModelLargeVocabulary, InertTokensLoseByTheStatedMargin) {
+    fixtures::fixture_options opt = fixtures::find_shape("test-32k")->options;
+    opt.n_embd = 256; // room for the inert rows' random part
+    const std::string path = fixture("llama-target-32k-256", [&](const std::string & p) { fixtures::write_llama_target(p, opt); });
+    auto model = load_model(path);
+    auto ctx = make_context(model.get(), {});
+    const std::vector<llama_token> tokens = {20, 127, 1, 3, 30000, 9};
+    test_batch batch(static_cast<int32_t>(tokens.size()));
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        batch.add(tokens[i], static_cast<llama_pos>(i), 0, true);
+    }
+    ASSERT_EQ(llama_decode(ctx.get(), batch.b), 0);
+    const float margin = std::sqrt(static_cast<float>(opt.n_embd));
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        SCOPED_TRACE(tokens[i]);
+        const float * logits = llama_get_logits_ith(ctx.get(), static_cast<int32_t>(i));
+        const llama_token next = fixtures::successor(tokens[i], opt.n_vocab);
+        EXPECT_EQ(next, fixtures::successor(fixtures::embedded_as(tokens[i], opt.n_vocab), opt.n_vocab));
+        EXPECT_NEAR(logits[next], margin, 0.01f * margin);
+        float others = -1e9f;
+        for (int32_t t = 0; t < static_cast<int32_t>(opt.n_vocab); ++t) {
+            others = t == next ? others : std::max(others, std::fabs(logits[t]));
+        }
+        EXPECT_LT(others, 1e-3f);
+    }
 }
 
 // A classic draft that disagrees with the target: its successor rule is off
