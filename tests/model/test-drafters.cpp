@@ -415,6 +415,15 @@ TEST(DraftContext, BuildsWhatEachStrategyNeeds) {
         const spec_run run = spec_greedy(s, prompt, 16);
         EXPECT_EQ(run.tokens, expected_cycle(prompt.back(), 16, n_vocab));
         EXPECT_EQ(run.total_accepted(), run.total_proposed());
+
+        // and through the library's loop on the same contexts
+        generate_params gp = specdec_generate_default_params();
+        gp.n_predict = 16;
+        const std::vector<std::vector<llama_token>> prompts = {prompt};
+        const generation_result out = generate(s, prompts, gp);
+        EXPECT_EQ(out.sequences.at(0).tokens, expected_cycle(prompt.back(), 16, n_vocab));
+        expect_stats_eq(out.sequences.at(0).stats,
+                        reference_generation(fixtures::fixture_options{}, prompt[prompt.size() - 2], prompt.back(), 4, 16, true));
     }
 }
 
