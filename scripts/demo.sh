@@ -23,6 +23,7 @@ mkdir -p "$models"
 "$fixture" eagle3      "$models/eagle3.gguf"
 "$fixture" dflash      "$models/dflash-wrong.gguf" --drafter wrong
 "$fixture" dflash2     "$models/dflash2.gguf"
+"$fixture" llama-draft "$models/llama-draft-wrong.gguf" --drafter wrong
 
 run() { # run TITLE ARGS...
     local title="$1"; shift
@@ -38,7 +39,7 @@ run "MTP, attention MoE target (glm4moe), wrong every 4th"   -m "$models/glm4moe
 run "EAGLE-3 draft"                                          -m "$models/llama.gguf" -md "$models/eagle3.gguf"
 run "DFlash draft, wrong every 4th"                          -m "$models/llama.gguf" -md "$models/dflash-wrong.gguf"
 run "DFlash2 draft (detected from its metadata)"             -m "$models/llama.gguf" -md "$models/dflash2.gguf"
-run "classic draft model"                                    -m "$models/llama.gguf" -md "$models/llama.gguf" --spec draft
+run "classic draft model, wrong every 4th"                   -m "$models/llama.gguf" -md "$models/llama-draft-wrong.gguf" --spec draft
 run "n-gram lookup (little to find in a short prompt)"       -m "$models/llama.gguf" --spec ngram-simple
 echo
 echo "== a target/draft pair that does not fit"

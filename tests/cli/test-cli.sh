@@ -34,6 +34,10 @@ is_text() { # is_text FILE TEXT: the file holds exactly TEXT and a newline
 "$fixture" eagle3 "$work/eagle3-deep.gguf" --n-layer 6
 "$fixture" dflash2 "$work/dflash2.gguf"
 "$fixture" qwen35-mtp "$work/qwen35-q8.gguf" --type q8_0
+check "fixture of a preset shape, overridden" "$fixture" glm4moe-mtp "$work/shape.gguf" --shape test-32k --n-layer 1 --type q4_k_m
+check "preset shape recorded" exit_is 0 "$specdec" inspect "$work/shape.gguf"
+check "preset vocabulary" contains "$work/out" "32768"
+check "fixture shape for another kind" exit_is 2 "$fixture" qwen35-mtp "$work/bad.gguf" --shape qwen3-0.6b
 head -c 3000 "$work/llama.gguf" > "$work/truncated.gguf"
 # The qwen35 fixture with a byte of its name (general.name) that is not UTF-8.
 cp "$work/qwen35.gguf" "$work/latin1-name.gguf"
@@ -120,10 +124,14 @@ check "bench synthetic warns" contains "$work/err" "text is not valid"
 check "bench with more sequences than one batch prefills" exit_is 0 "$specdec" bench -m "$work/qwen35.gguf" -n 4 -r 1 \
     --n-draft 2 --n-seq 64 -c 64 -t 1 --json "$work/bench-64.json"
 check "bench 64 sequences json" "$check_bench_json" "$work/bench-64.json" --exact
-check "bench on a generated fixture" exit_is 0 "$specdec" bench --fixture mixed --fixture-blocks 1 -n 16 -r 1 --n-draft 2 \
-    --n-draft auto -t 1 --json "$work/bench-fixture.json"
+check "bench on a generated fixture" exit_is 0 "$specdec" bench --fixture mixed --fixture-shape test-32k --fixture-blocks 1 \
+    --fixture-type q8_0 -n 16 -r 1 --n-draft 2 --n-draft auto -t 1 --json "$work/bench-fixture.json" \
+    --markdown "$work/bench-fixture.md"
 check "bench fixture json" "$check_bench_json" "$work/bench-fixture.json"
+check "bench fixture markdown" test -s "$work/bench-fixture.md"
 check "bench fixture described" contains "$work/bench-fixture.json" '"drafter": "mixed"'
+check "bench fixture shape described" contains "$work/bench-fixture.json" '"shape": "test-32k"'
+check "bench fixture of an unknown shape" exit_is 2 "$specdec" bench --fixture exact --fixture-shape qwen9
 check "bench needs a model or a fixture" exit_is 2 "$specdec" bench -n 4
 check "bench model excludes fixture" exit_is 2 "$specdec" bench -m "$work/qwen35.gguf" --fixture exact
 check "bench checker catches a broken document" bash -c \

@@ -56,6 +56,26 @@ inline std::vector<int32_t> reference_proposal(const fixtures::fixture_options &
     return out;
 }
 
+// A prompt for the n-gram strategies: five periods of the target's cycle
+// (first_cycle_token .. active_vocab - 1), each followed by `extra`, then
+// the first `tail` cycle tokens. Lookups of windows that end at the cycle's
+// last token draft `extra` where the target continues the cycle (rejected);
+// the others draft the cycle (accepted).
+inline std::vector<llama_token> glitched_cycle_prompt(llama_token extra, int tail, uint32_t n_vocab) {
+    std::vector<llama_token> out;
+    const auto last = static_cast<llama_token>(fixtures::active_vocab(n_vocab)) - 1;
+    for (int period = 0; period < 5; ++period) {
+        for (llama_token t = fixtures::first_cycle_token; t <= last; ++t) {
+            out.push_back(t);
+        }
+        out.push_back(extra);
+    }
+    for (int i = 0; i < tail; ++i) {
+        out.push_back(fixtures::first_cycle_token + i);
+    }
+    return out;
+}
+
 inline const char * kind_name(fixtures::drafter_kind k) {
     switch (k) {
         case fixtures::drafter_kind::exact:         return "exact";
@@ -102,6 +122,47 @@ inline std::vector<int> reference_mixed_run(int32_t t, int n_predict, uint32_t s
         n += 1 + k;
     }
     return accepted;
+}
+
+// The statistics specdec::generate must report for one greedy sequence with
+// a controlled drafter of opt.drafter (not random) from id_last `t` (`prev`
+// before it): every step drafts reference_proposal(), capped as the loop caps
+// it at the budget left after the step's own token (n_predict - generated - 1),
+// and keeps reference_accepted() of it, until n_predict tokens exist.
+inline specdec_sequence_stats reference_generation(const fixtures::fixture_options & opt, int32_t prev, int32_t t, int n_draft,
+                                                   int n_predict, bool chained_features) {
+    specdec_sequence_stats st{};
+    for (int generated = 0; generated < n_predict;) {
+        const int cap = std::min(n_draft, n_predict - generated - 1);
+        const std::vector<int32_t> proposal = cap > 0 ? reference_proposal(opt, t, cap, prev, chained_features) : std::vector<int32_t>{};
+        const int k = reference_accepted(proposal, t, opt.n_vocab);
+        st.n_steps++;
+        st.n_drafted += proposal.size();
+        st.n_accepted += static_cast<uint64_t>(k);
+        for (size_t i = 0; i < proposal.size(); ++i) {
+            st.n_proposed_at[i]++;
+            st.n_accepted_at[i] += i < static_cast<size_t>(k) ? 1 : 0;
+        }
+        for (int i = 0; i <= k; ++i) {
+            prev = t;
+            t = fixtures::successor(t, opt.n_vocab);
+        }
+        generated += k + 1;
+    }
+    st.n_generated = static_cast<uint64_t>(n_predict);
+    return st;
+}
+
+// Every counter of `got` equals `want`.
+inline void expect_stats_eq(const specdec_sequence_stats & got, const specdec_sequence_stats & want) {
+    EXPECT_EQ(got.n_generated, want.n_generated);
+    EXPECT_EQ(got.n_steps, want.n_steps);
+    EXPECT_EQ(got.n_drafted, want.n_drafted);
+    EXPECT_EQ(got.n_accepted, want.n_accepted);
+    for (size_t i = 0; i < SPECDEC_MAX_DRAFT; ++i) {
+        EXPECT_EQ(got.n_proposed_at[i], want.n_proposed_at[i]) << "position " << i;
+        EXPECT_EQ(got.n_accepted_at[i], want.n_accepted_at[i]) << "position " << i;
+    }
 }
 
 // Checks a greedy n_draft = 1 run of the mixed drafter through `s` from

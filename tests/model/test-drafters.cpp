@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -72,6 +73,38 @@ specdec_strategy strategy_of(const std::string & name) {
     return s;
 }
 
+// One greedy sequence per prompt through the library's loop
+// (specdec::generate) on a fresh pair; `draft_file` may be "" (n-gram).
+generation_result generate_pair(const std::string & target_file, const std::string & draft_file, const session_params & sp,
+                                const std::vector<std::vector<llama_token>> & prompts, int n) {
+    llama_model_ptr target_model = load_model(target_file);
+    llama_model_ptr draft_model = draft_file.empty() ? nullptr : load_model(draft_file);
+    context_options t;
+    t.n_ctx = 512;
+    t.n_seq_max = sp.n_seq;
+    llama_context_ptr target = make_context(target_model.get(), t);
+    llama_context_ptr draft;
+    if (draft_model) {
+        context_options d = t;
+        d.other = target.get();
+        draft = make_context(draft_model.get(), d);
+    }
+    session s(target.get(), draft.get(), sp);
+    generate_params gp = specdec_generate_default_params();
+    gp.n_predict = n;
+    generation_result out = generate(s, prompts, gp);
+    uint64_t drafted = 0;
+    uint64_t accepted = 0;
+    for (const sequence_result & r : out.sequences) {
+        drafted += r.stats.n_drafted;
+        accepted += r.stats.n_accepted;
+    }
+    EXPECT_EQ(s.stats().n_drafted, drafted);
+    EXPECT_EQ(s.stats().n_accepted, accepted);
+    EXPECT_TRUE(s.is_quiescent());
+    return out;
+}
+
 std::vector<llama_token> plain_tokens() {
     static const std::vector<llama_token> tokens = [] {
         auto model = load_model(target_path());
@@ -115,6 +148,18 @@ TEST_P(DraftModelAcceptance, MatchesPlainDecodingAndTheConstruction) {
         EXPECT_EQ(run.accepted[0], 0);
         EXPECT_EQ(run.total_accepted(), run.total_proposed() - n_draft);
     }
+
+    // The same counts through the library's own loop.
+    const generation_result out =
+        generate_pair(target_path(), draft_path(strategy, kind), params_for(strategy_of(strategy), n_draft), {prompt}, n_predict);
+    const sequence_result & r = out.sequences.at(0);
+    EXPECT_EQ(r.tokens, plain_tokens());
+    if (kind == drafter_kind::random) {
+        EXPECT_GT(r.stats.n_drafted, 0u);
+        EXPECT_EQ(r.stats.n_accepted, 0u);
+    } else {
+        expect_stats_eq(r.stats, reference_generation(opt, prompt[prompt.size() - 2], prompt.back(), n_draft, n_predict, true));
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -141,6 +186,37 @@ TEST_P(DraftModelMixed, AcceptsExactlyTheAccurateStretches) {
     EXPECT_EQ(run.tokens, plain_tokens());
 
     expect_mixed_run(run, s, prompt.back(), n_predict, stretch, n_vocab);
+
+    opt.drafter = drafter_kind::mixed;
+    const generation_result out = generate_pair(target_path(), draft_path(strategy, drafter_kind::mixed, opt),
+                                                params_for(strategy_of(strategy), 1), {prompt}, n_predict);
+    EXPECT_EQ(out.sequences.at(0).tokens, plain_tokens());
+    expect_stats_eq(out.sequences.at(0).stats,
+                    reference_generation(opt, prompt[prompt.size() - 2], prompt.back(), 1, n_predict, true));
+}
+
+// A vocabulary of 32,768 tokens (the test-32k shape, width 128): EAGLE-3 and
+// DFlash drafts stay on the first 128 ids, so acceptance is exactly as with
+// 128 tokens.
+TEST(DraftModelLargeVocabulary, AcceptsExactlyAsConstructed) {
+    const fixtures::fixture_options shape = fixtures::find_shape("test-32k")->options;
+    const std::string target = fixture("llama-target-test-32k", [&](const std::string & p) { fixtures::write_llama_target(p, shape); });
+    for (const std::string strategy : {"eagle3", "dflash"}) {
+        for (const drafter_kind kind : {drafter_kind::exact, drafter_kind::wrong_every_k}) {
+            SCOPED_TRACE(strategy + " " + kind_name(kind));
+            fixtures::fixture_options opt = shape;
+            opt.drafter = kind;
+            const std::string draft = fixture(strategy + "-test-32k-" + drafter_tag(opt), [&](const std::string & p) {
+                strategy == "eagle3" ? fixtures::write_eagle3_draft(p, opt) : fixtures::write_dflash_draft(p, opt, false);
+            });
+            const generation_result out = generate_pair(target, draft, params_for(strategy_of(strategy), 3), {prompt}, n_predict);
+            const sequence_result & r = out.sequences.at(0);
+            EXPECT_EQ(r.tokens, expected_cycle(prompt.back(), n_predict, opt.n_vocab));
+            const specdec_sequence_stats want = reference_generation(opt, prompt[prompt.size() - 2], prompt.back(), 3, n_predict, true);
+            expect_stats_eq(r.stats, want);
+            EXPECT_GT(want.n_accepted, 0u);
+        }
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, DraftModelMixed,
@@ -169,6 +245,63 @@ TEST(DraftModel, ClassicDraftOfTheSameFamilyIsAlwaysRight) {
     EXPECT_EQ(run.tokens, plain_tokens());
     EXPECT_GT(run.total_proposed(), 0);
     EXPECT_EQ(run.total_accepted(), run.total_proposed());
+}
+
+// The margin fixtures.h states: after any active token the successor scores
+// sqrt(n_embd) and every other token, the 32,640 inert ones included (whose
+// lm_head rows are random beyond the active dimensions), exactly 0.
+TEST(DraftModelLargeVocabulary, InertTokensLoseByTheStatedMargin) {
+    fixtures::fixture_options opt = fixtures::find_shape("test-32k")->options;
+    opt.n_embd = 256; // room for the inert rows' random part
+    const std::string path = fixture("llama-target-32k-256", [&](const std::string & p) { fixtures::write_llama_target(p, opt); });
+    auto model = load_model(path);
+    auto ctx = make_context(model.get(), {});
+    const std::vector<llama_token> tokens = {20, 127, 1, 3, 30000, 9};
+    test_batch batch(static_cast<int32_t>(tokens.size()));
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        batch.add(tokens[i], static_cast<llama_pos>(i), 0, true);
+    }
+    ASSERT_EQ(llama_decode(ctx.get(), batch.b), 0);
+    const float margin = std::sqrt(static_cast<float>(opt.n_embd));
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        SCOPED_TRACE(tokens[i]);
+        const float * logits = llama_get_logits_ith(ctx.get(), static_cast<int32_t>(i));
+        const llama_token next = fixtures::successor(tokens[i], opt.n_vocab);
+        EXPECT_EQ(next, fixtures::successor(fixtures::embedded_as(tokens[i], opt.n_vocab), opt.n_vocab));
+        EXPECT_NEAR(logits[next], margin, 0.01f * margin);
+        float others = -1e9f;
+        for (int32_t t = 0; t < static_cast<int32_t>(opt.n_vocab); ++t) {
+            others = t == next ? others : std::max(others, std::fabs(logits[t]));
+        }
+        EXPECT_LT(others, 1e-3f);
+    }
+}
+
+// A classic draft that disagrees with the target: its successor rule is off
+// by one on every 4th token id, so drafts are rejected there and the draft
+// and target caches are rolled back, with one and with three sequences.
+// Four drafts per step read four consecutive ids, so every step meets one.
+TEST(DraftModel, ClassicDraftThatDisagreesIsRolledBack) {
+    fixtures::fixture_options opt;
+    opt.drafter = drafter_kind::wrong_every_k;
+    const std::string draft = fixture("llama-draft-wrong-2-256", [&](const std::string & p) { fixtures::write_llama_draft(p, opt); });
+    const std::vector<std::vector<llama_token>> prompts = {prompt, {60, 61, 62}, {90, 7, 8, 9}};
+    for (const size_t n_seq : {size_t{1}, size_t{3}}) {
+        SCOPED_TRACE(n_seq);
+        session_params sp = params_for(SPECDEC_STRATEGY_DRAFT, 4);
+        sp.n_seq = static_cast<uint32_t>(n_seq);
+        const std::vector<std::vector<llama_token>> used(prompts.begin(), prompts.begin() + static_cast<std::ptrdiff_t>(n_seq));
+        const generation_result out = generate_pair(target_path(), draft, sp, used, n_predict);
+        for (size_t i = 0; i < n_seq; ++i) {
+            const auto & p = used[i];
+            const sequence_result & r = out.sequences.at(i);
+            EXPECT_EQ(r.tokens, expected_cycle(p.back(), n_predict, n_vocab)) << "sequence " << i;
+            const specdec_sequence_stats want = reference_generation(opt, p[p.size() - 2], p.back(), 4, n_predict, false);
+            ASSERT_GT(want.n_accepted, 0u);
+            ASSERT_LT(want.n_accepted, want.n_drafted);
+            expect_stats_eq(r.stats, want);
+        }
+    }
 }
 
 TEST(DraftModel, RandomTargetStaysLossless) {
@@ -213,6 +346,36 @@ TEST(Ngram, RepeatedTextIsDraftedFromTheHistory) {
     }
 }
 
+// A 16-token vocabulary, whose 13-token cycle the output repeats, after a
+// prompt in which every period of the cycle is followed by an extra token:
+// every n-gram strategy drafts, has drafts accepted, and has drafts rejected
+// (where the history says "extra" and the target continues the cycle).
+TEST(Ngram, DraftsAreAcceptedAndRejected) {
+    constexpr uint32_t small_vocab = 16;
+    fixtures::fixture_options opt;
+    opt.n_vocab = small_vocab;
+    const std::string target = fixture("llama-target-v16", [&](const std::string & p) { fixtures::write_llama_target(p, opt); });
+    const std::vector<std::vector<llama_token>> prompts = {glitched_cycle_prompt(9, 5, small_vocab)};
+    for (const char * name : {"ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache"}) {
+        for (const int n_draft : {1, 4}) {
+            SCOPED_TRACE(std::string(name) + " n_draft " + std::to_string(n_draft));
+            specdec_strategy st = SPECDEC_STRATEGY_COUNT;
+            ASSERT_EQ(specdec_strategy_from_name(name, &st), SPECDEC_STATUS_OK);
+            const generation_result out = generate_pair(target, "", params_for(st, n_draft), prompts, n_predict);
+            const sequence_result & r = out.sequences.at(0);
+            EXPECT_EQ(r.tokens, expected_cycle(prompts[0].back(), n_predict, small_vocab));
+            EXPECT_GT(r.stats.n_accepted, 0u);
+            EXPECT_GT(r.stats.n_drafted, r.stats.n_accepted); // some rejected
+            uint64_t accepted_at = 0;
+            for (uint64_t n : r.stats.n_accepted_at) {
+                accepted_at += n;
+            }
+            EXPECT_EQ(accepted_at, r.stats.n_accepted);
+            EXPECT_LE(r.stats.n_drafted, r.stats.n_steps * static_cast<uint64_t>(n_draft));
+        }
+    }
+}
+
 // --- compatibility of draft models -------------------------------------------------
 
 TEST(DraftCompatibility, Eagle3MadeForADeeperTarget) {
@@ -252,6 +415,15 @@ TEST(DraftContext, BuildsWhatEachStrategyNeeds) {
         const spec_run run = spec_greedy(s, prompt, 16);
         EXPECT_EQ(run.tokens, expected_cycle(prompt.back(), 16, n_vocab));
         EXPECT_EQ(run.total_accepted(), run.total_proposed());
+
+        // and through the library's loop on the same contexts
+        generate_params gp = specdec_generate_default_params();
+        gp.n_predict = 16;
+        const std::vector<std::vector<llama_token>> prompts = {prompt};
+        const generation_result out = generate(s, prompts, gp);
+        EXPECT_EQ(out.sequences.at(0).tokens, expected_cycle(prompt.back(), 16, n_vocab));
+        expect_stats_eq(out.sequences.at(0).stats,
+                        reference_generation(fixtures::fixture_options{}, prompt[prompt.size() - 2], prompt.back(), 4, 16, true));
     }
 }
 

@@ -62,6 +62,25 @@ const std::vector<llama_token> prompt = {20, 21, 22, 23, 24};
 constexpr int n_predict = 40;
 constexpr uint32_t n_vocab = 128;
 
+// One greedy sequence after `prompt` through the library's loop
+// (specdec::generate) on a fresh pair.
+sequence_result generate_one(const std::string & path, int n_draft, int n) {
+    mtp_pair p = open_pair(path, n_draft);
+    session s(p.target.get(), p.draft.get(), mtp_params(n_draft));
+    generate_params gp = specdec_generate_default_params();
+    gp.n_predict = n;
+    const std::vector<std::vector<llama_token>> prompts = {prompt};
+    generation_result out = generate(s, prompts, gp);
+    EXPECT_TRUE(s.is_quiescent());
+    EXPECT_EQ(s.stats().n_accepted, out.sequences.at(0).stats.n_accepted);
+    return out.sequences.at(0);
+}
+
+// The counts the construction implies for generate_one() with `opt`'s drafter.
+specdec_sequence_stats reference_run(const fixtures::fixture_options & opt, int n_draft, int n) {
+    return reference_generation(opt, prompt[prompt.size() - 2], prompt.back(), n_draft, n, false);
+}
+
 class MtpAcceptance : public ::testing::TestWithParam<std::tuple<std::string, drafter_kind, int>> {};
 
 TEST_P(MtpAcceptance, MatchesPlainDecodingAndTheConstruction) {
@@ -109,6 +128,16 @@ TEST_P(MtpAcceptance, MatchesPlainDecodingAndTheConstruction) {
         EXPECT_EQ(run.total_accepted(), static_cast<int>(run.accepted.size()));
     }
     EXPECT_TRUE(s.is_quiescent());
+
+    // The same counts through the library's own loop.
+    const sequence_result out = generate_one(path, n_draft, n_predict);
+    EXPECT_EQ(out.tokens, plain);
+    if (kind == drafter_kind::random) {
+        EXPECT_GT(out.stats.n_drafted, 0u);
+        EXPECT_EQ(out.stats.n_accepted, 0u);
+    } else {
+        expect_stats_eq(out.stats, reference_run(opt, n_draft, n_predict));
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -140,6 +169,10 @@ TEST_P(MtpMixed, AcceptsExactlyTheAccurateStretches) {
     EXPECT_EQ(run.tokens, plain);
 
     expect_mixed_run(run, s, prompt.back(), n_predict, stretch, n_vocab);
+
+    const sequence_result out = generate_one(path, 1, n_predict);
+    EXPECT_EQ(out.tokens, plain);
+    expect_stats_eq(out.stats, reference_run(drafter_options(drafter_kind::mixed, stretch), 1, n_predict));
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, MtpMixed,
@@ -147,6 +180,60 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, MtpMixed,
                          [](const auto & tc) {
                              return std::get<0>(tc.param) + "_stretch" + std::to_string(std::get<1>(tc.param));
                          });
+
+// A vocabulary of 32,768 tokens (the test-32k shape, width 128): the
+// constructions stay on the first 128 ids and every other id's lm_head row
+// loses by the stated margin, so acceptance is exactly as with 128 tokens.
+TEST(MtpLargeVocabulary, AcceptsExactlyAsConstructed) {
+    for (const drafter_kind kind : {drafter_kind::exact, drafter_kind::wrong_every_k, drafter_kind::mixed}) {
+        fixtures::fixture_options opt = fixtures::find_shape("test-32k")->options;
+        opt.drafter = kind;
+        SCOPED_TRACE(kind_name(kind));
+        const std::string path = fixture("glm4moe-mtp-test-32k-" + drafter_tag(opt),
+                                         [&](const std::string & p) { fixtures::write_glm4moe_mtp(p, opt); });
+        {
+            auto model = load_model(path);
+            ASSERT_EQ(llama_vocab_n_tokens(llama_model_get_vocab(model.get())), 32768);
+        }
+        const sequence_result out = generate_one(path, 3, n_predict);
+        EXPECT_EQ(out.tokens, expected_cycle(prompt.back(), n_predict, opt.n_vocab));
+        const specdec_sequence_stats want = reference_run(opt, 3, n_predict);
+        expect_stats_eq(out.stats, want);
+        if (kind == drafter_kind::exact) {
+            EXPECT_EQ(want.n_accepted, want.n_drafted);
+        } else {
+            EXPECT_LT(want.n_accepted, want.n_drafted);
+        }
+    }
+}
+
+// The Qwen3-0.6B shape (vocabulary 151,936, width 1024, 28 layers, 16/8
+// heads of 128, FFN 3072) with a glm4moe MTP block, quantized to Q8_0: the
+// exact drafter is accepted every time through the library's loop.
+TEST(MtpRealShape, Qwen3SmallIsAcceptedExactly) {
+    fixtures::fixture_options opt = fixtures::find_shape("qwen3-0.6b")->options;
+    const std::string path = fixture("glm4moe-mtp-qwen3-0.6b-exact-q8_0", [&](const std::string & p) {
+        fixtures::write_with_type([&](const std::string & f16) { fixtures::write_glm4moe_mtp(f16, opt); }, p,
+                                  fixtures::weight_type::q8_0);
+    });
+    constexpr int n = 16;
+    {
+        auto model = load_model(path);
+        ASSERT_EQ(llama_vocab_n_tokens(llama_model_get_vocab(model.get())), 151936);
+        ASSERT_EQ(llama_model_n_embd(model.get()), 1024);
+        auto ctx = make_context(model.get(), {});
+        const std::vector<std::vector<llama_token>> prompts = {prompt};
+        generate_params gp = specdec_generate_default_params();
+        gp.n_predict = n;
+        EXPECT_EQ(generate_plain(ctx.get(), prompts, gp).sequences.at(0).tokens, expected_cycle(prompt.back(), n, opt.n_vocab));
+    }
+    const sequence_result out = generate_one(path, 3, n);
+    EXPECT_EQ(out.tokens, expected_cycle(prompt.back(), n, opt.n_vocab));
+    const specdec_sequence_stats want = reference_run(opt, 3, n);
+    expect_stats_eq(out.stats, want);
+    EXPECT_EQ(want.n_accepted, want.n_drafted);
+    EXPECT_EQ(want.n_steps, 4u); // 16 tokens at 4 per step
+}
 
 TEST(Mtp, RandomTargetStaysLossless) {
     fixtures::fixture_options opt;

@@ -1,6 +1,7 @@
 // Session rules on real contexts: compatibility checks, lifecycle errors,
 // malformed batches, and exact checkpoint/restore. Every failing call must
 // leave the session and its contexts usable.
+#include "drafter-model.h"
 #include "harness.h"
 
 #include <gtest/gtest.h>
@@ -48,11 +49,31 @@ context_options with_rs(uint32_t n_rs, uint32_t n_seq = 1) {
     return o;
 }
 
-// After a rejected construction the same contexts must still serve a session.
+// Greedy generation of `n` tokens after `prompt` through the library's loop
+// with an exact drafter: every draft accepted, as many steps as the
+// construction implies.
+void expect_exact_generation(session & s, int n_draft, int n) {
+    generate_params gp = specdec_generate_default_params();
+    gp.n_predict = n;
+    const std::vector<std::vector<llama_token>> prompts = {prompt};
+    const generation_result out = generate(s, prompts, gp);
+    EXPECT_EQ(out.sequences.at(0).tokens, expected_cycle(prompt.back(), n, n_vocab));
+    const fixtures::fixture_options exact;
+    const specdec_sequence_stats want = reference_generation(exact, prompt[prompt.size() - 2], prompt.back(), n_draft, n, false);
+    EXPECT_EQ(want.n_accepted, want.n_drafted);
+    expect_stats_eq(out.sequences.at(0).stats, want);
+}
+
+// After a rejected construction the same contexts must still serve a
+// session, step by step and through the library's loop.
 void expect_contexts_usable(llama_context * target, llama_context * draft, int n_draft) {
+    {
+        session s(target, draft, mtp_params(n_draft));
+        const spec_run run = spec_greedy(s, prompt, 12);
+        EXPECT_EQ(run.tokens, expected_cycle(prompt.back(), 12, n_vocab));
+    }
     session s(target, draft, mtp_params(n_draft));
-    const spec_run run = spec_greedy(s, prompt, 12);
-    EXPECT_EQ(run.tokens, expected_cycle(prompt.back(), 12, n_vocab));
+    expect_exact_generation(s, n_draft, 12);
 }
 
 // --- compatibility --------------------------------------------------------------
@@ -347,6 +368,8 @@ TEST(CheckpointBlob, MismatchedBlobsAreRejectedAndChangeNothing) {
     const spec_run more = spec_continue(s, head.n_past, head.id_last, 10);
     EXPECT_EQ(more.tokens, expected_cycle(head.id_last, 10, n_vocab));
     EXPECT_EQ(more.total_accepted(), more.total_proposed());
+    // and its library loop still accepts every draft
+    expect_exact_generation(s, 3, 10);
 }
 
 } // namespace

@@ -25,16 +25,22 @@ void add_bench_command(CLI::App & app, bench_options & o) {
     CLI::Option * model = cmd->add_option("-m,--model", o.model, "target model (GGUF)")->check(CLI::ExistingFile);
     CLI::Option * fixture =
         cmd->add_option("--fixture", o.fixture,
-                        "instead of -m: generate a controlled glm4moe MTP target whose drafter is exact, mixed (exact on "
-                        "alternate stretches of 16 tokens, wrong on the others) or random, and bench it")
+                        "instead of -m: generate a controlled MTP target of --fixture-shape whose drafter is exact, "
+                        "mixed (exact on alternate stretches of 16 tokens, wrong on the others) or random, and bench it")
             ->check(CLI::IsMember({"exact", "mixed", "random"}));
     model->excludes(fixture);
+    std::vector<std::string> shapes;
+    for (const specdec::fixtures::shape_preset & p : specdec::fixtures::shape_presets()) {
+        shapes.emplace_back(p.name);
+    }
+    cmd->add_option("--fixture-shape", o.fixture_shape, "dimensions of the generated fixture, copied from a real model")
+        ->check(CLI::IsMember(shapes))
+        ->capture_default_str();
     cmd->add_option("--fixture-type", o.fixture_type, "weights of the generated fixture")
-        ->check(CLI::IsMember({"f16", "q8_0", "q4_0"}))
+        ->check(CLI::IsMember({"f16", "q8_0", "q4_0", "q4_k_m"}))
         ->capture_default_str();
-    cmd->add_option("--fixture-blocks", o.fixture_blocks, "trunk blocks of the generated fixture (width 1024)")
-        ->check(CLI::Range(1u, 64u))
-        ->capture_default_str();
+    cmd->add_option("--fixture-blocks", o.fixture_blocks, "trunk blocks of the generated fixture (default: the shape's)")
+        ->check(CLI::Range(1u, 64u));
     cmd->parse_complete_callback([&o] {
         if (o.model.empty() && o.fixture.empty()) {
             throw CLI::ValidationError("bench", "give a model (-m) or --fixture");
@@ -266,21 +272,26 @@ class generated_fixture {
 public:
     explicit generated_fixture(const bench_options & o) : dir_("specdec-bench-"), path_((dir_.path() / "fixture.gguf").string()) {
         namespace fx = specdec::fixtures;
-        fx::fixture_options opt;
-        opt.n_embd = 1024;
-        opt.n_layer = o.fixture_blocks;
+        const fx::shape_preset & shape = *fx::find_shape(o.fixture_shape);
+        fx::fixture_options opt = shape.options;
+        if (o.fixture_blocks > 0) {
+            opt.n_layer = o.fixture_blocks;
+        }
         opt.drafter = o.fixture == "exact" ? fx::drafter_kind::exact
                     : o.fixture == "mixed" ? fx::drafter_kind::mixed
                                            : fx::drafter_kind::random;
-        const fx::weight_type type = o.fixture_type == "f16"  ? fx::weight_type::f16
-                                   : o.fixture_type == "q8_0" ? fx::weight_type::q8_0
-                                                              : fx::weight_type::q4_0;
+        const fx::weight_type type = o.fixture_type == "f16"    ? fx::weight_type::f16
+                                   : o.fixture_type == "q8_0"   ? fx::weight_type::q8_0
+                                   : o.fixture_type == "q4_0"   ? fx::weight_type::q4_0
+                                                                : fx::weight_type::q4_k_m;
+        const bool qwen35 = std::string(shape.mtp_kind) == "qwen35-mtp";
         if (isatty(STDERR_FILENO)) {
-            std::fprintf(stderr, "bench: writing the fixture (glm4moe, %u blocks, %s drafter, %s)...", o.fixture_blocks,
-                         o.fixture.c_str(), o.fixture_type.c_str());
+            std::fprintf(stderr, "bench: writing the fixture (%s, %s, %u blocks, %s drafter, %s)...", shape.name,
+                         shape.mtp_kind, opt.n_layer, o.fixture.c_str(), o.fixture_type.c_str());
         }
         try {
-            fx::write_with_type([&](const std::string & p) { fx::write_glm4moe_mtp(p, opt); }, path_, type);
+            fx::write_with_type([&](const std::string & p) { qwen35 ? fx::write_qwen35_mtp(p, opt) : fx::write_glm4moe_mtp(p, opt); },
+                                path_, type);
         } catch (const std::exception & e) {
             throw specdec::error(SPECDEC_STATUS_IO_ERROR, std::string("cannot write the bench fixture: ") + e.what());
         }
@@ -390,11 +401,16 @@ int bench_model(const bench_options & o) {
     }
 
     nlohmann::json out;
-    out["model"] = o.fixture.empty() ? o.model
-                                     : "generated glm4moe MTP fixture (" + std::to_string(o.fixture_blocks) + " blocks, " +
-                                           o.fixture + " drafter, " + o.fixture_type + ")";
-    if (!o.fixture.empty()) {
-        out["fixture"] = {{"architecture", "glm4moe"}, {"drafter", o.fixture}, {"type", o.fixture_type}, {"blocks", o.fixture_blocks}};
+    if (o.fixture.empty()) {
+        out["model"] = o.model;
+    } else {
+        const specdec::fixtures::shape_preset & shape = *specdec::fixtures::find_shape(o.fixture_shape);
+        const uint32_t blocks = o.fixture_blocks > 0 ? o.fixture_blocks : shape.options.n_layer;
+        const std::string arch = std::string(shape.mtp_kind) == "qwen35-mtp" ? "qwen35" : "glm4moe";
+        out["model"] = "generated " + arch + " MTP fixture shaped like " + shape.real_model + " (" + o.fixture_shape + ", " +
+                       std::to_string(blocks) + " blocks, " + o.fixture + " drafter, " + o.fixture_type + ")";
+        out["fixture"] = {{"architecture", arch}, {"shape", o.fixture_shape}, {"drafter", o.fixture},
+                          {"type", o.fixture_type}, {"blocks", blocks}};
     }
     out["draft_model"] = o.draft_model;
     out["n_predict"] = o.n_predict;

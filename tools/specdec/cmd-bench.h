@@ -16,8 +16,9 @@ struct bench_options {
     device_options           devices;                  // -ngl, --device, --rpc, ...
     std::string              model;                    // or, with `fixture`, a generated one
     std::string              fixture;                  // exact, mixed or random: bench a generated MTP pair
-    std::string              fixture_type = "q8_0";    // its weights: f16, q8_0 or q4_0
-    uint32_t                 fixture_blocks = 16;      // its trunk blocks (width 1024: 16 blocks ~ 290M parameters)
+    std::string              fixture_shape = "qwen3-0.6b"; // its dimensions: a preset of specdec::fixtures::shape_presets()
+    std::string              fixture_type = "q4_k_m";  // its weights: f16, q8_0, q4_0 or q4_k_m
+    uint32_t                 fixture_blocks = 0;       // its trunk blocks; 0: the shape's
     std::string              draft_model;
     std::vector<std::string> specs;                    // strategies to compare; empty: detected from the files
     std::vector<std::string> n_drafts = {"1", "2", "4", "8", "auto"}; // draft lengths swept per strategy; "auto": adaptive
