@@ -342,7 +342,7 @@ bool session::is_quiescent() const {
 }
 
 void session::begin(llama_seq_id seq_id, std::span<const llama_token> prompt) {
-    impl & s = *impl_;
+    impl & s = live();
     s.check_seq(seq_id);
     s.require_quiescent("begin()");
     if (prompt.size() > SPECDEC_MAX_PROMPT_TOKENS) {
@@ -360,23 +360,23 @@ void session::begin(llama_seq_id seq_id, std::span<const llama_token> prompt) {
 }
 
 void session::process(const llama_batch & batch) {
-    const std::vector<llama_pos> first = impl_->validate_batch(batch);
-    impl_->process_validated(batch, first);
+    const std::vector<llama_pos> first = live().validate_batch(batch);
+    live().process_validated(batch, first);
 }
 
 void session::decode_target(const llama_batch & batch) {
-    impl_->validate_batch(batch);
-    impl_->decode(batch);
+    live().validate_batch(batch);
+    live().decode(batch);
 }
 
 void session::decode_target_and_process(const llama_batch & batch) {
-    const std::vector<llama_pos> first = impl_->validate_batch(batch);
-    impl_->decode(batch);
-    impl_->process_validated(batch, first);
+    const std::vector<llama_pos> first = live().validate_batch(batch);
+    live().decode(batch);
+    live().process_validated(batch, first);
 }
 
 void session::draft(std::span<const draft_request> requests) {
-    impl & s = *impl_;
+    impl & s = live();
     std::vector<int32_t> caps(requests.size());
     std::vector<bool> seen(s.params.n_seq, false);
     const llama_pos n_ctx = static_cast<llama_pos>(llama_n_ctx_seq(s.target));
@@ -493,12 +493,12 @@ void session::draft(std::span<const draft_request> requests) {
 }
 
 std::span<const llama_token> session::proposal(llama_seq_id seq_id) const {
-    impl_->check_seq(seq_id);
-    return impl_->proposal[static_cast<size_t>(seq_id)];
+    live().check_seq(seq_id);
+    return live().proposal[static_cast<size_t>(seq_id)];
 }
 
 void session::accept(llama_seq_id seq_id, uint16_t n_accepted) {
-    impl & s = *impl_;
+    impl & s = live();
     s.check_seq(seq_id);
     const size_t i = static_cast<size_t>(seq_id);
     if (!s.pending[i]) {
@@ -535,7 +535,7 @@ int32_t session::n_nextn_heads() const {
     if (detail::traits_of(live().params.strategy).weights != detail::draft_weights::target_heads) {
         return 0;
     }
-    return llama_model_n_layer_nextn(llama_get_model(impl_->target));
+    return llama_model_n_layer_nextn(llama_get_model(live().target));
 }
 
 void session::set_nextn_head(int32_t head) {
@@ -545,11 +545,11 @@ void session::set_nextn_head(int32_t head) {
     if (head < 0 || head >= n_nextn_heads()) {
         fail(SPECDEC_STATUS_INVALID_ARGUMENT, "NextN head ", head, " is outside [0, ", n_nextn_heads(), ")");
     }
-    llama_set_nextn_layer_offset(impl_->draft, head);
+    llama_set_nextn_layer_offset(live().draft, head);
 }
 
 std::vector<uint8_t> session::state(llama_seq_id seq_id) const {
-    const impl & s = *impl_;
+    const impl & s = live();
     s.check_seq(seq_id);
     s.require_quiescent("capturing state");
     detail::session_state st;
@@ -561,7 +561,7 @@ std::vector<uint8_t> session::state(llama_seq_id seq_id) const {
 }
 
 void session::restore_state(llama_seq_id seq_id, std::span<const uint8_t> blob) {
-    impl & s = *impl_;
+    impl & s = live();
     s.check_seq(seq_id);
     s.require_quiescent("restoring state");
     detail::session_state st = detail::decode_state(blob, s.params, seq_id, s.n_vocab);
@@ -591,7 +591,7 @@ static llama_context * context_for(const session & self, context_role role) {
 }
 
 void session::remove_range(context_role role, llama_seq_id seq_id, llama_pos p0, llama_pos p1) {
-    impl & s = *impl_;
+    impl & s = live();
     s.check_seq(seq_id);
     if (s.pending[static_cast<size_t>(seq_id)]) {
         fail(SPECDEC_STATUS_PROPOSAL_PENDING, "sequence ", seq_id, " has a proposal awaiting accept(); accept it before removing positions");
@@ -609,7 +609,7 @@ void session::remove_range(context_role role, llama_seq_id seq_id, llama_pos p0,
 }
 
 std::vector<uint8_t> session::context_state(context_role role, llama_seq_id seq_id, uint32_t flags) {
-    impl_->check_seq(seq_id);
+    live().check_seq(seq_id);
     llama_context * ctx = context_for(*this, role);
     std::vector<uint8_t> bytes(llama_state_seq_get_size_ext(ctx, seq_id, flags));
     const size_t n = llama_state_seq_get_data_ext(ctx, bytes.data(), bytes.size(), seq_id, flags);
@@ -621,7 +621,7 @@ std::vector<uint8_t> session::context_state(context_role role, llama_seq_id seq_
 
 void session::restore_context_state(context_role role, llama_seq_id seq_id, uint32_t flags,
                                     std::span<const uint8_t> bytes) {
-    impl_->check_seq(seq_id);
+    live().check_seq(seq_id);
     llama_context * ctx = context_for(*this, role);
     if (bytes.empty() || llama_state_seq_set_data_ext(ctx, bytes.data(), bytes.size(), seq_id, flags) == 0) {
         fail(SPECDEC_STATUS_NATIVE_FAILURE, "llama.cpp rejected the sequence state (", bytes.size(), " bytes)");

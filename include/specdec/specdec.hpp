@@ -50,8 +50,7 @@ SPECDEC_API llama_context_ptr make_draft_context(llama_context * target, llama_m
 // Drafter + bookkeeping for one target context. Move-only; borrows `target`
 // and `draft` for its whole lifetime (they must outlive it, and nothing else
 // may decode on them while it lives, except through this session). A
-// moved-from session may be destroyed or assigned to; its getters throw
-// error(INVALID_ARGUMENT).
+// moved-from session may be destroyed or assigned to; every other member throws
 class SPECDEC_API session {
 public:
     // Validates `params` and every compatibility rule of the strategy before

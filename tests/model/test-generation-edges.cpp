@@ -225,6 +225,16 @@ TEST(SessionMove, GettersOfAMovedFromSessionThrow) {
     EXPECT_EQ(status_of([&] { static_cast<void>(a.draft_context()); }), SPECDEC_STATUS_INVALID_ARGUMENT);
     EXPECT_EQ(status_of([&] { static_cast<void>(a.stats()); }), SPECDEC_STATUS_INVALID_ARGUMENT);
     EXPECT_EQ(status_of([&] { static_cast<void>(a.n_nextn_heads()); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+    // So do the operations.
+    const std::vector<llama_token> prompt = {3, 4, 5};
+    const draft_request request{0, 3, 6, -1};
+    EXPECT_EQ(status_of([&] { a.begin(0, prompt); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(status_of([&] { a.draft(std::span<const draft_request>(&request, 1)); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(status_of([&] { static_cast<void>(a.proposal(0)); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(status_of([&] { a.accept(0, 0); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(status_of([&] { static_cast<void>(a.state(0)); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(status_of([&] { a.set_nextn_head(0); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(status_of([&] { a.remove_range(SPECDEC_CONTEXT_TARGET, 0, -1, -1); }), SPECDEC_STATUS_INVALID_ARGUMENT);
     // The session it moved to works, and the moved-from one can take another.
     EXPECT_EQ(b.target_context(), ctx.get());
     EXPECT_TRUE(b.is_quiescent());
