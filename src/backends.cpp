@@ -1,6 +1,9 @@
 // The two real generation backends: a session (speculative) and a bare
-// target context (plain decoding), plus the public generate functions.
+// target context (plain decoding), plus the public generate functions and
+// the public engine over them.
 #include "generation-backend.h"
+
+#include "engine.h"
 
 #include "error.h"
 
@@ -132,6 +135,18 @@ public:
 };
 
 } // namespace
+
+std::unique_ptr<generation_backend> make_session_backend(session & s) {
+    return std::make_unique<session_backend>(s);
+}
+
+std::unique_ptr<generation_backend> make_plain_backend(llama_context * target) {
+    if (target == nullptr) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the target context must not be NULL");
+    }
+    return std::make_unique<plain_backend>(target);
+}
+
 } // namespace detail
 
 generation_result generate(session & s, std::span<const std::vector<llama_token>> prompts, const generate_params & params,
@@ -142,11 +157,49 @@ generation_result generate(session & s, std::span<const std::vector<llama_token>
 
 generation_result generate_plain(llama_context * target, std::span<const std::vector<llama_token>> prompts,
                                  const generate_params & params, const token_callback & on_token) {
-    if (target == nullptr) {
-        detail::fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the target context must not be NULL");
+    return detail::run_generation(*detail::make_plain_backend(target), prompts, params, on_token);
+}
+
+struct engine::impl {
+    impl(std::unique_ptr<detail::generation_backend> b, const engine_params & params, event_callback on_event)
+        : backend(std::move(b)), core(*backend, params, std::move(on_event)) {}
+
+    std::unique_ptr<detail::generation_backend> backend; // before core, which refers to it
+    detail::engine_core                         core;
+};
+
+engine::engine(session & s, const engine_params & params, event_callback on_event)
+    : impl_(std::make_unique<impl>(detail::make_session_backend(s), params, std::move(on_event))) {}
+
+engine::engine(llama_context * target, const engine_params & params, event_callback on_event)
+    : impl_(std::make_unique<impl>(detail::make_plain_backend(target), params, std::move(on_event))) {}
+
+engine::~engine() = default;
+
+request_id engine::add(std::span<const llama_token> prompt, const request_params & params) {
+    return impl_->core.add(prompt, params);
+}
+
+void engine::cancel(request_id id) {
+    impl_->core.cancel(id);
+}
+
+void engine::step() {
+    impl_->core.step();
+}
+
+void engine::run_until_idle() {
+    while (impl_->core.has_work()) {
+        impl_->core.step();
     }
-    detail::plain_backend backend(target);
-    return detail::run_generation(backend, prompts, params, on_token);
+}
+
+bool engine::has_work() const {
+    return impl_->core.has_work();
+}
+
+specdec_generation_times engine::times() const {
+    return impl_->core.times();
 }
 
 } // namespace specdec
@@ -164,5 +217,14 @@ extern "C" specdec_generate_params specdec_generate_default_params(void) {
     p.stop_strings = nullptr;
     p.n_stop_strings = 0;
     p.synthetic_acceptance = -1.0f;
+    return p;
+}
+
+extern "C" specdec_engine_params specdec_engine_default_params(void) {
+    specdec_engine_params p{};
+    p.n_seq = 0;
+    p.max_waiting = 64;
+    p.n_prefill_chunk = 256;
+    p.keep_finished = false;
     return p;
 }

@@ -10,6 +10,7 @@
 #include <new>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 struct specdec_session {
@@ -18,6 +19,45 @@ struct specdec_session {
 
 struct specdec_generation {
     specdec::generation_result result;
+};
+
+struct specdec_engine {
+    template <typename Over>
+    specdec_engine(Over && over, const specdec_engine_params & params, specdec_engine_callback callback, void * user_data)
+        : engine(std::forward<Over>(over), params, forward_to(callback, user_data)) {}
+
+    // Each C++ event as a C event, pointing into it.
+    static specdec::event_callback forward_to(specdec_engine_callback callback, void * user_data) {
+        if (callback == nullptr) {
+            return {};
+        }
+        return [callback, user_data](const specdec::engine_event & e) {
+            static const llama_token no_tokens[1] = {LLAMA_TOKEN_NULL};
+            specdec_engine_event c{};
+            c.type = e.type;
+            c.id = e.id;
+            c.seq_id = e.seq_id;
+            c.token = e.token;
+            c.piece = e.piece.empty() ? "" : e.piece.data();
+            c.n_piece = e.piece.size();
+            c.stop = SPECDEC_STOP_INVALID;
+            c.tokens = no_tokens;
+            c.text = "";
+            if (e.result != nullptr) {
+                const specdec::sequence_result & out = e.result->output;
+                c.stop = out.stop;
+                c.stats = out.stats;
+                c.times = e.result->times;
+                c.tokens = out.tokens.empty() ? no_tokens : out.tokens.data();
+                c.n_tokens = out.tokens.size();
+                c.text = out.text.c_str();
+                c.n_text = out.text.size();
+            }
+            return callback(&c, user_data);
+        };
+    }
+
+    specdec::engine engine;
 };
 
 namespace {
@@ -414,6 +454,71 @@ specdec_status specdec_rpc_add_servers(const char * servers) {
         require(servers, "servers");
         specdec::rpc_add_servers(servers);
     });
+}
+
+} // extern "C"
+
+extern "C" {
+
+specdec_status specdec_engine_init(specdec_session * session, llama_context * target, const specdec_engine_params * params,
+                                   specdec_engine_callback callback, void * user_data, specdec_engine ** out) {
+    return guard([&] {
+        require(out, "out");
+        *out = nullptr;
+        require(params, "params");
+        if (session != nullptr) {
+            *out = new specdec_engine(session->session, *params, callback, user_data);
+        } else {
+            require(target, "target (with session NULL)");
+            *out = new specdec_engine(target, *params, callback, user_data);
+        }
+    });
+}
+
+void specdec_engine_free(specdec_engine * engine) {
+    delete engine;
+}
+
+specdec_status specdec_engine_add(specdec_engine * engine, const llama_token * prompt, size_t n_prompt,
+                                  const specdec_generate_params * params, specdec_request_id * id) {
+    return guard([&] {
+        require(engine, "engine");
+        require(params, "params");
+        require(id, "id");
+        if (n_prompt > SPECDEC_MAX_PROMPT_TOKENS) {
+            specdec::detail::fail(SPECDEC_STATUS_PROMPT_TOO_LONG, "the prompt has ", n_prompt,
+                                  " tokens, above SPECDEC_MAX_PROMPT_TOKENS = ", SPECDEC_MAX_PROMPT_TOKENS);
+        }
+        if (n_prompt > 0) {
+            require(prompt, "prompt");
+        }
+        *id = engine->engine.add(std::span<const llama_token>(prompt, n_prompt), *params);
+    });
+}
+
+specdec_status specdec_engine_cancel(specdec_engine * engine, specdec_request_id id) {
+    return guard([&] {
+        require(engine, "engine");
+        engine->engine.cancel(id);
+    });
+}
+
+specdec_status specdec_engine_step(specdec_engine * engine) {
+    return guard([&] {
+        require(engine, "engine");
+        engine->engine.step();
+    });
+}
+
+specdec_status specdec_engine_run_until_idle(specdec_engine * engine) {
+    return guard([&] {
+        require(engine, "engine");
+        engine->engine.run_until_idle();
+    });
+}
+
+bool specdec_engine_has_work(const specdec_engine * engine) {
+    return engine != nullptr && engine->engine.has_work();
 }
 
 } // extern "C"

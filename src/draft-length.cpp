@@ -6,10 +6,16 @@
 namespace specdec::detail {
 
 adaptive_draft_length::adaptive_draft_length(size_t n_seq, int32_t n_max) : n_max_(std::max(n_max, 1)), acceptance_(n_seq) {
-    for (sequence_evidence & e : acceptance_) {
-        for (auto & table : e.after) {
-            table.resize(static_cast<size_t>(n_max_));
-        }
+    for (size_t s = 0; s < n_seq; ++s) {
+        reset(s);
+    }
+}
+
+void adaptive_draft_length::reset(size_t seq) {
+    sequence_evidence & e = acceptance_[seq];
+    e = sequence_evidence{};
+    for (auto & table : e.after) {
+        table.resize(static_cast<size_t>(n_max_));
     }
 }
 

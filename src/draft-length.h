@@ -65,6 +65,10 @@ public:
     // it): else what it learnt last about position 0 never changes.
     void observe(size_t seq, int32_t proposed, int32_t kept);
 
+    // Forgets the acceptance evidence of sequence `seq` (a new request takes
+    // its slot); the cost measurements stay.
+    void reset(size_t seq);
+
     // A step with n_active sequences and m drafted tokens in total took
     // `microseconds` of drafting and verification.
     void observe_cost(int32_t n_active, int32_t m, double microseconds);

@@ -54,6 +54,8 @@ const char * specdec_status_name(specdec_status status) {
         case SPECDEC_STATUS_PROMPT_TOO_LONG:    return "PROMPT_TOO_LONG";
         case SPECDEC_STATUS_POSITION_MISMATCH:  return "POSITION_MISMATCH";
         case SPECDEC_STATUS_CONTEXT_FULL:       return "CONTEXT_FULL";
+        case SPECDEC_STATUS_QUEUE_FULL:         return "QUEUE_FULL";
+        case SPECDEC_STATUS_UNKNOWN_REQUEST:    return "UNKNOWN_REQUEST";
         case SPECDEC_STATUS_WRONG_CONTEXT_TYPE: return "WRONG_CONTEXT_TYPE";
         case SPECDEC_STATUS_SEQ_CAPACITY:       return "SEQ_CAPACITY";
         case SPECDEC_STATUS_BATCH_CAPACITY:     return "BATCH_CAPACITY";

@@ -1,11 +1,12 @@
-// What the generation loop needs from a target and its drafter. The library
+// What the engine needs from a target and its drafter. The library
 // implements it over a session (speculative) or a bare context (plain); the
-// unit tests implement it with a scripted fake, so the loop's logic is
+// unit tests implement it with a scripted fake, so the engine's logic is
 // checked without a model.
 #pragma once
 
 #include "specdec/specdec.hpp"
 
+#include <memory>
 #include <span>
 #include <string>
 
@@ -48,8 +49,14 @@ public:
     virtual std::string piece(llama_token token) const = 0;
 };
 
-// The loop itself. Throws specdec::error for bad input before anything runs,
-// and generation_error (with the partial result) when a later step fails.
+// The library's two backends (backends.cpp); both borrow their argument.
+std::unique_ptr<generation_backend> make_session_backend(session & s);
+std::unique_ptr<generation_backend> make_plain_backend(llama_context * target);
+
+// generate(): an engine (engine.h) with one slot per prompt, every prompt
+// added first, run until idle. Throws specdec::error for bad input before
+// anything runs, and generation_error (with the partial result) when a
+// later step fails.
 generation_result run_generation(generation_backend & backend, std::span<const std::vector<llama_token>> prompts,
                                  const generate_params & params, const token_callback & on_token);
 

@@ -73,6 +73,8 @@ typedef enum specdec_status {
     SPECDEC_STATUS_PROMPT_TOO_LONG    = 204, /* history beyond SPECDEC_MAX_PROMPT_TOKENS */
     SPECDEC_STATUS_POSITION_MISMATCH  = 205, /* n_past disagrees with what the session saw */
     SPECDEC_STATUS_CONTEXT_FULL       = 206, /* the target context has no room left */
+    SPECDEC_STATUS_QUEUE_FULL         = 207, /* an engine's waiting queue holds max_waiting requests */
+    SPECDEC_STATUS_UNKNOWN_REQUEST    = 208, /* a request id the engine never issued */
 
     /* compatibility: the models or contexts cannot serve the strategy */
     SPECDEC_STATUS_WRONG_CONTEXT_TYPE = 300, /* e.g. MTP draft context not of MTP type */
@@ -505,6 +507,7 @@ typedef enum specdec_stop_reason {
     SPECDEC_STOP_CALLBACK = 4, /* the token callback returned false */
     SPECDEC_STOP_ERROR    = 5, /* the call failed while this sequence ran (specdec_generate's status says
                                   why); its tokens and text are those emitted until then */
+    SPECDEC_STOP_CANCELLED = 6, /* an engine request was cancelled; its tokens and text are those emitted until then */
     SPECDEC_STOP_MAX_ENUM = 0x7FFFFFFF /* not a stop reason: makes any int a defined value */
 } specdec_stop_reason;
 
@@ -619,6 +622,137 @@ SPECDEC_API specdec_stop_reason specdec_generation_stop_reason(const specdec_gen
 SPECDEC_API specdec_sequence_stats specdec_generation_sequence_stats(const specdec_generation * generation, size_t i);
 /* NULL: every field zero, t_total_us 0 among them (a real call takes longer). */
 SPECDEC_API specdec_generation_times specdec_generation_get_times(const specdec_generation * generation);
+
+/*
+ * ---------------------------------------------------------------------------
+ * Engine: continuous batching. Requests join and leave while it runs.
+ * ---------------------------------------------------------------------------
+ * An engine owns a set of sequence slots [0, n_seq) of a session (or of a
+ * bare target context: plain decoding, the reference) and a bounded FIFO of
+ * waiting requests. Each step: cancelled requests leave; waiting requests
+ * take free slots (lowest first; the slot's memory is cleared); prompts are
+ * decoded, at most n_prefill_chunk tokens per request per step, so a long
+ * prompt does not hold back the others' next token; every request past its
+ * prompt drafts and is verified in one target batch, then emits its tokens;
+ * finished requests leave, and their slots are free for the next step.
+ * A request's output equals what specdec_generate gives its prompt alone
+ * with the same parameters (greedy or seeded), whatever else runs beside it.
+ *
+ * Threads: specdec_engine_cancel may be called from any thread at any time
+ * while the engine lives. Every other engine function, and the callback,
+ * run on one thread at a time (the engine's); add may also be called from
+ * inside the callback, step and run_until_idle may not.
+ */
+
+typedef uint64_t specdec_request_id; /* issued by an engine, from 1 up; 0 is never a request */
+
+typedef struct specdec_engine_params {
+    uint32_t n_seq;           /* sequence slots [0, n_seq) the engine uses (sequences above are left alone);
+                                 0 = every sequence of the session (plain: llama_n_seq_max); default 0 */
+    uint32_t max_waiting;     /* requests waiting for a slot at most, >= 1; add beyond: QUEUE_FULL; default 64 */
+    int32_t  n_prefill_chunk; /* prompt tokens decoded per request per step, >= 0; 0 = the whole prompt in the
+                                 step that admits it (in batches of n_batch); default 256 */
+    bool     keep_finished;   /* true: a finished request's positions stay in the contexts until its slot is
+                                 taken again (what specdec_generate does, so they can be read or captured);
+                                 false: they are removed as it leaves; default false */
+} specdec_engine_params;
+
+SPECDEC_API specdec_engine_params specdec_engine_default_params(void);
+
+/* Time of one request, in microseconds of the steady clock, from its add. */
+typedef struct specdec_request_times {
+    int64_t t_first_token_us; /* until its first emitted token; -1: none was emitted */
+    int64_t t_total_us;       /* until it finished */
+} specdec_request_times;
+
+typedef enum specdec_engine_event_type {
+    SPECDEC_ENGINE_EVENT_TOKEN    = 0, /* a request emitted a token */
+    SPECDEC_ENGINE_EVENT_FINISHED = 1, /* a request left the engine; its result is in the event */
+    SPECDEC_ENGINE_EVENT_MAX_ENUM = 0x7FFFFFFF
+} specdec_engine_event_type;
+
+/*
+ * One event; every pointer is valid during the callback only. TOKEN events
+ * of a request come in order, one per emitted token, with the text it
+ * releases held back exactly as specdec_token_callback says (token =
+ * LLAMA_TOKEN_NULL for the rest held after an end-of-generation token).
+ * Every request added gets exactly one FINISHED event, last, in the step it
+ * ends (a request cancelled while waiting: in the next step).
+ */
+typedef struct specdec_engine_event {
+    specdec_engine_event_type type;
+    specdec_request_id        id;
+    llama_seq_id              seq_id;   /* its slot; -1 when it never had one (cancelled while waiting) */
+    /* TOKEN */
+    llama_token               token;
+    const char *              piece;    /* n_piece bytes, not NUL-terminated; never NULL */
+    size_t                    n_piece;
+    /* FINISHED */
+    specdec_stop_reason       stop;
+    specdec_sequence_stats    stats;
+    specdec_request_times     times;
+    const llama_token *       tokens;   /* n_tokens output tokens (as specdec_generation_tokens); never NULL */
+    size_t                    n_tokens;
+    const char *              text;     /* n_text bytes of output text, NUL-terminated (as specdec_generation_text) */
+    size_t                    n_text;
+} specdec_engine_event;
+
+/* Called on the engine's thread during step. For a TOKEN event, return false
+ * to stop that request at once (SPECDEC_STOP_CALLBACK); for FINISHED the
+ * return value is ignored. */
+typedef bool (*specdec_engine_callback)(const specdec_engine_event * event, void * user_data);
+
+typedef struct specdec_engine specdec_engine;
+
+/*
+ * Creates an engine over `session` (speculative), or, with session NULL,
+ * over `target` alone (plain decoding). Both are borrowed: they must outlive
+ * the engine, and nothing else may decode on its slots while it lives.
+ * callback: optional (NULL: results are lost; use it). *out: set to NULL first.
+ * Errors: INVALID_ARGUMENT (NULL pointer, n_prefill_chunk < 0, max_waiting 0), SEQ_CAPACITY
+ * (n_seq above the session's n_seq or SPECDEC_MAX_SEQ), BATCH_CAPACITY
+ * (n_seq above the target's n_batch).
+ */
+SPECDEC_API specdec_status specdec_engine_init(specdec_session * session, struct llama_context * target,
+                                               const specdec_engine_params * params, specdec_engine_callback callback,
+                                               void * user_data, specdec_engine ** out);
+
+/* NULL is a no-op. Requests still in it end without events. */
+SPECDEC_API void specdec_engine_free(specdec_engine * engine);
+
+/*
+ * Queues a request (copies the prompt and the stop strings; nothing runs
+ * until the next step). params: the generation parameters of this request
+ * alone; its seed is used as given (specdec_generate's sequence i uses seed + i).
+ * *id receives its id. Errors, nothing queued: INVALID_ARGUMENT (as
+ * specdec_generate's for one prompt), PROMPT_TOO_LONG, CONTEXT_FULL (longer
+ * than a slot's positions), QUEUE_FULL (max_waiting requests wait already).
+ */
+SPECDEC_API specdec_status specdec_engine_add(specdec_engine * engine, const llama_token * prompt, size_t n_prompt,
+                                              const specdec_generate_params * params, specdec_request_id * id);
+
+/*
+ * Asks request `id` to stop; any thread. It ends at the start of the next
+ * step with SPECDEC_STOP_CANCELLED, keeping what it emitted, and its slot is
+ * free for a waiting request in that same step. OK also for a request that
+ * has already finished (nothing happens). UNKNOWN_REQUEST: never issued here.
+ */
+SPECDEC_API specdec_status specdec_engine_cancel(specdec_engine * engine, specdec_request_id id);
+
+/*
+ * Runs one step (see above); OK with nothing to do. When it fails (a decode
+ * failed or was aborted, the drafter failed, NaN logits): every request in a
+ * slot finishes with SPECDEC_STOP_ERROR (FINISHED events with their output
+ * so far), every slot is emptied and the session left quiescent, waiting
+ * requests stay queued, and the status says why; the engine stays usable.
+ */
+SPECDEC_API specdec_status specdec_engine_step(specdec_engine * engine);
+
+/* Steps until no request is running or waiting; stops at the first failing step. */
+SPECDEC_API specdec_status specdec_engine_run_until_idle(specdec_engine * engine);
+
+/* Whether a request is running or waiting (NULL: false). */
+SPECDEC_API bool specdec_engine_has_work(const specdec_engine * engine);
 
 /*
  * ---------------------------------------------------------------------------

@@ -162,6 +162,72 @@ SPECDEC_API generation_result generate(session & s, std::span<const std::vector<
 SPECDEC_API generation_result generate_plain(llama_context * target, std::span<const std::vector<llama_token>> prompts,
                                              const generate_params & params, const token_callback & on_token = {});
 
+// --- Engine: continuous batching (see the engine section of specdec.h) ---------
+
+using engine_params  = specdec_engine_params;  // defaults: specdec_engine_default_params()
+using request_params = generate_params;        // per request; its seed is used as given
+using request_id     = specdec_request_id;
+using request_times  = specdec_request_times;
+
+// What a request produced, handed out in its finished event.
+struct request_result {
+    request_id      id = 0;
+    llama_seq_id    seq_id = -1;                   // its slot; -1 when cancelled while waiting
+    sequence_result output;                        // tokens, text, stop reason, statistics
+    request_times   times{-1, 0};
+};
+
+struct engine_event {
+    specdec_engine_event_type type = SPECDEC_ENGINE_EVENT_TOKEN;
+    request_id                id = 0;
+    llama_seq_id              seq_id = -1;
+    llama_token               token = LLAMA_TOKEN_NULL; // token events
+    std::string_view          piece;                    // token events: the text it releases
+    const request_result *    result = nullptr;         // finished events
+};
+
+// Receives every event on the engine's thread; the event and what it points
+// to are valid during the call. A token event's false return stops that
+// request at once (SPECDEC_STOP_CALLBACK); a finished event's is ignored. A
+// specdec::error thrown here fails the step like a failed decode.
+using event_callback = std::function<bool(const engine_event & event)>;
+
+// A continuous-batching engine over a session (speculative) or a bare target
+// context (plain decoding). Events are pushed through the callback rather
+// than polled: the step already holds each token's text, a callback sees it
+// without a copy or a queue, and a server forwards it to its own queue.
+// Threads: cancel() from any thread; everything else on one thread at a time,
+// add() also from inside the callback. Neither copyable nor movable (other
+// threads may hold a reference for cancel()).
+class SPECDEC_API engine {
+public:
+    // Borrows `s` (or `target`) for its whole lifetime. Throws error:
+    // INVALID_ARGUMENT, SEQ_CAPACITY, BATCH_CAPACITY (see specdec_engine_init).
+    engine(session & s, const engine_params & params, event_callback on_event);
+    engine(llama_context * target, const engine_params & params, event_callback on_event);
+    ~engine();
+    engine(const engine &) = delete;
+    engine & operator=(const engine &) = delete;
+
+    // Queues a request; see specdec_engine_add for the errors (thrown).
+    request_id add(std::span<const llama_token> prompt, const request_params & params);
+    // Any thread. Throws error(UNKNOWN_REQUEST) for an id never issued here;
+    // a finished request is left as it is.
+    void cancel(request_id id);
+    // One step; see specdec_engine_step. Throws the failure's error after
+    // failing the requests in slots; the engine stays usable.
+    void step();
+    // step() until has_work() is false.
+    void run_until_idle();
+    bool has_work() const;
+    // Sums over every step so far (t_total_us: time inside step()).
+    specdec_generation_times times() const;
+
+private:
+    struct impl;
+    std::unique_ptr<impl> impl_;
+};
+
 // Adds RPC servers as ggml devices (see specdec_rpc_add_servers).
 SPECDEC_API void rpc_add_servers(const std::string & servers);
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 
 namespace specdec::test {
 namespace {
@@ -241,6 +242,80 @@ TEST(SessionMove, GettersOfAMovedFromSessionThrow) {
     a = std::move(b);
     EXPECT_EQ(a.params().strategy, SPECDEC_STRATEGY_NGRAM_SIMPLE);
     EXPECT_EQ(status_of([&] { static_cast<void>(b.params()); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+}
+
+// What a C engine callback saw.
+struct c_engine_log {
+    bool *                                            abort_at_ten = nullptr; // raised at request 1's 10th token
+    std::map<specdec_request_id, int>                 n_tokens;
+    std::map<specdec_request_id, std::vector<llama_token>> tokens;
+    std::map<specdec_request_id, specdec_stop_reason> stop;
+};
+
+bool log_c_event(const specdec_engine_event * e, void * user_data) {
+    auto * log = static_cast<c_engine_log *>(user_data);
+    if (e->type == SPECDEC_ENGINE_EVENT_TOKEN) {
+        if (++log->n_tokens[e->id] == 10 && e->id == 1 && log->abort_at_ten != nullptr) {
+            *log->abort_at_ten = true;
+        }
+    } else {
+        log->tokens[e->id].assign(e->tokens, e->tokens + e->n_tokens);
+        log->stop[e->id] = e->stop;
+    }
+    return true;
+}
+
+TEST(EngineCApi, RequestsJoinFailAndRunAgainThroughTheCAbi) {
+    aborting_mtp m;
+    specdec_generate_params gp = specdec_generate_default_params();
+    gp.n_predict = 40;
+    const generation_result ref = m.reference(gp);
+    specdec_session * s = nullptr;
+    ASSERT_EQ(specdec_session_init(m.target.get(), m.draft.get(), &m.sp, &s), SPECDEC_STATUS_OK);
+    specdec_engine_params ep = specdec_engine_default_params();
+    ep.max_waiting = 1;
+    c_engine_log log;
+    specdec_engine * e = nullptr;
+    ASSERT_EQ(specdec_engine_init(s, nullptr, &ep, log_c_event, &log, &e), SPECDEC_STATUS_OK);
+
+    // Joining: request 2 comes two steps after request 1.
+    specdec_request_id id[2] = {0, 0};
+    ASSERT_EQ(specdec_engine_add(e, prompts[0].data(), prompts[0].size(), &gp, &id[0]), SPECDEC_STATUS_OK);
+    specdec_request_id refused = 0;
+    EXPECT_EQ(specdec_engine_add(e, prompts[1].data(), prompts[1].size(), &gp, &refused), SPECDEC_STATUS_QUEUE_FULL);
+    EXPECT_EQ(specdec_engine_step(e), SPECDEC_STATUS_OK);
+    EXPECT_EQ(specdec_engine_step(e), SPECDEC_STATUS_OK);
+    ASSERT_EQ(specdec_engine_add(e, prompts[1].data(), prompts[1].size(), &gp, &id[1]), SPECDEC_STATUS_OK);
+    EXPECT_EQ(specdec_engine_run_until_idle(e), SPECDEC_STATUS_OK);
+    EXPECT_FALSE(specdec_engine_has_work(e));
+    for (size_t i = 0; i < 2; ++i) {
+        EXPECT_EQ(log.tokens[id[i]], ref.sequences[i].tokens) << "request " << i;
+        EXPECT_EQ(log.stop[id[i]], SPECDEC_STOP_BUDGET);
+    }
+    EXPECT_EQ(specdec_engine_cancel(e, id[1] + 1), SPECDEC_STATUS_UNKNOWN_REQUEST);
+    EXPECT_EQ(specdec_engine_cancel(e, id[0]), SPECDEC_STATUS_OK); // finished: nothing happens
+    specdec_engine_free(e); // the next engine takes the same slots
+
+    // A step whose decode is aborted fails the running requests; the next run works.
+    c_engine_log failing;
+    failing.abort_at_ten = &m.abort;
+    specdec_engine * f = nullptr;
+    ASSERT_EQ(specdec_engine_init(s, nullptr, &ep, log_c_event, &failing, &f), SPECDEC_STATUS_OK);
+    specdec_request_id fid = 0;
+    ASSERT_EQ(specdec_engine_add(f, prompts[0].data(), prompts[0].size(), &gp, &fid), SPECDEC_STATUS_OK);
+    EXPECT_EQ(specdec_engine_run_until_idle(f), SPECDEC_STATUS_DECODE_FAILED);
+    EXPECT_EQ(failing.stop[fid], SPECDEC_STOP_ERROR);
+    EXPECT_TRUE(is_prefix(failing.tokens[fid], ref.sequences[0].tokens));
+    EXPECT_GE(failing.tokens[fid].size(), 10u);
+    EXPECT_TRUE(specdec_session_is_quiescent(s));
+    EXPECT_TRUE(m.sequences_empty());
+    m.abort = false;
+    failing.abort_at_ten = nullptr;
+    ASSERT_EQ(specdec_engine_add(f, prompts[0].data(), prompts[0].size(), &gp, &fid), SPECDEC_STATUS_OK);
+    EXPECT_EQ(specdec_engine_run_until_idle(f), SPECDEC_STATUS_OK);
+    EXPECT_EQ(failing.tokens[fid], ref.sequences[0].tokens);
+    specdec_engine_free(f);
+    specdec_session_free(s);
 }
 
 } // namespace

@@ -122,7 +122,23 @@ TEST(Status, EveryCodeHasADistinctName) {
             EXPECT_NE(specdec_status_kind_of(static_cast<specdec_status>(v)) == SPECDEC_STATUS_KIND_NONE, v != 0) << name;
         }
     }
-    EXPECT_EQ(names.size(), 29u);
+    EXPECT_EQ(names.size(), 31u);
+}
+
+TEST(Engine, CAbiRefusesBadArguments) {
+    const specdec_engine_params p = specdec_engine_default_params();
+    EXPECT_EQ(p.n_seq, 0u);
+    EXPECT_GT(p.max_waiting, 0u);
+    EXPECT_GE(p.n_prefill_chunk, 0);
+    specdec_engine * e = reinterpret_cast<specdec_engine *>(1);
+    EXPECT_EQ(specdec_engine_init(nullptr, nullptr, &p, nullptr, nullptr, &e), SPECDEC_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(e, nullptr);
+    EXPECT_EQ(specdec_engine_step(nullptr), SPECDEC_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(specdec_engine_cancel(nullptr, 1), SPECDEC_STATUS_INVALID_ARGUMENT);
+    EXPECT_FALSE(specdec_engine_has_work(nullptr));
+    specdec_engine_free(nullptr);
+    EXPECT_STREQ(specdec_status_name(SPECDEC_STATUS_QUEUE_FULL), "QUEUE_FULL");
+    EXPECT_EQ(specdec_status_kind_of(SPECDEC_STATUS_QUEUE_FULL), SPECDEC_STATUS_KIND_LIFECYCLE);
 }
 
 } // namespace

@@ -80,6 +80,7 @@ const char * stop_name(specdec_stop_reason r) {
         case SPECDEC_STOP_CONTEXT:  return "context_full";
         case SPECDEC_STOP_CALLBACK: return "callback";
         case SPECDEC_STOP_ERROR:    return "error";
+        case SPECDEC_STOP_CANCELLED: return "cancelled";
         case SPECDEC_STOP_INVALID:
         case SPECDEC_STOP_MAX_ENUM: break;
     }

@@ -1,0 +1,560 @@
+// The engine's step, phase by phase: cancellations, admission, chunked
+// prefill, draft lengths for the whole running set, drafting, one
+// verification batch, acceptance (emitting tokens, learning lengths and
+// costs), retirement. Every request's text goes through its own text_stream
+// (stop strings, held-back streaming).
+#include "engine.h"
+
+#include "error.h"
+#include "sampler.h"
+#include "text-stream.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+namespace specdec::detail {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+int64_t since_us(clock_type::time_point t0) {
+    return std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - t0).count();
+}
+
+std::vector<std::string> stop_strings(const request_params & p) {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < p.n_stop_strings; ++i) {
+        out.emplace_back(p.stop_strings[i]);
+    }
+    return out;
+}
+
+} // namespace
+
+void validate_request(const generation_backend & backend, const request_params & p) {
+    if (p.n_predict < 0) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "n_predict is ", p.n_predict, "; it must be >= 0");
+    }
+    if ((p.n_draft < -1 && p.n_draft != SPECDEC_N_DRAFT_AUTO) || p.n_draft > backend.n_draft_max()) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "n_draft is ", p.n_draft, "; it must be within [-1, ", backend.n_draft_max(),
+             "] or SPECDEC_N_DRAFT_AUTO");
+    }
+    if (!(p.synthetic_acceptance < 0.0f) && !(p.synthetic_acceptance >= 0.0f && p.synthetic_acceptance <= 1.0f)) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "synthetic_acceptance is ", p.synthetic_acceptance,
+             "; it must be negative (off) or within [0, 1]");
+    }
+    if (p.n_stop_strings > 0 && p.stop_strings == nullptr) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "stop_strings must not be NULL when n_stop_strings > 0");
+    }
+    for (size_t i = 0; i < p.n_stop_strings; ++i) {
+        if (p.stop_strings[i] == nullptr || p.stop_strings[i][0] == '\0') {
+            fail(SPECDEC_STATUS_INVALID_ARGUMENT, "stop string ", i, " is empty");
+        }
+    }
+    validate_sampling(p);
+}
+
+// A batch the engine owns, with every token in one sequence.
+struct engine_core::token_batch {
+    explicit token_batch(int32_t n) : b(llama_batch_init(n, 0, 1)), capacity(n) {}
+    ~token_batch() { llama_batch_free(b); }
+    token_batch(const token_batch &) = delete;
+    token_batch & operator=(const token_batch &) = delete;
+
+    void clear() { b.n_tokens = 0; }
+    int32_t size() const { return b.n_tokens; }
+    int32_t room() const { return capacity - b.n_tokens; }
+    void add(llama_token t, llama_pos pos, llama_seq_id seq, bool logits) {
+        const int32_t i = b.n_tokens++;
+        b.token[i] = t;
+        b.pos[i] = pos;
+        b.n_seq_id[i] = 1;
+        b.seq_id[i][0] = seq;
+        b.logits[i] = logits;
+    }
+
+    llama_batch b;
+    int32_t     capacity;
+};
+
+struct request_state {
+    request_state(request_id id, std::span<const llama_token> tokens, const request_params & params, int32_t n_vocab,
+                  int32_t n_draft_max)
+        : prompt(tokens.begin(), tokens.end()), p(params), n_draft(params.n_draft < 0 ? n_draft_max : params.n_draft),
+          adaptive(params.n_draft == SPECDEC_N_DRAFT_AUTO && n_draft > 0), synthetic(params.synthetic_acceptance >= 0.0f),
+          stops(stop_strings(params)), sampler(params, params.seed, n_vocab), synthetic_draws(params.seed), text(stops) {
+        p.stop_strings = nullptr; // borrowed for add() only: `stops` holds copies
+        p.n_stop_strings = 0;
+        result.id = id;
+    }
+
+    const std::vector<llama_token> prompt;
+    request_params       p;
+    const int32_t        n_draft;   // the most it drafts a step
+    const bool           adaptive;  // lengths chosen per step by the engine's adaptive_draft_length
+    const bool           synthetic; // the synthetic-acceptance benchmark mode
+    const stop_matcher   stops;     // before `text`, which refers to it
+    token_sampler        sampler;
+    std::mt19937         synthetic_draws;
+    text_stream          text;      // becomes result.output.text as it leaves
+    const clock_type::time_point t_added = clock_type::now();
+
+    size_t      n_prefilled = 0;    // prompt tokens decoded (all but the last one are)
+    bool        prefilled = false;  // its prompt is in the contexts and the drafter began
+    llama_pos   n_past = 0;         // tokens in the target
+    llama_token id_last = 0;        // next token to decode
+    bool        done = false;       // finished; leaves at the end of the step
+    request_result result;
+};
+
+struct engine_core::step_plan {
+    explicit step_plan(size_t n) : caps(n, -1), asked(n, 0), shadow(n, false), proposals(n), guesses(n), row0(n, -1) {}
+
+    std::vector<int32_t> caps;   // the most each slot may draft now; -1: not decoding
+    std::vector<int32_t> asked;  // what it drafts
+    std::vector<bool>    shadow; // an unverified adaptive probe (see adaptive_draft_length::observe)
+    std::vector<std::vector<llama_token>> proposals;
+    std::vector<std::vector<llama_token>> guesses; // shadow proposals, not verified
+    std::vector<int32_t> row0;   // batch row of its id_last; -1: not in the batch
+    int32_t n_active = 0;
+    bool    learn_cost = false;  // the controller planned every length of this batch
+    clock_type::time_point t_step;
+    double  step_us = 0;
+};
+
+engine_core::engine_core(generation_backend & backend, const engine_params & params, event_callback on_event)
+    : b_(backend), p_(params), on_event_(std::move(on_event)),
+      n_ctx_(backend.n_ctx(params.n_seq > 0 ? params.n_seq : backend.n_seq())) {
+    const uint32_t n_seq = p_.n_seq > 0 ? p_.n_seq : b_.n_seq();
+    if (p_.n_prefill_chunk < 0) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "n_prefill_chunk is ", p_.n_prefill_chunk, "; it must be >= 0");
+    }
+    if (p_.max_waiting == 0) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "max_waiting is 0; at least one request must be able to wait");
+    }
+    if (n_seq > b_.n_seq() || n_seq > SPECDEC_MAX_SEQ) {
+        fail(SPECDEC_STATUS_SEQ_CAPACITY, n_seq, " slots need as many sequences, but only ",
+             std::min<uint32_t>(b_.n_seq(), SPECDEC_MAX_SEQ), " are available");
+    }
+    if (n_seq > static_cast<uint32_t>(std::max(b_.n_batch(), 0))) {
+        fail(SPECDEC_STATUS_BATCH_CAPACITY, n_seq, " slots cannot share a verification batch of n_batch = ", b_.n_batch(),
+             " tokens");
+    }
+    slots_.resize(n_seq);
+    if (b_.n_draft_max() > 0) {
+        adaptive_.emplace(n_seq, b_.n_draft_max());
+    }
+    batch_ = std::make_unique<token_batch>(std::max(b_.n_batch(), 1));
+}
+
+engine_core::~engine_core() = default;
+
+request_id engine_core::add(std::span<const llama_token> prompt, const request_params & params) {
+    validate_request(b_, params);
+    if (prompt.empty()) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the prompt is empty; it needs at least one token");
+    }
+    if (prompt.size() > static_cast<size_t>(n_ctx_)) {
+        fail(SPECDEC_STATUS_CONTEXT_FULL, "the prompt has ", prompt.size(), " tokens; the context holds ", n_ctx_,
+             " per sequence here");
+    }
+    for (llama_token t : prompt) {
+        if (t < 0 || t >= b_.n_vocab()) {
+            fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the prompt holds token ", t, ", outside the vocabulary [0, ", b_.n_vocab(),
+                 ")");
+        }
+    }
+    if (waiting_.size() >= p_.max_waiting) {
+        fail(SPECDEC_STATUS_QUEUE_FULL, waiting_.size(), " requests wait already (max_waiting); try again after a step");
+    }
+    const request_id id = next_id_.load();
+    waiting_.push_back(std::make_unique<request_state>(id, prompt, params, b_.n_vocab(), b_.n_draft_max()));
+    next_id_.store(id + 1);
+    return id;
+}
+
+void engine_core::cancel(request_id id) {
+    if (id == 0 || id >= next_id_.load()) {
+        fail(SPECDEC_STATUS_UNKNOWN_REQUEST, "request ", id, " was never issued by this engine");
+    }
+    std::lock_guard<std::mutex> lock(cancel_mutex_);
+    cancelled_.push_back(id);
+}
+
+bool engine_core::has_work() const {
+    return !waiting_.empty() || std::any_of(slots_.begin(), slots_.end(), [](const auto & r) { return r != nullptr; });
+}
+
+bool engine_core::decoding(const request_state * r) const {
+    return r != nullptr && r->prefilled && !r->done;
+}
+
+void engine_core::step() {
+    const auto t0 = clock_type::now();
+    try {
+        apply_cancellations();
+        admit();
+        prefill();
+        if (std::any_of(slots_.begin(), slots_.end(), [this](const auto & r) { return decoding(r.get()); })) {
+            step_plan plan = plan_lengths();
+            draft(plan);
+            verify(plan);
+            accept(plan);
+        }
+        retire();
+    } catch (...) {
+        fail_running();
+        times_.t_total_us += since_us(t0);
+        throw;
+    }
+    times_.t_total_us += since_us(t0);
+}
+
+// Cancelled requests end before anything else runs: a waiting one never
+// takes a slot, a running one frees its slot for this step's admission.
+void engine_core::apply_cancellations() {
+    std::vector<request_id> ids;
+    {
+        std::lock_guard<std::mutex> lock(cancel_mutex_);
+        ids.swap(cancelled_);
+    }
+    if (ids.empty()) {
+        return;
+    }
+    const auto listed = [&](request_id id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); };
+    for (auto & r : slots_) {
+        if (r != nullptr && !r->done && listed(r->result.id)) {
+            finish(*r, SPECDEC_STOP_CANCELLED);
+        }
+    }
+    std::vector<std::unique_ptr<request_state>> gone; // taken out first: the callback may add()
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+        if (listed((*it)->result.id)) {
+            gone.push_back(std::move(*it));
+            it = waiting_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    for (auto & r : gone) {
+        finish(*r, SPECDEC_STOP_CANCELLED);
+        hand_out(*r);
+    }
+    retire();
+}
+
+// Waiting requests take the free slots, lowest first, in arrival order.
+void engine_core::admit() {
+    for (size_t s = 0; s < slots_.size() && !waiting_.empty(); ++s) {
+        if (slots_[s] != nullptr) {
+            continue;
+        }
+        std::unique_ptr<request_state> r = std::move(waiting_.front());
+        waiting_.pop_front();
+        r->result.seq_id = static_cast<llama_seq_id>(s);
+        b_.clear(r->result.seq_id);
+        if (adaptive_) {
+            adaptive_->reset(s); // the last request's acceptance says nothing of this one
+        }
+        slots_[s] = std::move(r);
+    }
+}
+
+// Decodes the next chunk of every prompt still being read (all but its last
+// token, which becomes id_last), in batches of at most n_batch tokens that
+// may mix sequences; a prompt read to the end begins its drafter and joins
+// this step's verification.
+void engine_core::prefill() {
+    const auto t0 = clock_type::now();
+    bool any = false;
+    batch_->clear();
+    for (auto & r : slots_) {
+        if (r == nullptr || r->prefilled) {
+            continue;
+        }
+        any = true;
+        const size_t end = r->prompt.size() - 1;
+        const size_t until = p_.n_prefill_chunk > 0 ? std::min(end, r->n_prefilled + static_cast<size_t>(p_.n_prefill_chunk)) : end;
+        for (; r->n_prefilled < until; ++r->n_prefilled) {
+            if (batch_->room() == 0) {
+                b_.decode(batch_->b);
+                b_.process(batch_->b);
+                batch_->clear();
+            }
+            batch_->add(r->prompt[r->n_prefilled], static_cast<llama_pos>(r->n_prefilled), r->result.seq_id, false);
+        }
+    }
+    if (batch_->size() > 0) {
+        b_.decode(batch_->b);
+        b_.process(batch_->b);
+        batch_->clear();
+    }
+    for (auto & r : slots_) {
+        if (r == nullptr || r->prefilled || r->n_prefilled + 1 < r->prompt.size()) {
+            continue;
+        }
+        b_.begin(r->result.seq_id, std::span<const llama_token>(r->prompt.data(), r->prompt.size() - 1));
+        r->prefilled = true;
+        r->n_past = static_cast<llama_pos>(r->prompt.size()) - 1;
+        r->id_last = r->prompt.back();
+        if (r->p.n_predict == 0) {
+            finish(*r, SPECDEC_STOP_BUDGET);
+        }
+    }
+    if (any) {
+        times_.t_prefill_us += since_us(t0);
+    }
+}
+
+// How many tokens each decoding request drafts: within its token budget,
+// the context, and its share of the batch; the adaptive controller chooses
+// for the requests that asked for it, over the whole running set.
+engine_core::step_plan engine_core::plan_lengths() {
+    step_plan plan(slots_.size());
+    plan.n_active = static_cast<int32_t>(std::count_if(slots_.begin(), slots_.end(), [this](const auto & r) { return decoding(r.get()); }));
+    const int64_t share = b_.n_batch() / plan.n_active - 1;
+    for (size_t s = 0; s < slots_.size(); ++s) {
+        const request_state * r = slots_[s].get();
+        if (decoding(r)) {
+            const int64_t budget = r->p.n_predict - static_cast<int64_t>(r->result.output.tokens.size()) - 1;
+            const int64_t room = static_cast<int64_t>(n_ctx_) - r->n_past - 1;
+            plan.caps[s] = static_cast<int32_t>(
+                std::clamp<int64_t>(std::min<int64_t>({r->n_draft, budget, room, share}), 0, r->n_draft));
+        }
+    }
+    plan.asked = plan.caps;
+    if (!adaptive_) {
+        return plan;
+    }
+    // A request that will verify no draft may still draft a "shadow" token,
+    // never verified, only compared with the token the target picks: it
+    // keeps the acceptance estimate current for the price of drafting alone.
+    std::vector<int32_t> adaptive_caps(slots_.size(), -1);
+    bool all_adaptive = true;
+    for (size_t s = 0; s < slots_.size(); ++s) {
+        if (plan.caps[s] >= 0 && slots_[s]->adaptive) {
+            adaptive_caps[s] = plan.caps[s];
+        } else if (plan.caps[s] >= 0) {
+            all_adaptive = false;
+        }
+    }
+    if (std::all_of(adaptive_caps.begin(), adaptive_caps.end(), [](int32_t c) { return c < 0; })) {
+        return plan;
+    }
+    const std::vector<int32_t> lengths = adaptive_->choose(adaptive_caps, b_.n_draft_min());
+    for (size_t s = 0; s < slots_.size(); ++s) {
+        if (adaptive_caps[s] >= 0) {
+            plan.shadow[s] = plan.caps[s] > 0 && lengths[s] == 0 && adaptive_->shadow_due(s);
+            plan.asked[s] = plan.shadow[s] ? std::min(plan.caps[s], std::max(1, b_.n_draft_min())) : lengths[s];
+        }
+    }
+    plan.learn_cost = all_adaptive; // a step with fixed lengths in it says nothing of the controller's choice
+    return plan;
+}
+
+void engine_core::draft(step_plan & plan) {
+    std::vector<draft_request> requests;
+    for (size_t s = 0; s < slots_.size(); ++s) {
+        if (plan.caps[s] >= 0 && plan.asked[s] > 0) {
+            const request_state & r = *slots_[s];
+            requests.push_back({r.result.seq_id, r.n_past, r.id_last, plan.asked[s]});
+        }
+    }
+    plan.t_step = clock_type::now();
+    if (!requests.empty()) {
+        b_.draft(requests);
+    }
+    times_.t_draft_us += since_us(plan.t_step);
+    for (const draft_request & q : requests) {
+        const auto p = b_.proposal(q.seq_id);
+        const size_t s = static_cast<size_t>(q.seq_id);
+        (plan.shadow[s] ? plan.guesses[s] : plan.proposals[s]).assign(p.begin(), p.end());
+    }
+}
+
+// One target batch: per decoding request its id_last, then its proposal.
+void engine_core::verify(step_plan & plan) {
+    batch_->clear();
+    for (size_t s = 0; s < slots_.size(); ++s) {
+        if (plan.caps[s] < 0) {
+            continue;
+        }
+        const request_state & r = *slots_[s];
+        plan.row0[s] = batch_->size();
+        batch_->add(r.id_last, r.n_past, r.result.seq_id, true);
+        for (size_t k = 0; k < plan.proposals[s].size(); ++k) {
+            batch_->add(plan.proposals[s][k], r.n_past + 1 + static_cast<llama_pos>(k), r.result.seq_id, true);
+        }
+    }
+    auto t = clock_type::now();
+    b_.decode(batch_->b);
+    times_.t_verify_us += since_us(t);
+    t = clock_type::now();
+    b_.process(batch_->b);
+    times_.t_draft_us += since_us(t);
+    plan.step_us = static_cast<double>(since_us(plan.t_step));
+}
+
+// Each request keeps its agreeing prefix plus the target's token; the
+// adaptive controller learns from what was kept and what the step cost.
+void engine_core::accept(step_plan & plan) {
+    int32_t n_proposed = 0;
+    for (size_t s = 0; s < slots_.size(); ++s) {
+        if (plan.row0[s] < 0) {
+            continue;
+        }
+        request_state & r = *slots_[s];
+        const int32_t kept = accept_one(r, plan.proposals[s], plan.row0[s]);
+        n_proposed += static_cast<int32_t>(plan.proposals[s].size());
+        if (!plan.guesses[s].empty()) {
+            // The target's token is id_last now; nothing of the guess was
+            // decoded. (Synthetic acceptance decides shadows as it decides drafts.)
+            const bool hit = r.synthetic ? keep_synthetic(r, plan.guesses[s][0]) : plan.guesses[s][0] == r.id_last;
+            adaptive_->observe(s, 1, hit ? 1 : 0);
+            b_.accept(r.result.seq_id, 0);
+        } else if (r.adaptive) {
+            adaptive_->observe(s, static_cast<int32_t>(plan.proposals[s].size()), kept);
+        }
+    }
+    if (plan.learn_cost) {
+        adaptive_->observe_cost(plan.n_active, n_proposed, plan.step_us);
+    }
+}
+
+// Draws the target's token at each position in turn and keeps going while
+// the draw equals the drafted token: each emitted token is exactly what the
+// target alone would have produced there. Returns the drafted tokens kept.
+int32_t engine_core::accept_one(request_state & r, const std::vector<llama_token> & proposal, int32_t row0) {
+    size_t kept = 0;
+    llama_token last = r.id_last;
+    for (size_t k = 0; k <= proposal.size() && !r.done; ++k) {
+        // Synthetic acceptance decides a drafted token by its own draw
+        // alone: a rejected one ends the step even when the target agrees.
+        const bool drafted = k < proposal.size();
+        const llama_pos pos = r.n_past + 1 + static_cast<llama_pos>(k); // where the token would be decoded
+        if (r.synthetic && drafted && keep_synthetic(r, proposal[k])) {
+            last = proposal[k];
+            emit(r, last, pos);
+            ++kept;
+            continue;
+        }
+        const llama_token x = r.sampler.choose(b_.logits(row0 + static_cast<int32_t>(k)));
+        last = x;
+        emit(r, x, pos);
+        if (r.synthetic || !drafted || x != proposal[k]) {
+            break;
+        }
+        ++kept;
+    }
+    specdec_sequence_stats & st = r.result.output.stats;
+    st.n_steps++;
+    st.n_drafted += proposal.size();
+    st.n_accepted += kept;
+    for (size_t k = 0; k < proposal.size(); ++k) {
+        st.n_proposed_at[k]++;
+    }
+    for (size_t k = 0; k < kept; ++k) {
+        st.n_accepted_at[k]++;
+    }
+    if (!proposal.empty()) {
+        b_.accept(r.result.seq_id, static_cast<uint16_t>(kept));
+    }
+    if (kept < proposal.size()) {
+        b_.truncate(r.result.seq_id, r.n_past + 1 + static_cast<llama_pos>(kept));
+    }
+    r.n_past += 1 + static_cast<llama_pos>(kept);
+    r.id_last = last;
+    return static_cast<int32_t>(kept);
+}
+
+// The synthetic-acceptance benchmark mode's decision for a drafted token.
+bool engine_core::keep_synthetic(request_state & r, llama_token drafted) {
+    return std::uniform_real_distribution<float>(0.0f, 1.0f)(r.synthetic_draws) < r.p.synthetic_acceptance &&
+           !b_.is_eog(drafted);
+}
+
+// Adds the target's token x, which would be decoded at position pos, to the
+// output and streams the text it releases; or ends the request.
+void engine_core::emit(request_state & r, llama_token x, llama_pos pos) {
+    const llama_seq_id seq = r.result.seq_id;
+    if (!r.p.ignore_eog && b_.is_eog(x)) {
+        finish(r, SPECDEC_STOP_EOG);
+        const std::string_view rest = r.text.finish();
+        if (!rest.empty()) {
+            deliver({SPECDEC_ENGINE_EVENT_TOKEN, r.result.id, seq, LLAMA_TOKEN_NULL, rest, nullptr}); // the end: its answer changes nothing
+        }
+        return;
+    }
+    sequence_result & out = r.result.output;
+    out.tokens.push_back(x);
+    out.stats.n_generated++;
+    if (out.tokens.size() == 1) {
+        r.result.times.t_first_token_us = since_us(r.t_added);
+    }
+    const bool budget = out.tokens.size() >= static_cast<size_t>(r.p.n_predict);
+    const bool full = pos >= n_ctx_; // x itself cannot be decoded
+    const std::string_view piece = r.text.push(b_.piece(x), budget || full);
+    if (r.text.stopped()) {
+        finish(r, SPECDEC_STOP_STRING);
+    } else if (budget || full) {
+        finish(r, budget ? SPECDEC_STOP_BUDGET : SPECDEC_STOP_CONTEXT);
+    }
+    if (!deliver({SPECDEC_ENGINE_EVENT_TOKEN, r.result.id, seq, x, piece, nullptr}) && !r.done) {
+        finish(r, SPECDEC_STOP_CALLBACK);
+    }
+}
+
+bool engine_core::deliver(const engine_event & e) {
+    return on_event_ ? on_event_(e) : true;
+}
+
+void engine_core::finish(request_state & r, specdec_stop_reason stop) {
+    r.done = true;
+    r.result.output.stop = stop;
+}
+
+void engine_core::hand_out(request_state & r) {
+    r.result.output.text = r.text.take_text();
+    r.result.times.t_total_us = since_us(r.t_added);
+    deliver({SPECDEC_ENGINE_EVENT_FINISHED, r.result.id, r.result.seq_id, LLAMA_TOKEN_NULL, {}, &r.result});
+}
+
+// Finished requests leave: their slots are free (and emptied unless
+// keep_finished) before their finished events go out.
+void engine_core::retire() {
+    for (auto & slot : slots_) {
+        if (slot == nullptr || !slot->done) {
+            continue;
+        }
+        const std::unique_ptr<request_state> r = std::move(slot);
+        if (!p_.keep_finished) {
+            b_.clear(r->result.seq_id);
+        }
+        hand_out(*r);
+    }
+}
+
+// Every request in a slot ends (SPECDEC_STOP_ERROR if it was still running)
+// and every slot is emptied, with no proposal pending, ready for the next
+// step; waiting requests stay queued.
+void engine_core::fail_running() noexcept {
+    for (size_t s = 0; s < slots_.size(); ++s) {
+        b_.reset(static_cast<llama_seq_id>(s));
+        const std::unique_ptr<request_state> r = std::move(slots_[s]);
+        if (r == nullptr) {
+            continue;
+        }
+        if (!r->done) {
+            finish(*r, SPECDEC_STOP_ERROR);
+        }
+        try {
+            hand_out(*r);
+        } catch (...) {
+            // The step's own failure is the one reported.
+        }
+    }
+}
+
+} // namespace specdec::detail

@@ -1,0 +1,83 @@
+// The continuous-batching engine over a generation_backend: requests wait in
+// a bounded FIFO, take free sequence slots, have their prompts decoded in
+// chunks, and then share one verification batch per step with every other
+// running request until they finish and leave. specdec::engine wraps it over
+// a real backend; generate() is a run of it with every prompt added first;
+// the unit tests drive it with a scripted backend.
+#pragma once
+
+#include "generation-backend.h"
+
+#include "draft-length.h"
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+namespace specdec::detail {
+
+// Throws error(INVALID_ARGUMENT) for generation parameters out of range.
+void validate_request(const generation_backend & backend, const request_params & params);
+
+struct request_state; // one request, from add to its finished event (engine.cpp)
+
+class engine_core {
+public:
+    // Validates `params` against the backend; throws error (see specdec_engine_init).
+    engine_core(generation_backend & backend, const engine_params & params, event_callback on_event);
+    ~engine_core();
+    engine_core(const engine_core &) = delete;
+    engine_core & operator=(const engine_core &) = delete;
+
+    request_id add(std::span<const llama_token> prompt, const request_params & params);
+    void       cancel(request_id id); // any thread
+    void       step();
+    bool       has_work() const;
+    const specdec_generation_times & times() const { return times_; }
+    uint32_t   n_slots() const { return static_cast<uint32_t>(slots_.size()); }
+
+private:
+    struct step_plan; // per slot: draft cap, asked length, proposal, batch row (engine.cpp)
+
+    // The phases of a step, in order.
+    void apply_cancellations();
+    void admit();
+    void prefill();
+    step_plan plan_lengths();
+    void draft(step_plan & plan);
+    void verify(step_plan & plan);
+    void accept(step_plan & plan);
+    void retire();
+    // After a failed phase: see specdec_engine_step.
+    void fail_running() noexcept;
+
+    int32_t accept_one(request_state & r, const std::vector<llama_token> & proposal, int32_t row0);
+    bool    keep_synthetic(request_state & r, llama_token drafted);
+    void    emit(request_state & r, llama_token x, llama_pos pos);
+    bool    deliver(const engine_event & e);
+    void    finish(request_state & r, specdec_stop_reason stop);
+    void    hand_out(request_state & r);
+    bool    decoding(const request_state * r) const;
+
+    generation_backend & b_;
+    const engine_params  p_;
+    const event_callback on_event_;
+    const int32_t        n_ctx_; // positions per slot
+    std::optional<adaptive_draft_length> adaptive_; // one for all slots: lengths are planned for the whole batch
+
+    std::vector<std::unique_ptr<request_state>> slots_;   // [seq]: the request holding it, or null
+    std::deque<std::unique_ptr<request_state>>  waiting_; // FIFO, at most p_.max_waiting
+
+    std::atomic<request_id>  next_id_{1};
+    mutable std::mutex       cancel_mutex_; // guards cancelled_, the only state other threads touch
+    std::vector<request_id>  cancelled_;
+
+    struct token_batch;
+    std::unique_ptr<token_batch> batch_;
+    specdec_generation_times     times_{};
+};
+
+} // namespace specdec::detail

@@ -1,0 +1,176 @@
+// A scripted target and drafter for the generation engine's model-free
+// tests: a deterministic "language", positions checked against a real
+// context's contract, failures on demand, and a record of every batch.
+#pragma once
+
+#include "generation-backend.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+
+namespace specdec::test {
+
+using detail::generation_backend;
+
+inline constexpr int32_t V = 16;
+inline constexpr llama_token eog = 15;
+
+// A deterministic "language": the target's logits at a position depend only
+// on the token there. Greedy successor: (3t + 1) mod 15, never the EOG id.
+inline llama_token greedy_next(llama_token t) {
+    return (3 * t + 1) % 15;
+}
+
+// Scripted target + drafter. It also checks the contract the loop must keep
+// with a real context: positions continue exactly where each sequence ends.
+class fake_backend : public generation_backend {
+public:
+    // drafter(seq, id_last, cap) -> proposal
+    using drafter_fn = std::function<std::vector<llama_token>(llama_seq_id, llama_token, int32_t)>;
+
+    fake_backend(int32_t n_draft_max, drafter_fn drafter, uint32_t n_seq = 4, int32_t n_ctx = 4096,
+                 int32_t n_batch = 64)
+        : n_draft_max_(n_draft_max), drafter_(std::move(drafter)), n_seq_(n_seq), n_ctx_(n_ctx), n_batch_(n_batch) {}
+
+    // Logits for the position after token t (greedy_next(t) is the argmax).
+    std::function<void(llama_token, float *)> logits_for = [](llama_token t, float * out) {
+        std::fill(out, out + V, 0.0f);
+        out[greedy_next(t)] = 10.0f;
+    };
+
+    int32_t n_vocab() const override { return V; }
+    // kv_unified: n_ctx cells shared by every sequence, split equally.
+    int32_t n_ctx(uint32_t n_seq) const override { return unified ? n_ctx_ / static_cast<int32_t>(std::max(n_seq, 1u)) : n_ctx_; }
+    int32_t n_batch() const override { return n_batch_; }
+    uint32_t n_seq() const override { return n_seq_; }
+    int32_t n_draft_max() const override { return n_draft_max_; }
+    int32_t n_draft_min() const override { return 0; }
+
+    void clear(llama_seq_id seq) override { kv[seq].clear(); }
+    void reset(llama_seq_id seq) noexcept override {
+        pending.erase(seq);
+        kv[seq].clear();
+        ++n_resets;
+    }
+    void begin(llama_seq_id, std::span<const llama_token>) override {}
+
+    void decode(const llama_batch & b) override {
+        if (fail_at_decode == n_decodes) {
+            throw error(SPECDEC_STATUS_DECODE_FAILED, "scripted decode failure");
+        }
+        EXPECT_LE(b.n_tokens, n_batch_);
+        rows.assign(static_cast<size_t>(b.n_tokens) * V, 0.0f);
+        for (int32_t i = 0; i < b.n_tokens; ++i) {
+            auto & seq_kv = kv[b.seq_id[i][0]];
+            EXPECT_EQ(b.pos[i], static_cast<llama_pos>(seq_kv.size())) << "positions must continue the sequence";
+            EXPECT_LT(b.pos[i], n_ctx_);
+            seq_kv.push_back(b.token[i]);
+            if (unified) {
+                size_t cells = 0;
+                for (const auto & [id, held] : kv) {
+                    cells += held.size();
+                }
+                EXPECT_LE(cells, static_cast<size_t>(n_ctx_)) << "the shared cache overflows";
+            }
+            logits_for(b.token[i], rows.data() + static_cast<size_t>(i) * V);
+        }
+        int32_t n_logits = 0;
+        for (int32_t i = 0; i < b.n_tokens; ++i) {
+            n_logits += b.logits[i] ? 1 : 0;
+        }
+        batches.push_back({b.n_tokens, n_logits});
+        ++n_decodes;
+    }
+    void process(const llama_batch &) override {}
+    const float * logits(int32_t i) override { return rows.data() + static_cast<size_t>(i) * V; }
+
+    void draft(std::span<const draft_request> requests) override {
+        for (const auto & r : requests) {
+            EXPECT_GE(r.n_max, 1);
+            EXPECT_LE(r.n_max, n_draft_max_);
+            EXPECT_EQ(r.n_past, static_cast<llama_pos>(kv[r.seq_id].size()));
+            EXPECT_FALSE(pending.count(r.seq_id));
+            auto p = drafter_(r.seq_id, r.id_last, r.n_max);
+            if (p.size() > static_cast<size_t>(r.n_max)) {
+                p.resize(static_cast<size_t>(r.n_max));
+            }
+            proposals[r.seq_id] = p;
+            if (!p.empty()) {
+                pending[r.seq_id] = p.size();
+            }
+        }
+    }
+    std::span<const llama_token> proposal(llama_seq_id seq) override { return proposals[seq]; }
+    void accept(llama_seq_id seq, uint16_t n) override {
+        ASSERT_TRUE(pending.count(seq));
+        EXPECT_LE(n, pending[seq]);
+        pending.erase(seq);
+        accepted_calls.push_back(n);
+    }
+    void truncate(llama_seq_id seq, llama_pos p0) override {
+        EXPECT_LE(p0, static_cast<llama_pos>(kv[seq].size()));
+        kv[seq].resize(static_cast<size_t>(p0));
+    }
+    bool is_eog(llama_token t) const override { return t == eog; }
+    std::string piece(llama_token t) const override { return piece_of(t); }
+    std::function<std::string(llama_token)> piece_of = [](llama_token t) { return std::string(1, static_cast<char>('a' + t)); };
+
+    std::map<llama_seq_id, std::vector<llama_token>> kv;
+    std::map<llama_seq_id, std::vector<llama_token>> proposals;
+    std::map<llama_seq_id, size_t>                   pending;
+    std::vector<uint16_t>                            accepted_calls;
+    std::vector<float>                               rows;
+    int                                              n_decodes = 0;
+    int                                              fail_at_decode = -1; // decode number that throws
+    int                                              n_resets = 0;
+    bool                                             unified = false;   // one cache of n_ctx cells for all sequences
+    std::vector<std::pair<int32_t, int32_t>>         batches;           // per decode: tokens, rows with logits
+
+private:
+    int32_t    n_draft_max_;
+    drafter_fn drafter_;
+    uint32_t   n_seq_;
+    int32_t    n_ctx_;
+    int32_t    n_batch_;
+};
+
+// Chains greedy_next; errs (off by one) when the input token is a multiple of `wrong_every`.
+inline fake_backend::drafter_fn chained_drafter(int wrong_every = 0) {
+    return [wrong_every](llama_seq_id, llama_token t, int32_t cap) {
+        std::vector<llama_token> out;
+        for (int32_t i = 0; i < cap; ++i) {
+            llama_token next = greedy_next(t);
+            if (wrong_every > 0 && t % wrong_every == 0) {
+                next = (next + 1) % 15;
+            }
+            out.push_back(next);
+            t = next;
+        }
+        return out;
+    };
+}
+
+inline fake_backend::drafter_fn silent_drafter() {
+    return [](llama_seq_id, llama_token, int32_t) { return std::vector<llama_token>{}; };
+}
+
+inline generate_params greedy(int n_predict, int n_draft = -1) {
+    generate_params p = specdec_generate_default_params();
+    p.n_predict = n_predict;
+    p.n_draft = n_draft;
+    return p;
+}
+
+inline std::vector<llama_token> expected(llama_token last, int n) {
+    std::vector<llama_token> out;
+    for (int i = 0; i < n; ++i) {
+        last = greedy_next(last);
+        out.push_back(last);
+    }
+    return out;
+}
+
+} // namespace specdec::test

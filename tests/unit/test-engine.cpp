@@ -1,0 +1,331 @@
+// The continuous-batching engine against the scripted backend, no model:
+// requests joining mid-run get their solo tokens, per-request parameters,
+// cancellation from another thread, the bounded queue, slot reuse, timings,
+// chunked prefill beside others' decoding, and failed steps.
+#include "engine.h"
+
+#include "fake-backend.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace specdec::test {
+namespace {
+
+using detail::engine_core;
+using detail::run_generation;
+
+engine_params slots(uint32_t n_seq, int32_t chunk = 0, uint32_t max_waiting = 8) {
+    engine_params p = specdec_engine_default_params();
+    p.n_seq = n_seq;
+    p.n_prefill_chunk = chunk;
+    p.max_waiting = max_waiting;
+    return p;
+}
+
+// Collects every event of an engine.
+struct event_log {
+    std::map<request_id, request_result> finished;
+    std::map<request_id, std::string>    streamed;
+    std::map<request_id, int>            n_tokens; // token events per request
+
+    event_callback callback() {
+        return [this](const engine_event & e) {
+            if (e.type == SPECDEC_ENGINE_EVENT_FINISHED) {
+                EXPECT_FALSE(finished.count(e.id)) << "one finished event per request";
+                finished[e.id] = *e.result;
+            } else {
+                EXPECT_FALSE(finished.count(e.id)) << "no token after the finished event";
+                streamed[e.id] += e.piece;
+                n_tokens[e.id]++;
+            }
+            return true;
+        };
+    }
+};
+
+// What the request's prompt gives alone (generate of one prompt; its seed as given).
+sequence_result solo(const std::vector<llama_token> & prompt, const request_params & p, int32_t n_draft_max = 4,
+                     const std::function<void(llama_token, float *)> & logits = {}) {
+    fake_backend plain(n_draft_max, chained_drafter(3));
+    if (logits) {
+        plain.logits_for = logits;
+    }
+    return run_generation(plain, {{prompt}}, p, {}).sequences[0];
+}
+
+void spread(llama_token t, float * out) {
+    for (int x = 0; x < V; ++x) {
+        out[x] = static_cast<float>((x * 7 + t * 3) % 11) * 0.3f;
+    }
+}
+
+request_params sampled(int n_predict, uint32_t seed) {
+    request_params p = greedy(n_predict);
+    p.temperature = 1.0f;
+    p.seed = seed;
+    p.ignore_eog = true;
+    return p;
+}
+
+TEST(Engine, RequestsJoiningMidRunGetTheirSoloTokens) {
+    for (const bool sampling : {false, true}) {
+        SCOPED_TRACE(sampling);
+        fake_backend spec(4, chained_drafter(3));
+        if (sampling) {
+            spec.logits_for = spread;
+        }
+        event_log log;
+        engine_core engine(spec, slots(3), log.callback());
+        const std::vector<std::vector<llama_token>> prompts = {{1, 2, 3}, {4}, {7, 8, 9, 10, 11}};
+        std::vector<request_params> params;
+        for (uint32_t i = 0; i < 3; ++i) {
+            params.push_back(sampling ? sampled(30, 11 + i) : greedy(30, i == 2 ? SPECDEC_N_DRAFT_AUTO : -1));
+        }
+        std::vector<request_id> ids;
+        ids.push_back(engine.add(prompts[0], params[0]));
+        engine.step();
+        engine.step();
+        ids.push_back(engine.add(prompts[1], params[1]));
+        engine.step();
+        ids.push_back(engine.add(prompts[2], params[2]));
+        while (engine.has_work()) {
+            engine.step();
+        }
+        for (size_t i = 0; i < 3; ++i) {
+            const auto ref = solo(prompts[i], params[i], 4, sampling ? spread : std::function<void(llama_token, float *)>{});
+            const request_result & r = log.finished.at(ids[i]);
+            EXPECT_EQ(r.output.tokens, ref.tokens) << "request " << i;
+            EXPECT_EQ(r.output.text, ref.text);
+            EXPECT_EQ(log.streamed[ids[i]], r.output.text);
+            EXPECT_EQ(r.output.stop, SPECDEC_STOP_BUDGET);
+            EXPECT_EQ(r.seq_id, static_cast<llama_seq_id>(i));
+        }
+        EXPECT_TRUE(spec.pending.empty());
+    }
+}
+
+TEST(Engine, ParametersArePerRequest) {
+    fake_backend spec(4, chained_drafter(2));
+    event_log log;
+    engine_core engine(spec, slots(3), log.callback());
+    const std::vector<const char *> stops = {"kb"};
+    request_params a = greedy(7);
+    request_params b = greedy(40);
+    b.stop_strings = stops.data();
+    b.n_stop_strings = stops.size();
+    request_params c = sampled(25, 5);
+    const request_id ia = engine.add({{1, 2}}, a);
+    const request_id ib = engine.add({{1}}, b);
+    const request_id ic = engine.add({{3}}, c);
+    while (engine.has_work()) {
+        engine.step();
+    }
+    EXPECT_EQ(log.finished.at(ia).output.tokens, solo({1, 2}, a).tokens);
+    EXPECT_EQ(log.finished.at(ia).output.tokens.size(), 7u);
+    EXPECT_EQ(log.finished.at(ib).output.stop, SPECDEC_STOP_STRING);
+    EXPECT_EQ(log.finished.at(ib).output.text, "en");
+    EXPECT_EQ(log.finished.at(ic).output.tokens, solo({3}, c).tokens);
+    EXPECT_EQ(log.finished.at(ic).output.tokens.size(), 25u);
+}
+
+TEST(Engine, CancelFromAnotherThreadStopsAtTheNextStepAndFreesTheSlot) {
+    fake_backend spec(4, chained_drafter());
+    event_log log;
+    engine_core engine(spec, slots(1), log.callback());
+    request_params endless = greedy(100000);
+    endless.ignore_eog = true;
+    const request_id a = engine.add({{1}}, endless);
+    const request_id b = engine.add({{2, 3}}, greedy(9));
+    engine.step();
+    engine.step();
+    const int emitted = log.n_tokens[a];
+    EXPECT_GT(emitted, 0);
+    std::thread other([&] { engine.cancel(a); });
+    other.join();
+    EXPECT_FALSE(log.finished.count(a)); // nothing happens before the next step
+    engine.step();
+    ASSERT_TRUE(log.finished.count(a));
+    const request_result & ra = log.finished.at(a);
+    EXPECT_EQ(ra.output.stop, SPECDEC_STOP_CANCELLED);
+    EXPECT_EQ(static_cast<int>(ra.output.tokens.size()), emitted); // kept, nothing more
+    EXPECT_EQ(ra.output.tokens, expected(1, emitted));
+    EXPECT_EQ(log.n_tokens[b] > 0, true) << "b took the freed slot in the same step";
+    while (engine.has_work()) {
+        engine.step();
+    }
+    EXPECT_EQ(log.finished.at(b).output.tokens, solo({2, 3}, greedy(9)).tokens);
+    EXPECT_EQ(log.finished.at(b).seq_id, 0);
+    // Cancelling a finished request changes nothing; an id never issued is an error.
+    EXPECT_NO_THROW(engine.cancel(a));
+    engine.step();
+    EXPECT_EQ(log.finished.size(), 2u);
+    try {
+        engine.cancel(b + 1);
+        ADD_FAILURE() << "no error";
+    } catch (const error & e) {
+        EXPECT_EQ(e.code(), SPECDEC_STATUS_UNKNOWN_REQUEST);
+    }
+}
+
+TEST(Engine, ARequestCancelledWhileWaitingNeverRuns) {
+    fake_backend spec(4, chained_drafter());
+    event_log log;
+    engine_core engine(spec, slots(1), log.callback());
+    engine.add({{1}}, greedy(5));
+    const request_id waiting = engine.add({{2}}, greedy(5));
+    engine.cancel(waiting);
+    engine.step();
+    ASSERT_TRUE(log.finished.count(waiting));
+    EXPECT_EQ(log.finished.at(waiting).output.stop, SPECDEC_STOP_CANCELLED);
+    EXPECT_EQ(log.finished.at(waiting).seq_id, -1);
+    EXPECT_TRUE(log.finished.at(waiting).output.tokens.empty());
+}
+
+TEST(Engine, TheQueueRefusesPastItsBound) {
+    fake_backend spec(4, chained_drafter());
+    event_log log;
+    engine_core engine(spec, slots(1, 0, 2), log.callback());
+    engine.add({{1}}, greedy(3));
+    engine.add({{2}}, greedy(3));
+    try {
+        engine.add({{3}}, greedy(3));
+        ADD_FAILURE() << "no error";
+    } catch (const error & e) {
+        EXPECT_EQ(e.code(), SPECDEC_STATUS_QUEUE_FULL);
+        EXPECT_EQ(e.kind(), SPECDEC_STATUS_KIND_LIFECYCLE);
+    }
+    engine.step(); // one request takes the slot: room for one more
+    EXPECT_NO_THROW(engine.add({{3}}, greedy(3)));
+    // Bad input is refused at once, typed as generate's.
+    EXPECT_THROW(engine.add({}, greedy(3)), error);
+    EXPECT_THROW(engine.add({{1}}, greedy(-1)), error);
+}
+
+TEST(Engine, ASlotIsReusedAfterARequestFinishes) {
+    fake_backend spec(4, chained_drafter(3));
+    event_log log;
+    engine_core engine(spec, slots(1), log.callback());
+    std::vector<request_id> ids;
+    const std::vector<std::vector<llama_token>> prompts = {{1, 2, 3}, {4}, {5, 6}};
+    for (const auto & p : prompts) {
+        ids.push_back(engine.add(p, greedy(11)));
+    }
+    while (engine.has_work()) {
+        engine.step();
+    }
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        EXPECT_EQ(log.finished.at(ids[i]).seq_id, 0);
+        EXPECT_EQ(log.finished.at(ids[i]).output.tokens, solo(prompts[i], greedy(11)).tokens);
+    }
+    EXPECT_TRUE(spec.kv[0].empty()) << "a finished request's positions leave with it";
+}
+
+TEST(Engine, TimeToFirstTokenIsReported) {
+    fake_backend spec(4, chained_drafter());
+    event_log log;
+    engine_core engine(spec, slots(2), log.callback());
+    const request_id a = engine.add({{1}}, greedy(9));
+    const request_id none = engine.add({{1}}, greedy(0));
+    while (engine.has_work()) {
+        engine.step();
+    }
+    const request_times t = log.finished.at(a).times;
+    EXPECT_GE(t.t_first_token_us, 0);
+    EXPECT_LE(t.t_first_token_us, t.t_total_us);
+    EXPECT_EQ(log.finished.at(none).times.t_first_token_us, -1);
+}
+
+TEST(Engine, ChunkedPrefillInterleavesWithOthersDecoding) {
+    constexpr int32_t chunk = 4;
+    fake_backend spec(2, chained_drafter());
+    event_log log;
+    engine_core engine(spec, slots(2, chunk), log.callback());
+    const request_id a = engine.add({{1}}, greedy(200));
+    engine.step();
+    std::vector<llama_token> long_prompt(41);
+    for (size_t i = 0; i < long_prompt.size(); ++i) {
+        long_prompt[i] = static_cast<llama_token>(i % 14);
+    }
+    const request_id b = engine.add(long_prompt, greedy(5));
+    spec.batches.clear();
+    std::vector<int> a_tokens;
+    for (int i = 0; i < 9; ++i) { // 36 of its 40 prompt tokens, in chunks of 4
+        engine.step();
+        a_tokens.push_back(log.n_tokens[a]);
+        EXPECT_EQ(log.n_tokens[b], 0) << "step " << i;
+    }
+    for (size_t i = 1; i < a_tokens.size(); ++i) {
+        EXPECT_GT(a_tokens[i], a_tokens[i - 1]) << "a emits every step while b's prompt is read";
+    }
+    for (const auto & [n_tokens, n_logits] : spec.batches) {
+        EXPECT_LE(n_tokens, chunk + 2 * (1 + 2)); // a chunk, or each running request's id_last and drafts
+        if (n_logits == 0) {
+            EXPECT_LE(n_tokens, chunk);
+        }
+    }
+    engine.step();
+    EXPECT_GT(log.n_tokens[b], 0) << "b joins the verification in the step that reads its last chunk";
+    engine.cancel(a);
+    while (engine.has_work()) {
+        engine.step();
+    }
+    EXPECT_EQ(log.finished.at(b).output.tokens, solo(long_prompt, greedy(5), 2).tokens);
+}
+
+TEST(Engine, AFailedStepFailsTheRunningRequestsAndTheEngineGoesOn) {
+    fake_backend spec(3, chained_drafter(4));
+    event_log log;
+    engine_core engine(spec, slots(2), log.callback());
+    const request_id a = engine.add({{1, 2, 3}}, greedy(40));
+    const request_id b = engine.add({{4}}, greedy(40));
+    const request_id c = engine.add({{5}}, greedy(6)); // waits: two slots
+    engine.step();
+    engine.step();
+    spec.fail_at_decode = spec.n_decodes;
+    try {
+        engine.step();
+        ADD_FAILURE() << "no error";
+    } catch (const error & e) {
+        EXPECT_EQ(e.code(), SPECDEC_STATUS_DECODE_FAILED);
+    }
+    for (const request_id id : {a, b}) {
+        const request_result & r = log.finished.at(id);
+        EXPECT_EQ(r.output.stop, SPECDEC_STOP_ERROR);
+        EXPECT_FALSE(r.output.tokens.empty());
+        const auto ref = solo(id == a ? std::vector<llama_token>{1, 2, 3} : std::vector<llama_token>{4}, greedy(40), 3);
+        EXPECT_TRUE(std::equal(r.output.tokens.begin(), r.output.tokens.end(), ref.tokens.begin()));
+    }
+    EXPECT_FALSE(log.finished.count(c)) << "a waiting request stays queued";
+    EXPECT_TRUE(spec.pending.empty());
+    for (const auto & [seq, held] : spec.kv) {
+        EXPECT_TRUE(held.empty()) << "sequence " << seq;
+    }
+    spec.fail_at_decode = -1;
+    const request_id d = engine.add({{1, 2, 3}}, greedy(40));
+    while (engine.has_work()) {
+        engine.step();
+    }
+    EXPECT_EQ(log.finished.at(c).output.tokens, solo({5}, greedy(6), 3).tokens);
+    EXPECT_EQ(log.finished.at(d).output.tokens, solo({1, 2, 3}, greedy(40), 3).tokens);
+}
+
+TEST(Engine, BadEngineParametersAreTypedErrors) {
+    fake_backend spec(4, chained_drafter(), 2, 4096, 64);
+    auto status = [&](const engine_params & p) {
+        try {
+            engine_core e(spec, p, {});
+        } catch (const error & e) {
+            return e.code();
+        }
+        return SPECDEC_STATUS_OK;
+    };
+    EXPECT_EQ(status(slots(3)), SPECDEC_STATUS_SEQ_CAPACITY);
+    EXPECT_EQ(status(slots(1, -1)), SPECDEC_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(status(slots(1, 0, 0)), SPECDEC_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(status(slots(0)), SPECDEC_STATUS_OK);
+}
+
+} // namespace
+} // namespace specdec::test
