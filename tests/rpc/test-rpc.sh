@@ -8,6 +8,8 @@
 # Usage: test-rpc.sh SPECDEC FIXTURE_TOOL RPC_SERVER
 set -u
 export OMP_WAIT_POLICY=PASSIVE
+# Under the sanitizers: llama.cpp's registry of RPC servers lives until exit.
+export LSAN_OPTIONS="suppressions=$(cd "$(dirname "$0")" && pwd)/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 specdec="$1"
 fixture="$2"
 rpc_server="$3"
