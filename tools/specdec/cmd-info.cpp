@@ -10,6 +10,10 @@
 #include <fstream>
 #include <utility>
 
+#if defined(__x86_64__) || defined(__i386__)
+#    include <cpuid.h>
+#endif
+
 namespace cli {
 
 namespace {
@@ -21,6 +25,18 @@ struct cpu_feature {
     bool         host;
 };
 
+#if defined(__x86_64__) || defined(__i386__)
+// CPUID leaf 7 bits that not every compiler's __builtin_cpu_supports knows
+// (clang 14 lacks avxvnni, avx512fp16 and amx-int8).
+bool cpuid7_bit(unsigned subleaf, bool edx, unsigned bit) {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid_count(7, subleaf, &a, &b, &c, &d) == 0) {
+        return false;
+    }
+    return (((edx ? d : a) >> bit) & 1u) != 0;
+}
+#endif
+
 std::vector<cpu_feature> host_cpu_features() {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
@@ -31,14 +47,14 @@ std::vector<cpu_feature> host_cpu_features() {
         {"AVX2", __builtin_cpu_supports("avx2") != 0},
         {"FMA", __builtin_cpu_supports("fma") != 0},
         {"BMI2", __builtin_cpu_supports("bmi2") != 0},
-        {"AVX_VNNI", __builtin_cpu_supports("avxvnni") != 0},
+        {"AVX_VNNI", cpuid7_bit(1, false, 4)},
         {"AVX512", __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("avx512bw") != 0 &&
                    __builtin_cpu_supports("avx512dq") != 0 && __builtin_cpu_supports("avx512vl") != 0},
         {"AVX512_VBMI", __builtin_cpu_supports("avx512vbmi") != 0},
         {"AVX512_VNNI", __builtin_cpu_supports("avx512vnni") != 0},
         {"AVX512_BF16", __builtin_cpu_supports("avx512bf16") != 0},
-        {"AVX512_FP16", __builtin_cpu_supports("avx512fp16") != 0},
-        {"AMX_INT8", __builtin_cpu_supports("amx-int8") != 0},
+        {"AVX512_FP16", cpuid7_bit(0, true, 23)},
+        {"AMX_INT8", cpuid7_bit(0, true, 25)},
     };
 #else
     return {};
