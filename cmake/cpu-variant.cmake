@@ -41,7 +41,6 @@ if(_specdec_x86 AND NOT CMAKE_CROSSCOMPILING)
         string(REPLACE "\n" ";" _specdec_host "${_specdec_probe_out}")
     endif()
 endif()
-set(SPECDEC_HOST_CPU_FEATURES "${_specdec_host}" CACHE INTERNAL "")
 
 function(_specdec_host_has out)
     set(_all ON)

@@ -70,10 +70,8 @@ void add_device_options(CLI::App * cmd, device_options & o) {
 }
 
 void add_rpc_servers(const device_options & o) {
-    static std::string added; // --rpc is one option of one command: added once per process
-    if (!o.rpc.empty() && added.empty()) {
+    if (!o.rpc.empty()) {
         specdec::rpc_add_servers(o.rpc);
-        added = o.rpc;
     }
 }
 

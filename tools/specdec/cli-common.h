@@ -41,7 +41,7 @@ struct device_options {
 };
 void add_device_options(CLI::App * cmd, device_options & o);
 
-// Adds the RPC servers of `o` as devices (once per process); a no-op without --rpc.
+// Adds the RPC servers of `o` as devices (a command calls it once, before loading); a no-op without --rpc.
 void add_rpc_servers(const device_options & o);
 
 // Loads a model onto the devices `where` names, showing progress on stderr

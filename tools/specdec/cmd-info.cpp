@@ -35,6 +35,11 @@ bool cpuid7_bit(unsigned subleaf, bool edx, unsigned bit) {
     }
     return (((edx ? d : a) >> bit) & 1u) != 0;
 }
+
+bool cpuid1_ecx_bit(unsigned bit) { // F16C has no __builtin_cpu_supports name in GCC 12
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(1, &a, &b, &c, &d) != 0 && ((c >> bit) & 1u) != 0;
+}
 #endif
 
 std::vector<cpu_feature> host_cpu_features() {
@@ -45,6 +50,7 @@ std::vector<cpu_feature> host_cpu_features() {
         {"SSSE3", __builtin_cpu_supports("ssse3") != 0},
         {"AVX", __builtin_cpu_supports("avx") != 0},
         {"AVX2", __builtin_cpu_supports("avx2") != 0},
+        {"F16C", cpuid1_ecx_bit(29)},
         {"FMA", __builtin_cpu_supports("fma") != 0},
         {"BMI2", __builtin_cpu_supports("bmi2") != 0},
         {"AVX_VNNI", cpuid7_bit(1, false, 4)},
@@ -129,8 +135,9 @@ int run_info(const info_options & opt) {
     if (!opt.rpc.empty()) {
         specdec::rpc_add_servers(opt.rpc);
     }
+    const auto compiled_list = compiled_cpu_features();
     nlohmann::json compiled = nlohmann::json::object();
-    for (const auto & [name, value] : compiled_cpu_features()) {
+    for (const auto & [name, value] : compiled_list) {
         compiled[name] = value;
     }
     nlohmann::json host = nlohmann::json::array();
@@ -169,7 +176,7 @@ int run_info(const info_options & opt) {
     std::printf("CPU:           %s\n", cpu_model_name().c_str());
     std::printf("CPU kernels:   %s\n", specdec_cpu_variant());
     std::string line;
-    for (const auto & [name, value] : compiled_cpu_features()) {
+    for (const auto & [name, value] : compiled_list) {
         line += " " + name + (value == "1" ? "" : "=" + value);
     }
     std::printf("ggml CPU backend, compiled with:%s\n", line.c_str());
