@@ -1,6 +1,7 @@
 #include "draft-length.h"
 
 #include <algorithm>
+#include <cmath>
 #include <tuple>
 
 namespace specdec::detail {
@@ -106,8 +107,8 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
     // Every (probability, position, sequence) slot that may be drafted.
     std::vector<std::tuple<double, int32_t, size_t>> slots;
     for (size_t s = 0; s < caps.size(); ++s) {
-        if (caps[s] <= 0) {
-            continue;
+        if (caps[s] <= 0 || acceptance_[s].fresh) {
+            continue; // a fresh sequence probes first (shadow_due)
         }
         const std::vector<double> through = cumulative(s);
         for (int32_t i = 0; i < std::min(caps[s], n_max_); ++i) {
@@ -163,16 +164,40 @@ void adaptive_draft_length::observe(size_t seq, int32_t proposed, int32_t kept) 
     e.last_kept = kept > 0 ? 1 : 0;
     e.misses = kept > 0 ? 0 : e.misses + 1;
     e.idle = 0;
+    e.fresh = false;
 }
 
-bool adaptive_draft_length::shadow_due(size_t seq) {
+int adaptive_draft_length::shadow_wait(int misses, int32_t n_active) const {
+    int cap = 7;
+    const double plain = shadow_cost_.n > 0 && n_active > 0 && static_cast<size_t>(n_active) < cost_.size() &&
+                                 !cost_[static_cast<size_t>(n_active)].empty() && cost_[static_cast<size_t>(n_active)][0].n > 0
+                             ? cost_[static_cast<size_t>(n_active)][0].lowest()
+                             : 0.0;
+    if (plain > 0.0) {
+        // n_active sequences each shadowing every (wait + 1) steps cost
+        // n_active * shadow / (wait + 1) of a step that costs `plain`.
+        const double steps = n_active * shadow_cost_.lowest() / (shadow_budget * plain);
+        cap = static_cast<int>(std::clamp(std::ceil(steps) - 1.0, 7.0, static_cast<double>(max_shadow_wait)));
+    }
+    const int doubling = (1 << std::min(std::max(misses - 1, 0), 6)) - 1; // 0, 1, 3, 7, 15, ...
+    return std::min(doubling, cap);
+}
+
+bool adaptive_draft_length::shadow_due(size_t seq, int32_t n_active) {
     sequence_evidence & e = acceptance_[seq];
-    const int wait = (1 << std::min(std::max(e.misses - 1, 0), 3)) - 1; // 0, 1, 3, 7 steps
-    if (e.idle >= wait) {
+    if (e.fresh || e.idle >= shadow_wait(e.misses, n_active)) {
         return true;
     }
     e.idle++;
     return false;
+}
+
+void adaptive_draft_length::observe_shadow_cost(int32_t n_shadows, double microseconds) {
+    if (n_shadows <= 0) {
+        return;
+    }
+    shadow_cost_.samples[shadow_cost_.n % cost_cell::window] = std::max(microseconds / n_shadows, 1.0);
+    shadow_cost_.n++;
 }
 
 void adaptive_draft_length::observe_cost(int32_t n_active, int32_t m, double microseconds) {

@@ -48,6 +48,11 @@ public:
     // Cost of one more drafted token for each active sequence, as a share of
     // a step's cost, assumed until two step sizes have been measured.
     static constexpr double prior_cost_slope = 0.25;
+    // Share of the throughput the shadows of sequences that draft nothing
+    // may cost (bounds how rarely they probe: see shadow_due).
+    static constexpr double shadow_budget = 0.01;
+    // Most steps between two shadows of one sequence.
+    static constexpr int max_shadow_wait = 63;
 
     // n_seq sequences, each drafting at most n_max tokens a step (n_max >= 1).
     adaptive_draft_length(size_t n_seq, int32_t n_max);
@@ -73,12 +78,21 @@ public:
     // `microseconds` of drafting and verification.
     void observe_cost(int32_t n_active, int32_t m, double microseconds);
 
-    // Whether sequence `seq`, given length 0 for this step, should draft a
-    // shadow token (see observe). After consecutive misses at position 0 the
-    // shadows thin out (every 1, 2, 4, then 8 steps), so that a drafter
-    // that is never right costs little; a hit brings them back every step.
-    // Counts the step as one without a shadow when it returns false.
-    bool shadow_due(size_t seq);
+    // Whether sequence `seq`, given length 0 for this step of n_active
+    // sequences, should draft a shadow token (see observe). A sequence with
+    // no evidence yet (new, or reset) is given length 0 and a shadow: its
+    // first step probes before it verifies anything. After consecutive
+    // misses at position 0 the shadows thin out, every 1, 2, 4, 8, ...
+    // steps, up to the interval at which shadows cost shadow_budget of the
+    // throughput (from observe_shadow_cost and the measured cost of a step
+    // without drafts; every 8 steps before both are measured); a hit brings
+    // them back every step. Counts the step as one without a shadow when it
+    // returns false.
+    bool shadow_due(size_t seq, int32_t n_active);
+
+    // A step drafted `n_shadows` shadow tokens and nothing else, in
+    // `microseconds` of drafting.
+    void observe_shadow_cost(int32_t n_shadows, double microseconds);
 
     // Estimated probability that sequence `seq` keeps its drafted tokens
     // 0..i (all of them) at its next step, for i < n_max.
@@ -98,6 +112,7 @@ private:
         int last_kept = 1;                     // optimistic before any draft
         int misses = 0;                        // consecutive misses at position 0
         int idle = 0;                          // steps since the last draft or shadow
+        bool fresh = true;                     // nothing observed yet
     };
     // The most recent measurements of one step size, oldest overwritten first.
     struct cost_cell {
@@ -110,8 +125,12 @@ private:
     std::vector<double> cumulative(size_t seq) const;
     std::vector<double> cost_curve(int32_t n_active) const;
 
+    // Most steps a sequence with `misses` consecutive misses waits between shadows.
+    int shadow_wait(int misses, int32_t n_active) const;
+
     int32_t n_max_;
     size_t  last_m_ = SIZE_MAX; // total draft size chosen for the previous step
+    cost_cell shadow_cost_;     // microseconds per shadow token
     std::vector<sequence_evidence>      acceptance_; // [seq]
     std::vector<std::vector<cost_cell>> cost_;       // [n_active][m]
 };

@@ -346,7 +346,7 @@ engine_core::step_plan engine_core::plan_lengths() {
     const std::vector<int32_t> lengths = adaptive_->choose(adaptive_caps, b_.n_draft_min());
     for (size_t s = 0; s < slots_.size(); ++s) {
         if (adaptive_caps[s] >= 0) {
-            plan.shadow[s] = plan.caps[s] > 0 && lengths[s] == 0 && adaptive_->shadow_due(s);
+            plan.shadow[s] = plan.caps[s] > 0 && lengths[s] == 0 && adaptive_->shadow_due(s, plan.n_active);
             plan.asked[s] = plan.shadow[s] ? std::min(plan.caps[s], std::max(1, b_.n_draft_min())) : lengths[s];
         }
     }
@@ -366,7 +366,12 @@ void engine_core::draft(step_plan & plan) {
     if (!requests.empty()) {
         b_.draft(requests);
     }
-    times_.t_draft_us += since_us(plan.t_step);
+    const int64_t draft_us = since_us(plan.t_step);
+    times_.t_draft_us += draft_us;
+    const auto n_shadows = static_cast<int32_t>(std::count(plan.shadow.begin(), plan.shadow.end(), true));
+    if (adaptive_ && n_shadows > 0 && n_shadows == static_cast<int32_t>(requests.size())) {
+        adaptive_->observe_shadow_cost(n_shadows, static_cast<double>(draft_us));
+    }
     for (const draft_request & q : requests) {
         const auto p = b_.proposal(q.seq_id);
         const size_t s = static_cast<size_t>(q.seq_id);

@@ -2,6 +2,7 @@
 
 #include "compat.h"
 #include "error.h"
+#include "mtp-drafter.h"
 #include "params.h"
 #include "state-codec.h"
 #include "strategy-traits.h"
@@ -58,7 +59,9 @@ struct session::impl {
     bool            features = false;
 
     common_params_speculative upstream_params;
-    common_speculative_ptr    spec;
+    common_speculative_ptr    spec; // null when mtp drives the strategy
+    // The MTP strategy's driver when it handles the model (mtp-drafter.h).
+    std::unique_ptr<detail::mtp_drafter> mtp;
 
     // Per sequence: the tokens at positions [0, size) of the target, as
     // seen through begin/process and trimmed by accept/remove_range.
@@ -229,6 +232,9 @@ struct session::impl {
     // The bytes of drafter state llama.cpp writes for a sequence and reads
     // back (its set_state ignores any other size).
     size_t drafter_state_size() const {
+        if (mtp) {
+            return mtp->state_size();
+        }
         const llama_model * t = llama_get_model(target);
         if (!detail::traits_of(params.strategy).boundary_state || !(llama_model_is_recurrent(t) || llama_model_is_hybrid(t))) {
             return 0;
@@ -270,7 +276,12 @@ struct session::impl {
         bool ok = false;
         {
             stopwatch sw(stats.t_process_us);
-            ok = upstream("process", [&] { return common_speculative_process(spec.get(), b); });
+            if (mtp) {
+                mtp->observe(b);
+                ok = true;
+            } else {
+                ok = upstream("process", [&] { return common_speculative_process(spec.get(), b); });
+            }
         }
         stats.n_process++;
         if (!ok) {
@@ -305,14 +316,18 @@ session::session(llama_context * target, llama_context * draft, const session_pa
     // The n-gram drafters keep llama.cpp's own lookup sizes (their match
     // rules depend on them); each proposal is capped at n_draft_max.
 
-    s.spec.reset(upstream("creating the drafter", [&] { return common_speculative_init(up, params.n_seq); }));
-    if (!s.spec) {
-        fail(SPECDEC_STATUS_NATIVE_FAILURE, "llama.cpp created no drafter for strategy '",
-             specdec_strategy_name(params.strategy), "'");
+    if (tr.weights == detail::draft_weights::target_heads && detail::mtp_drafter::handles(target, draft)) {
+        s.mtp = std::make_unique<detail::mtp_drafter>(target, draft, params.n_seq, params.p_min, params.n_draft_min);
+    } else {
+        s.spec.reset(upstream("creating the drafter", [&] { return common_speculative_init(up, params.n_seq); }));
+        if (!s.spec) {
+            fail(SPECDEC_STATUS_NATIVE_FAILURE, "llama.cpp created no drafter for strategy '",
+                 specdec_strategy_name(params.strategy), "'");
+        }
+        // The drafter may propose fewer tokens than asked (e.g. a DFlash block).
+        s.params.n_draft_max = std::min(params.n_draft_max, std::max(1, common_speculative_n_max(s.spec.get())));
+        s.params.n_draft_min = std::min(s.params.n_draft_min, s.params.n_draft_max);
     }
-    // The drafter may propose fewer tokens than asked (e.g. a DFlash block).
-    s.params.n_draft_max = std::min(params.n_draft_max, std::max(1, common_speculative_n_max(s.spec.get())));
-    s.params.n_draft_min = std::min(s.params.n_draft_min, s.params.n_draft_max);
 
     s.history.resize(params.n_seq);
     s.proposal.resize(params.n_seq);
@@ -353,7 +368,11 @@ void session::begin(llama_seq_id seq_id, std::span<const llama_token> prompt) {
     llama_tokens tokens(prompt.begin(), prompt.end());
     {
         stopwatch sw(s.stats.t_begin_us);
-        upstream("begin", [&] { common_speculative_begin(s.spec.get(), seq_id, tokens); return 0; });
+        if (s.mtp) {
+            s.mtp->begin(seq_id, static_cast<llama_pos>(tokens.size()));
+        } else {
+            upstream("begin", [&] { common_speculative_begin(s.spec.get(), seq_id, tokens); return 0; });
+        }
     }
     s.stats.n_begin++;
     s.history[static_cast<size_t>(seq_id)] = std::move(tokens);
@@ -438,7 +457,26 @@ void session::draft(std::span<const draft_request> requests) {
         }
     };
     try {
-        for (size_t first = 0; first < requests.size(); first += group) {
+        if (s.mtp) {
+            std::vector<detail::mtp_drafter::request> asked;
+            std::vector<size_t> index; // request of each asked entry
+            for (size_t r = 0; r < requests.size(); ++r) {
+                s.proposal[static_cast<size_t>(requests[r].seq_id)].clear();
+                if (caps[r] > 0) {
+                    asked.push_back({requests[r].seq_id, requests[r].n_past, requests[r].id_last, caps[r]});
+                    index.push_back(r);
+                }
+            }
+            std::vector<llama_tokens> drafted;
+            stopwatch sw(s.stats.t_draft_us);
+            if (!asked.empty()) {
+                s.mtp->draft(asked, drafted);
+            }
+            for (size_t a = 0; a < asked.size(); ++a) {
+                s.proposal[static_cast<size_t>(requests[index[a]].seq_id)] = std::move(drafted[a]);
+            }
+        }
+        for (size_t first = 0; s.spec && first < requests.size(); first += group) {
             const size_t last = std::min(requests.size(), first + group);
             for (size_t r = first; r < last; ++r) {
                 const draft_request & q = requests[r];
@@ -461,7 +499,9 @@ void session::draft(std::span<const draft_request> requests) {
         // time), and llama.cpp, which clears its drafting flags only at the end
         // of a call, must not draft these sequences again in the next one.
         for (const draft_request & q : requests) {
-            common_speculative_get_draft_params(s.spec.get(), q.seq_id).drafting = false;
+            if (s.spec) {
+                common_speculative_get_draft_params(s.spec.get(), q.seq_id).drafting = false;
+            }
         }
         discard(drop_all());
         throw;
@@ -510,7 +550,9 @@ void session::accept(llama_seq_id seq_id, uint16_t n_accepted) {
     }
     {
         stopwatch sw(s.stats.t_accept_us);
-        upstream("accept", [&] { common_speculative_accept(s.spec.get(), seq_id, n_accepted); return 0; });
+        if (!s.mtp) {
+            upstream("accept", [&] { common_speculative_accept(s.spec.get(), seq_id, n_accepted); return 0; });
+        }
     }
     s.stats.n_accept++;
     s.stats.n_accepted += n_accepted;
@@ -522,6 +564,9 @@ void session::accept(llama_seq_id seq_id, uint16_t n_accepted) {
     const size_t keep = static_cast<size_t>(s.proposal_pos0[i]) + 1 + n_accepted;
     if (s.history[i].size() > keep) {
         s.history[i].resize(keep);
+    }
+    if (s.mtp) {
+        s.mtp->truncate(seq_id, static_cast<llama_pos>(keep)); // the rejected rows are never run
     }
     s.pending[i] = false;
     s.proposal[i].clear();
@@ -556,7 +601,11 @@ std::vector<uint8_t> session::state(llama_seq_id seq_id) const {
     st.params  = s.params;
     st.seq_id  = seq_id;
     st.history = s.history[static_cast<size_t>(seq_id)];
-    upstream("capturing drafter state", [&] { return common_speculative_get_state(s.spec.get(), seq_id, st.impl); });
+    if (s.mtp) {
+        st.impl = s.mtp->state(seq_id);
+    } else {
+        upstream("capturing drafter state", [&] { return common_speculative_get_state(s.spec.get(), seq_id, st.impl); });
+    }
     return detail::encode_state(st);
 }
 
@@ -571,7 +620,15 @@ void session::restore_state(llama_seq_id seq_id, std::span<const uint8_t> blob) 
              "session's drafter keeps ", want == 0 ? std::string("none") : std::to_string(want) + " bytes",
              "; the checkpoint was written for another pair of models");
     }
-    if (!st.impl.empty()) {
+    if (s.mtp) {
+        const llama_pos n = static_cast<llama_pos>(st.history.size());
+        if (st.impl.empty()) {
+            s.mtp->begin(seq_id, 0);
+            s.mtp->begin(seq_id, n); // no carried row: the first draft starts from zeros
+        } else {
+            s.mtp->set_state(seq_id, st.impl, n);
+        }
+    } else if (!st.impl.empty()) {
         upstream("restoring drafter state", [&] { common_speculative_set_state(s.spec.get(), seq_id, st.impl); return 0; });
     }
     s.history[static_cast<size_t>(seq_id)] = std::move(st.history);
@@ -605,12 +662,18 @@ void session::remove_range(context_role role, llama_seq_id seq_id, llama_pos p0,
     if (role == SPECDEC_CONTEXT_TARGET) {
         llama_tokens & h = s.history[static_cast<size_t>(seq_id)];
         h.resize(std::min(h.size(), static_cast<size_t>(std::max(p0, 0))));
+        if (s.mtp) {
+            s.mtp->truncate(seq_id, p0);
+        }
     }
 }
 
 std::vector<uint8_t> session::context_state(context_role role, llama_seq_id seq_id, uint32_t flags) {
     live().check_seq(seq_id);
     llama_context * ctx = context_for(*this, role);
+    if (role == SPECDEC_CONTEXT_DRAFT && live().mtp) {
+        live().mtp->flush(seq_id); // the recorded rows belong in the captured cache
+    }
     std::vector<uint8_t> bytes(llama_state_seq_get_size_ext(ctx, seq_id, flags));
     const size_t n = llama_state_seq_get_data_ext(ctx, bytes.data(), bytes.size(), seq_id, flags);
     if (n != bytes.size()) {

@@ -251,6 +251,79 @@ TEST(Mtp, RandomTargetStaysLossless) {
     EXPECT_GT(s.stats().n_drafted, 0u);
 }
 
+// Tokens the MTP head has run (llama.cpp counts every decoded token of a
+// context once it synchronises, but reports each of its two counters as at
+// least 1: differences are exact once both have counted).
+int32_t head_tokens(llama_context * draft) {
+    const llama_perf_context_data d = llama_perf_context(draft);
+    return d.n_eval + d.n_p_eval;
+}
+
+// The off state and per-step lengths: a step that drafts nothing runs
+// nothing on the head; a step that drafts runs the positions kept since it
+// last drafted (exactly once each, rejected ones never) and as many draft
+// rows as it asked for, however long the session's maximum is.
+class MtpHeadWork : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MtpHeadWork, RunsKeptPositionsOnceAndDraftsOnlyWhatIsAsked) {
+    constexpr int n_draft_max = 6;
+    mtp_pair p = open_pair(mtp_fixture(GetParam(), drafter_options(drafter_kind::exact)), n_draft_max);
+    session s(p.target.get(), p.draft.get(), mtp_params(n_draft_max));
+    llama_context * target = p.target.get();
+    test_batch batch(n_draft_max + 8);
+    for (size_t i = 0; i < prompt.size(); ++i) {
+        batch.add(prompt[i], static_cast<llama_pos>(i), 0, i + 1 == prompt.size());
+    }
+    s.decode_target_and_process(batch.b);
+    EXPECT_EQ(llama_memory_seq_pos_max(llama_get_memory(p.draft.get()), 0), -1); // processing records; nothing runs yet
+
+    llama_pos n_past = static_cast<llama_pos>(prompt.size());
+    llama_pos n_run = 0; // positions the head has run
+    llama_token id_last = argmax(llama_get_logits_ith(target, static_cast<int32_t>(prompt.size()) - 1), n_vocab);
+    std::vector<llama_token> out = {id_last};
+    // The first step (two draft rows: a batch and a single row) makes both counters count.
+    const std::vector<int> asked = {2, 1, 0, 0, 0, 3, 0, 2, 6, 0, 1};
+    for (size_t step = 0; step < asked.size(); ++step) {
+        const int n = asked[step];
+        const int32_t before = head_tokens(p.draft.get());
+        std::vector<llama_token> proposal;
+        if (n > 0) {
+            const draft_request request{0, n_past, id_last, n};
+            s.draft({&request, 1});
+            proposal.assign(s.proposal(0).begin(), s.proposal(0).end());
+            ASSERT_EQ(proposal.size(), static_cast<size_t>(n)); // the exact drafter never stops early
+            if (step > 0) {
+                EXPECT_EQ(head_tokens(p.draft.get()) - before, (n_past - n_run) + n) << "step " << step;
+            }
+            n_run = n_past;
+        }
+        batch.clear();
+        batch.add(id_last, n_past, 0, true);
+        for (size_t i = 0; i < proposal.size(); ++i) {
+            batch.add(proposal[i], n_past + 1 + static_cast<llama_pos>(i), 0, true);
+        }
+        s.decode_target_and_process(batch.b);
+        size_t k = 0;
+        while (k < proposal.size() && argmax(llama_get_logits_ith(target, static_cast<int32_t>(k)), n_vocab) == proposal[k]) {
+            ++k;
+        }
+        EXPECT_EQ(k, proposal.size());
+        if (!proposal.empty()) {
+            s.accept(0, static_cast<uint16_t>(k));
+        }
+        if (n == 0) {
+            EXPECT_EQ(head_tokens(p.draft.get()), before) << "a step without a draft ran the head";
+        }
+        out.insert(out.end(), proposal.begin(), proposal.end());
+        id_last = argmax(llama_get_logits_ith(target, static_cast<int32_t>(k)), n_vocab);
+        out.push_back(id_last);
+        n_past += 1 + static_cast<llama_pos>(k);
+    }
+    EXPECT_EQ(out, expected_cycle(prompt.back(), static_cast<int>(out.size()), n_vocab));
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, MtpHeadWork, ::testing::Values("glm4moe", "qwen35"));
+
 TEST(Mtp, ReportsOneNextnHead) {
     mtp_pair p = open_pair(mtp_fixture("qwen35", drafter_options(drafter_kind::exact)), 2);
     session s(p.target.get(), p.draft.get(), mtp_params(2));

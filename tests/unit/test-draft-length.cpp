@@ -90,7 +90,7 @@ throughput simulate_adaptive(int steps, const std::function<double(int)> & accep
         [&](int32_t k, int32_t kept) {
             if (k > 0) {
                 c.observe(0, k, kept);
-            } else if (c.shadow_due(0)) {
+            } else if (c.shadow_due(0, 1)) {
                 c.observe(0, 1, simulate_kept(1, acceptance(step), shadow_rng));
             }
             c.observe_cost(1, k, cost(k));
@@ -192,17 +192,59 @@ TEST(DraftLength, ShadowDraftsThinOutWhileTheyMissAndReturnOnAHit) {
     adaptive_draft_length c(1, 4);
     std::vector<int> due_steps;
     for (int step = 0; step < 40; ++step) {
-        if (c.shadow_due(0)) {
+        if (c.shadow_due(0, 1)) {
             due_steps.push_back(step);
             c.observe(0, 1, 0); // always wrong
         }
     }
-    // Waits of 0, 1, 3, then 7 steps between shadows.
+    // Waits of 0, 1, 3, then 7 steps between shadows while no cost is known.
     EXPECT_EQ(due_steps, (std::vector<int>{0, 1, 3, 7, 15, 23, 31, 39}));
     c.observe(0, 1, 1); // a hit
-    EXPECT_TRUE(c.shadow_due(0));
+    EXPECT_TRUE(c.shadow_due(0, 1));
     c.observe(0, 1, 1);
-    EXPECT_TRUE(c.shadow_due(0));
+    EXPECT_TRUE(c.shadow_due(0, 1));
+}
+
+TEST(DraftLength, ShadowsProbeAsRarelyAsTheirMeasuredCostRequires) {
+    // A shadow costs 30% of a plain step: within a 1% budget one sequence
+    // shadows at most every 30 steps, so the doubling waits go on past 7.
+    adaptive_draft_length c(4, 4);
+    for (int i = 0; i < 2; ++i) {
+        c.observe_cost(1, 0, 100.0);
+        c.observe_cost(4, 0, 200.0);
+        c.observe_shadow_cost(2, 60.0); // two shadows in one step: 30 each
+    }
+    std::vector<int> due_steps;
+    for (int step = 0; step < 100; ++step) {
+        if (c.shadow_due(0, 1)) {
+            due_steps.push_back(step);
+            c.observe(0, 1, 0);
+        }
+    }
+    EXPECT_EQ(due_steps, (std::vector<int>{0, 1, 3, 7, 15, 31, 61, 91}));
+    // Four sequences, each shadow 15% of their step's cost: together within
+    // 1% when each shadows every 60 steps.
+    for (int step = 0; step < 200; ++step) {
+        if (c.shadow_due(1, 4)) {
+            c.observe(1, 1, 0);
+            due_steps.push_back(step);
+        }
+    }
+    EXPECT_EQ(std::vector<int>(due_steps.end() - 3, due_steps.end()), (std::vector<int>{63, 123, 183}));
+}
+
+TEST(DraftLength, AFreshSequenceProbesBeforeItVerifiesADraft) {
+    adaptive_draft_length c(2, 8);
+    for (int i = 0; i < 10; ++i) {
+        c.observe(1, 8, 8);
+    }
+    // Sequence 0 has no evidence: length 0 and a shadow, whatever the prior says.
+    EXPECT_EQ(c.choose(std::vector<int32_t>{8, 8})[0], 0);
+    EXPECT_TRUE(c.shadow_due(0, 2));
+    c.observe(0, 1, 1); // the shadow was right
+    EXPECT_GT(c.choose(std::vector<int32_t>{8, 8})[0], 0);
+    c.reset(0); // a new request in the slot
+    EXPECT_EQ(c.choose(std::vector<int32_t>{8, 8})[0], 0);
 }
 
 TEST(DraftLength, ChoosesTheLengthThatMaximisesExpectedTokensPerCost) {

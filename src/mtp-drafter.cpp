@@ -1,0 +1,322 @@
+#include "mtp-drafter.h"
+
+#include "error.h"
+
+#include "llama-ext.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace specdec::detail {
+
+namespace {
+
+// The most likely token of a logit row and its probability within the
+// top_k candidates (1 when p_min makes it irrelevant).
+struct top_choice {
+    llama_token token = 0;
+    float       p     = 1.0f;
+};
+
+top_choice choose(const float * logits, int32_t n_vocab, bool want_p) {
+    top_choice c;
+    float best = logits[0];
+    for (int32_t t = 1; t < n_vocab; ++t) {
+        if (logits[t] > best) {
+            best = logits[t];
+            c.token = t;
+        }
+    }
+    if (!want_p) {
+        return c;
+    }
+    // The top_k largest logits: a small sorted array, largest first.
+    float top[mtp_drafter::top_k];
+    int n = 0;
+    for (int32_t t = 0; t < n_vocab; ++t) {
+        const float v = logits[t];
+        if (n == mtp_drafter::top_k && v <= top[n - 1]) {
+            continue;
+        }
+        int i = n < mtp_drafter::top_k ? n++ : n - 1;
+        while (i > 0 && top[i - 1] < v) {
+            top[i] = top[i - 1];
+            --i;
+        }
+        top[i] = v;
+    }
+    double sum = 0;
+    for (int i = 0; i < n; ++i) {
+        sum += std::exp(static_cast<double>(top[i] - best));
+    }
+    c.p = static_cast<float>(1.0 / sum);
+    return c;
+}
+
+} // namespace
+
+bool mtp_drafter::handles(llama_context * target, llama_context * draft) {
+    return llama_model_n_layer_nextn(llama_get_model(draft)) <= 1 && llama_get_ctx_other(draft) != target;
+}
+
+mtp_drafter::mtp_drafter(llama_context * target, llama_context * draft, uint32_t n_seq, float p_min, int32_t n_min)
+    : target_(target),
+      draft_(draft),
+      n_embd_(llama_model_n_embd_out(llama_get_model(draft))),
+      n_vocab_(llama_vocab_n_tokens(llama_model_get_vocab(llama_get_model(draft)))),
+      n_batch_(static_cast<int32_t>(llama_n_batch(draft))),
+      p_min_(p_min),
+      n_min_(n_min),
+      seqs_(n_seq) {
+    if (n_embd_ != llama_model_n_embd_out(llama_get_model(target))) {
+        fail(SPECDEC_STATUS_WIDTH_MISMATCH, "the MTP head reads rows of width ", n_embd_, ", but the target writes ",
+             llama_model_n_embd_out(llama_get_model(target)));
+    }
+    for (sequence & s : seqs_) {
+        s.h_prev.assign(static_cast<size_t>(n_embd_), 0.0f);
+    }
+    // Every target row's NextN hidden state (prefill rows have no logits);
+    // the head's only for the rows that draft.
+    llama_set_embeddings_nextn(target_, true, /*masked=*/false);
+    llama_set_embeddings_nextn(draft_, true, /*masked=*/true);
+}
+
+void mtp_drafter::observe(const llama_batch & batch) {
+    const size_t row = static_cast<size_t>(n_embd_);
+    for (int32_t k = 0; k < batch.n_tokens; ++k) {
+        const llama_seq_id seq = batch.seq_id[k][0];
+        sequence & s = seqs_[static_cast<size_t>(seq)];
+        if (batch.pos[k] < s.end()) {
+            truncate(seq, batch.pos[k]);
+        } else if (batch.pos[k] > s.end()) {
+            begin(seq, batch.pos[k]);
+        }
+        const float * h = llama_get_embeddings_nextn_ith(target_, k);
+        if (h == nullptr) {
+            fail(SPECDEC_STATUS_NATIVE_FAILURE, "the target produced no NextN hidden row for batch row ", k);
+        }
+        s.tokens.push_back(batch.token[k]);
+        s.h.insert(s.h.end(), h, h + row);
+    }
+    for (size_t i = 0; i < seqs_.size(); ++i) {
+        if (seqs_[i].tokens.size() >= flush_rows) {
+            flush(static_cast<llama_seq_id>(i));
+        }
+    }
+}
+
+void mtp_drafter::truncate(llama_seq_id seq, llama_pos p0) {
+    sequence & s = seqs_[static_cast<size_t>(seq)];
+    p0 = std::max<llama_pos>(p0, 0);
+    if (p0 >= s.end()) {
+        return;
+    }
+    if (p0 >= s.n_run) {
+        const size_t keep = static_cast<size_t>(p0 - s.n_run);
+        s.tokens.resize(keep);
+        s.h.resize(keep * static_cast<size_t>(n_embd_));
+        return;
+    }
+    // Positions already run: their cells go, and the carried row is the one
+    // held (the exact h_{p0-1} is no longer known) unless nothing is left.
+    s.tokens.clear();
+    s.h.clear();
+    s.n_run = p0;
+    if (p0 == 0) {
+        std::fill(s.h_prev.begin(), s.h_prev.end(), 0.0f);
+    }
+    drop_cells(seq, p0);
+}
+
+void mtp_drafter::begin(llama_seq_id seq, llama_pos n) {
+    sequence & s = seqs_[static_cast<size_t>(seq)];
+    if (n < s.end()) {
+        truncate(seq, n);
+    } else if (n > s.end()) {
+        s.tokens.clear();
+        s.h.clear();
+        s.n_run = n;
+        std::fill(s.h_prev.begin(), s.h_prev.end(), 0.0f);
+    }
+}
+
+void mtp_drafter::clear_batch() {
+    b_token_.clear();
+    b_embd_.clear();
+    b_pos_.clear();
+    b_n_seq_.clear();
+    b_seq_.clear();
+    b_logits_.clear();
+}
+
+void mtp_drafter::add_row(llama_token token, llama_pos pos, llama_seq_id seq, const float * embd, bool output) {
+    b_token_.push_back(token);
+    b_embd_.insert(b_embd_.end(), embd, embd + n_embd_);
+    b_pos_.push_back(pos);
+    b_n_seq_.push_back(1);
+    b_seq_.push_back(seq);
+    b_logits_.push_back(output ? 1 : 0);
+}
+
+void mtp_drafter::decode_batch(const char * what) {
+    const int32_t n = static_cast<int32_t>(b_token_.size());
+    if (n == 0) {
+        return;
+    }
+    b_seq_ptr_.resize(b_seq_.size());
+    for (size_t i = 0; i < b_seq_.size(); ++i) {
+        b_seq_ptr_[i] = &b_seq_[i];
+    }
+    llama_batch b{};
+    b.n_tokens = n;
+    b.token    = b_token_.data();
+    b.embd     = b_embd_.data();
+    b.pos      = b_pos_.data();
+    b.n_seq_id = b_n_seq_.data();
+    b.seq_id   = b_seq_ptr_.data();
+    b.logits   = b_logits_.data();
+    const int32_t rc = llama_decode(draft_, b);
+    if (rc != 0) {
+        fail(SPECDEC_STATUS_NATIVE_FAILURE, "the MTP head's decode failed while ", what, " (llama_decode returned ", rc, ")");
+    }
+}
+
+void mtp_drafter::add_recorded(sequence & s, llama_seq_id seq) {
+    const size_t row = static_cast<size_t>(n_embd_);
+    for (size_t k = 0; k < s.tokens.size(); ++k) {
+        const float * embd = k == 0 ? s.h_prev.data() : s.h.data() + (k - 1) * row;
+        add_row(s.tokens[k], s.n_run + static_cast<llama_pos>(k), seq, embd, false);
+    }
+    if (!s.tokens.empty()) {
+        std::copy(s.h.end() - static_cast<std::ptrdiff_t>(row), s.h.end(), s.h_prev.begin());
+    }
+    s.n_run = s.end();
+    s.tokens.clear();
+    s.h.clear();
+}
+
+void mtp_drafter::drop_cells(llama_seq_id seq, llama_pos p) {
+    // The head's cache is attention only: removing a tail always succeeds.
+    llama_memory_seq_rm(llama_get_memory(draft_), seq, p, -1);
+}
+
+void mtp_drafter::flush(llama_seq_id seq) {
+    sequence & s = seqs_[static_cast<size_t>(seq)];
+    const size_t row = static_cast<size_t>(n_embd_);
+    while (!s.tokens.empty()) {
+        // A chunk of at most n_batch rows, run as a sequence of its own.
+        const size_t m = std::min(s.tokens.size(), static_cast<size_t>(n_batch_));
+        sequence chunk;
+        chunk.n_run  = s.n_run;
+        chunk.h_prev = s.h_prev;
+        chunk.tokens.assign(s.tokens.begin(), s.tokens.begin() + static_cast<std::ptrdiff_t>(m));
+        chunk.h.assign(s.h.begin(), s.h.begin() + static_cast<std::ptrdiff_t>(m * row));
+        drop_cells(seq, s.n_run);
+        clear_batch();
+        add_recorded(chunk, seq);
+        s.tokens.erase(s.tokens.begin(), s.tokens.begin() + static_cast<std::ptrdiff_t>(m));
+        s.h.erase(s.h.begin(), s.h.begin() + static_cast<std::ptrdiff_t>(m * row));
+        s.n_run  = chunk.n_run;
+        s.h_prev = chunk.h_prev;
+        decode_batch("running recorded rows");
+    }
+}
+
+void mtp_drafter::draft(std::span<const request> requests, std::vector<std::vector<llama_token>> & out) {
+    out.assign(requests.size(), {});
+    size_t rows = requests.size();
+    for (const request & q : requests) {
+        begin(q.seq, q.pos0); // normally a no-op: every position before pos0 was observed
+        rows += seqs_[static_cast<size_t>(q.seq)].tokens.size();
+    }
+    if (rows > static_cast<size_t>(n_batch_)) {
+        for (const request & q : requests) {
+            flush(q.seq);
+        }
+    }
+
+    // First decode: each sequence's catch-up rows, then its id_last row.
+    const size_t row = static_cast<size_t>(n_embd_);
+    std::vector<int32_t> i_out(requests.size(), -1); // batch row of each drafting request's output
+    clear_batch();
+    for (size_t r = 0; r < requests.size(); ++r) {
+        const request & q = requests[r];
+        sequence & s = seqs_[static_cast<size_t>(q.seq)];
+        drop_cells(q.seq, s.n_run);
+        add_recorded(s, q.seq);
+        i_out[r] = static_cast<int32_t>(b_token_.size());
+        add_row(q.id_last, q.pos0, q.seq, s.h_prev.data(), true);
+    }
+    std::vector<float> h_next(requests.size() * row);
+    for (int32_t step = 0;; ++step) {
+        decode_batch("drafting");
+        // Read every output before the batch is rebuilt over its buffers.
+        std::vector<size_t> next;
+        for (size_t r = 0; r < requests.size(); ++r) {
+            if (i_out[r] < 0) {
+                continue;
+            }
+            const float * logits = llama_get_logits_ith(draft_, i_out[r]);
+            const float * h = llama_get_embeddings_nextn_ith(draft_, i_out[r]);
+            if (logits == nullptr || h == nullptr) {
+                fail(SPECDEC_STATUS_NATIVE_FAILURE, "the MTP head produced no output for draft row ", i_out[r]);
+            }
+            const top_choice c = choose(logits, n_vocab_, p_min_ > 0.0f);
+            i_out[r] = -1;
+            if (c.p < p_min_) {
+                continue;
+            }
+            out[r].push_back(c.token);
+            if (static_cast<int32_t>(out[r].size()) >= requests[r].n_max) {
+                continue;
+            }
+            std::memcpy(h_next.data() + r * row, h, row * sizeof(float));
+            next.push_back(r);
+        }
+        if (next.empty()) {
+            break;
+        }
+        clear_batch();
+        for (size_t r : next) {
+            const request & q = requests[r];
+            i_out[r] = static_cast<int32_t>(b_token_.size());
+            add_row(out[r].back(), q.pos0 + static_cast<llama_pos>(out[r].size()), q.seq, h_next.data() + r * row, true);
+        }
+    }
+    for (std::vector<llama_token> & p : out) {
+        if (static_cast<int32_t>(p.size()) < n_min_) {
+            p.clear();
+        }
+    }
+}
+
+size_t mtp_drafter::state_size() const {
+    return sizeof(llama_pos) + sizeof(float) * static_cast<size_t>(n_embd_);
+}
+
+std::vector<uint8_t> mtp_drafter::state(llama_seq_id seq) const {
+    const sequence & s = seqs_[static_cast<size_t>(seq)];
+    const llama_pos pos = s.end() - 1;
+    const float * h = s.tokens.empty() ? s.h_prev.data() : s.h.data() + s.h.size() - static_cast<size_t>(n_embd_);
+    std::vector<uint8_t> bytes(state_size());
+    std::memcpy(bytes.data(), &pos, sizeof(pos));
+    std::memcpy(bytes.data() + sizeof(pos), h, sizeof(float) * static_cast<size_t>(n_embd_));
+    return bytes;
+}
+
+void mtp_drafter::set_state(llama_seq_id seq, std::span<const uint8_t> bytes, llama_pos n_positions) {
+    sequence & s = seqs_[static_cast<size_t>(seq)];
+    llama_pos pos = 0;
+    std::memcpy(&pos, bytes.data(), sizeof(pos));
+    if (pos != n_positions - 1) {
+        fail(SPECDEC_STATUS_STATE_MALFORMED, "the checkpoint's MTP row belongs to position ", pos, ", but its history ends at ",
+             n_positions - 1);
+    }
+    s.tokens.clear();
+    s.h.clear();
+    s.n_run = n_positions;
+    std::memcpy(s.h_prev.data(), bytes.data() + sizeof(pos), sizeof(float) * static_cast<size_t>(n_embd_));
+}
+
+} // namespace specdec::detail
