@@ -28,7 +28,7 @@ std::vector<double> adaptive_draft_length::cumulative(size_t seq) const {
     const sequence_evidence & e = acceptance_[seq];
     const std::vector<position_counts> & table = e.after[e.last_kept];
     std::vector<double> out(static_cast<size_t>(n_max_));
-    double prior = prior_acceptance;
+    double prior = e.last_kept ? prior_acceptance : prior_acceptance_after_miss;
     double through = 1.0;
     for (size_t i = 0; i < out.size(); ++i) {
         const position_counts & c = table[i];
@@ -72,14 +72,15 @@ std::vector<double> adaptive_draft_length::cost_curve(int32_t n_active) const {
             // shorter draft look dearer than it may be.
             curve[m] = prior_through(seen.front().first, seen.front().second, x);
         } else if (x >= seen.back().first) {
-            // Above: the last measured segment extended (never downhill), or
-            // the prior's shape when there is one measurement.
+            // Above: the last measured segment extended (never downhill) or
+            // the prior's shape, whichever is cheaper: verification costs
+            // less per token in larger batches, and an optimistic guess
+            // sends the loop to measure the size.
             const auto & [x1, c1] = seen.back();
-            if (seen.size() < 2) {
-                curve[m] = prior_through(x1, c1, x);
-            } else {
+            curve[m] = prior_through(x1, c1, x);
+            if (seen.size() >= 2) {
                 const auto & [x0, c0] = seen[seen.size() - 2];
-                curve[m] = c1 + std::max(0.0, (c1 - c0) / (x1 - x0)) * (x - x1);
+                curve[m] = std::min(curve[m], c1 + std::max(0.0, (c1 - c0) / (x1 - x0)) * (x - x1));
             }
         } else {
             const auto hi = std::lower_bound(seen.begin(), seen.end(), x, [](const auto & p, double v) { return p.first < v; });
@@ -129,12 +130,6 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
         rate[m] = expected / cost[m];
         best_m = rate[m] > rate[best_m] ? m : best_m;
     }
-    // A step of a new size cannot reuse the previous step's compute graphs:
-    // keep the previous size unless the new one is clearly better.
-    if (last_m_ < rate.size() && rate[best_m] < (1.0 + switch_margin) * rate[last_m_]) {
-        best_m = last_m_;
-    }
-    last_m_ = best_m;
     for (size_t j = 0; j < best_m; ++j) {
         lengths[std::get<2>(slots[j])]++;
     }
@@ -161,7 +156,9 @@ void adaptive_draft_length::observe(size_t seq, int32_t proposed, int32_t kept) 
         table[static_cast<size_t>(i)].reached += 1.0;
         table[static_cast<size_t>(i)].kept += i < kept ? 1.0 : 0.0;
     }
-    e.last_kept = kept > 0 ? 1 : 0;
+    hits_ += kept > 0 ? 1 : 0;
+    // The last token decided: the first rejected one, or the last drafted.
+    e.last_kept = kept >= std::min(proposed, n_max_) ? 1 : 0;
     e.misses = kept > 0 ? 0 : e.misses + 1;
     e.idle = 0;
     e.fresh = false;
@@ -179,8 +176,12 @@ int adaptive_draft_length::shadow_wait(int misses, int32_t n_active) const {
         const double steps = n_active * shadow_cost_.lowest() / (shadow_budget * plain);
         cap = static_cast<int>(std::clamp(std::ceil(steps) - 1.0, 7.0, static_cast<double>(max_shadow_wait)));
     }
-    const int doubling = (1 << std::min(std::max(misses - 1, 0), 6)) - 1; // 0, 1, 3, 7, 15, ...
-    return std::min(doubling, cap);
+    const int n = std::max(misses - 1, 0);
+    if (hits_ > 0) {
+        return (1 << std::min(n, 3)) - 1; // 0, 1, 3, 7
+    }
+    return std::min((1 << std::min(2 * n, 6)) - 1, cap); // 0, 3, 15, 63
+
 }
 
 bool adaptive_draft_length::shadow_due(size_t seq, int32_t n_active) {

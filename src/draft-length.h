@@ -5,13 +5,15 @@
 // Two running estimates feed the choice:
 //  - per sequence and draft position i, the probability that the drafted
 //    token at i is kept given that every token before it was kept, and given
-//    whether the sequence's last decided first draft token was kept.
+//    whether the last drafted token the target decided on was kept (a step
+//    that kept all of its draft: yes; one that rejected a token: no).
 //    Acceptance comes in runs (the drafter is good on some text and poor on
 //    other text), so that one bit says much about the next step: after a
 //    miss the controller drafts little, after a hit it drafts long, as soon
 //    as the text turns. Counts decay geometrically, so the estimates follow
 //    the text. A position with little evidence leans on the position before
-//    it (and position 0 on a prior).
+//    it (and position 0 on a prior: optimistic after a hit, pessimistic
+//    after a miss, since acceptance comes in runs).
 //  - per number of active sequences, the measured cost of a step (drafting +
 //    verification) against the number of drafted tokens in it: the lowest of
 //    the recent measurements of each size measured at least twice, since
@@ -37,16 +39,18 @@ class adaptive_draft_length {
 public:
     // Share of the evidence kept at each new observation (memory ~ 1 / (1 - decay)).
     static constexpr double decay = 0.9;
-    // Conditional acceptance assumed for a sequence's first draft position before evidence.
+    // Conditional acceptance assumed for a sequence's first draft position
+    // before evidence, after the last decided drafted token was kept (or
+    // before any draft) ...
     static constexpr double prior_acceptance = 0.8;
+    // ... and after it was rejected.
+    static constexpr double prior_acceptance_after_miss = 0.2;
     // Pseudo-observations behind each prior.
     static constexpr double prior_weight = 1.0;
-    // Relative gain in expected tokens per second below which the total
-    // draft size of the previous step is kept (changing it costs llama.cpp a
-    // rebuild of its compute graphs).
-    static constexpr double switch_margin = 0.05;
     // Cost of one more drafted token for each active sequence, as a share of
-    // a step's cost, assumed until two step sizes have been measured.
+    // a step's cost, assumed until two step sizes have been measured (and
+    // above the largest measured size when cheaper than the last measured
+    // segment extended).
     static constexpr double prior_cost_slope = 0.25;
     // Share of the throughput the shadows of sequences that draft nothing
     // may cost (bounds how rarely they probe: see shadow_due).
@@ -82,12 +86,15 @@ public:
     // sequences, should draft a shadow token (see observe). A sequence with
     // no evidence yet (new, or reset) is given length 0 and a shadow: its
     // first step probes before it verifies anything. After consecutive
-    // misses at position 0 the shadows thin out, every 1, 2, 4, 8, ...
-    // steps, up to the interval at which shadows cost shadow_budget of the
-    // throughput (from observe_shadow_cost and the measured cost of a step
-    // without drafts; every 8 steps before both are measured); a hit brings
-    // them back every step. Counts the step as one without a shadow when it
-    // returns false.
+    // misses at position 0 the shadows thin out. Once the drafter has been
+    // right anywhere (any sequence, any request), it is likely to be right
+    // again soon: waits of 0, 1, 3, then 7 steps. While it has never been
+    // right, waits of 0, 3, 15, 63 steps, capped at the interval at which
+    // shadows cost shadow_budget of the throughput (from
+    // observe_shadow_cost and the measured cost of a step without drafts;
+    // 7 before both are measured), so that a drafter that is never right
+    // costs close to nothing. A hit brings them back every step. Counts the
+    // step as one without a shadow when it returns false.
     bool shadow_due(size_t seq, int32_t n_active);
 
     // A step drafted `n_shadows` shadow tokens and nothing else, in
@@ -109,7 +116,7 @@ private:
     };
     struct sequence_evidence {
         std::vector<position_counts> after[2]; // [last first token kept][position]
-        int last_kept = 1;                     // optimistic before any draft
+        int last_kept = 1;                     // the last decided drafted token was kept (optimistic before any)
         int misses = 0;                        // consecutive misses at position 0
         int idle = 0;                          // steps since the last draft or shadow
         bool fresh = true;                     // nothing observed yet
@@ -129,8 +136,8 @@ private:
     int shadow_wait(int misses, int32_t n_active) const;
 
     int32_t n_max_;
-    size_t  last_m_ = SIZE_MAX; // total draft size chosen for the previous step
     cost_cell shadow_cost_;     // microseconds per shadow token
+    uint64_t  hits_ = 0;        // first draft tokens kept, over every sequence and request
     std::vector<sequence_evidence>      acceptance_; // [seq]
     std::vector<std::vector<cost_cell>> cost_;       // [n_active][m]
 };

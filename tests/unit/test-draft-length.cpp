@@ -188,8 +188,20 @@ TEST(DraftLength, AcceptanceIsConditionedOnTheLastOutcome) {
     EXPECT_NEAR(d.p_keep_through(0, 0), 0.5, 0.2);
 }
 
+TEST(DraftLength, ADraftRejectedPartWayCountsAsAMiss) {
+    // The drafter was right up to a point and then wrong: the text has
+    // turned, so the next step leans on what follows a miss.
+    adaptive_draft_length c(1, 8);
+    c.observe(0, 8, 8);
+    EXPECT_GT(c.p_keep_through(0, 0), 0.75);
+    c.observe(0, 8, 5);
+    EXPECT_LT(c.p_keep_through(0, 0), 0.25);
+    c.observe(0, 1, 1); // a probe that was right
+    EXPECT_GT(c.p_keep_through(0, 0), 0.75);
+}
+
 TEST(DraftLength, ShadowDraftsThinOutWhileTheyMissAndReturnOnAHit) {
-    adaptive_draft_length c(1, 4);
+    adaptive_draft_length c(2, 4);
     std::vector<int> due_steps;
     for (int step = 0; step < 40; ++step) {
         if (c.shadow_due(0, 1)) {
@@ -197,17 +209,27 @@ TEST(DraftLength, ShadowDraftsThinOutWhileTheyMissAndReturnOnAHit) {
             c.observe(0, 1, 0); // always wrong
         }
     }
-    // Waits of 0, 1, 3, then 7 steps between shadows while no cost is known.
-    EXPECT_EQ(due_steps, (std::vector<int>{0, 1, 3, 7, 15, 23, 31, 39}));
+    // Never right so far: waits of 0, 3, then 7 steps (no cost measured yet).
+    EXPECT_EQ(due_steps, (std::vector<int>{0, 1, 5, 13, 21, 29, 37}));
     c.observe(0, 1, 1); // a hit
     EXPECT_TRUE(c.shadow_due(0, 1));
     c.observe(0, 1, 1);
     EXPECT_TRUE(c.shadow_due(0, 1));
+
+    // A drafter that has been right before: waits of 0, 1, 3, 7, for every sequence.
+    due_steps.clear();
+    for (int step = 0; step < 40; ++step) {
+        if (c.shadow_due(1, 1)) {
+            due_steps.push_back(step);
+            c.observe(1, 1, 0);
+        }
+    }
+    EXPECT_EQ(due_steps, (std::vector<int>{0, 1, 3, 7, 15, 23, 31, 39}));
 }
 
-TEST(DraftLength, ShadowsProbeAsRarelyAsTheirMeasuredCostRequires) {
+TEST(DraftLength, ShadowsOfANeverRightDrafterProbeAsRarelyAsTheirCostRequires) {
     // A shadow costs 30% of a plain step: within a 1% budget one sequence
-    // shadows at most every 30 steps, so the doubling waits go on past 7.
+    // shadows at most every 30 steps.
     adaptive_draft_length c(4, 4);
     for (int i = 0; i < 2; ++i) {
         c.observe_cost(1, 0, 100.0);
@@ -221,16 +243,17 @@ TEST(DraftLength, ShadowsProbeAsRarelyAsTheirMeasuredCostRequires) {
             c.observe(0, 1, 0);
         }
     }
-    EXPECT_EQ(due_steps, (std::vector<int>{0, 1, 3, 7, 15, 31, 61, 91}));
+    EXPECT_EQ(due_steps, (std::vector<int>{0, 1, 5, 21, 51, 81}));
     // Four sequences, each shadow 15% of their step's cost: together within
     // 1% when each shadows every 60 steps.
+    due_steps.clear();
     for (int step = 0; step < 200; ++step) {
         if (c.shadow_due(1, 4)) {
             c.observe(1, 1, 0);
             due_steps.push_back(step);
         }
     }
-    EXPECT_EQ(std::vector<int>(due_steps.end() - 3, due_steps.end()), (std::vector<int>{63, 123, 183}));
+    EXPECT_EQ(due_steps, (std::vector<int>{0, 1, 5, 21, 81, 141}));
 }
 
 TEST(DraftLength, AFreshSequenceProbesBeforeItVerifiesADraft) {
@@ -245,6 +268,12 @@ TEST(DraftLength, AFreshSequenceProbesBeforeItVerifiesADraft) {
     EXPECT_GT(c.choose(std::vector<int32_t>{8, 8})[0], 0);
     c.reset(0); // a new request in the slot
     EXPECT_EQ(c.choose(std::vector<int32_t>{8, 8})[0], 0);
+
+    // A probe that missed says little of what follows a miss, but acceptance
+    // comes in runs: the next step probes again rather than verifying.
+    adaptive_draft_length d(1, 8);
+    d.observe(0, 1, 0);
+    EXPECT_EQ(d.choose(std::vector<int32_t>{8})[0], 0);
 }
 
 TEST(DraftLength, ChoosesTheLengthThatMaximisesExpectedTokensPerCost) {

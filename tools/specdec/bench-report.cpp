@@ -184,6 +184,23 @@ std::string bench_markdown_table(const json & bench) {
         }
         out += "\n";
     }
+    if (bench.contains("oracle")) {
+        out += "\n| oracle | tokens/s | speedup | tokens/step | auto / oracle |\n|---|---|---|---|---|\n";
+        for (const auto & x : bench["oracle"]) {
+            const int n_seq = x.at("n_seq").get<int>();
+            std::string of;
+            for (const auto & r : results) {
+                if (r.contains("of_oracle") && r.at("strategy") == x.at("strategy") && r.value("n_seq", 1) == n_seq) {
+                    of += (of.empty() ? "" : ", ") + fixed(r["of_oracle"].get<double>(), 2);
+                }
+            }
+            out += "| " + x.at("strategy").get<std::string>() + (n_seq > 1 ? " x" + std::to_string(n_seq) : "") +
+                   " | " + fixed(x.at("tokens_per_second").get<double>(), 1) +
+                   " | " + fixed(x.at("speedup").get<double>(), 2) +
+                   " | " + fixed(x.at("tokens_per_step").get<double>(), 2) +
+                   " | " + (of.empty() ? "—" : of) + " |\n";
+        }
+    }
     return out;
 }
 

@@ -1,5 +1,6 @@
 #include "cmd-bench.h"
 
+#include "bench-oracle.h"
 #include "bench-report.h"
 #include "cli-common.h"
 #include "fixtures.h"
@@ -90,6 +91,7 @@ struct run_result {
     double draft_share       = 0;
     double bookkeeping_share = 0;
     double step_cost_us      = 0; // target verification + drafting per step: what an ideal loop pays
+    double draft_us_per_step = 0;
     std::vector<double> by_position;
     std::vector<std::vector<llama_token>> tokens; // per sequence
 };
@@ -125,6 +127,7 @@ run_result measure(const specdec::generation_result & g) {
     r.draft_share = static_cast<double>(t.t_draft_us) / decode_us;
     r.bookkeeping_share = std::max(0.0, 1.0 - r.verify_share - r.draft_share);
     r.step_cost_us = n_steps > 0 ? static_cast<double>(t.t_verify_us + t.t_draft_us) / static_cast<double>(n_steps) : 0.0;
+    r.draft_us_per_step = n_steps > 0 ? static_cast<double>(t.t_draft_us) / static_cast<double>(n_steps) : 0.0;
     for (size_t i = 0; i < SPECDEC_MAX_DRAFT && st.n_proposed_at[i] > 0; ++i) {
         r.by_position.push_back(static_cast<double>(st.n_accepted_at[i]) / static_cast<double>(st.n_proposed_at[i]));
     }
@@ -307,6 +310,97 @@ private:
     std::string path_;
 };
 
+double median_of(const std::vector<run_result> & runs, double run_result::*field) {
+    std::vector<double> v;
+    for (const auto & r : runs) {
+        v.push_back(r.*field);
+    }
+    return median(v);
+}
+
+// Linear between the two points (k, y) around k, of at least two; past the
+// last point the last segment goes on.
+double interpolate(const std::map<int32_t, double> & points, int32_t k) {
+    auto hi = points.lower_bound(k);
+    if (hi != points.end() && hi->first == k) {
+        return hi->second;
+    }
+    if (hi == points.end()) {
+        hi = std::prev(points.end());
+    }
+    if (hi == points.begin()) {
+        ++hi;
+    }
+    const auto lo = std::prev(hi);
+    const double slope = (hi->second - lo->second) / static_cast<double>(hi->first - lo->first);
+    return lo->second + slope * static_cast<double>(k - lo->first);
+}
+
+// The oracle of every strategy at every number of sequences (bench-oracle.h):
+// the agreement along plain decoding's text (every sequence has the same
+// prompt, so one sequence measures it for all), and the cost of a step
+// drafting k tokens per sequence from this run: plain decoding's measured
+// step scaled by the measured verification cost of k + 1 tokens, plus the
+// drafting time per step of the fixed-length runs (interpolated between the
+// lengths run). Adds out["oracle"], out["agreement"] and each adaptive row's
+// "of_oracle".
+void add_oracles(nlohmann::json & out, const bench_options & o, const std::vector<specdec_strategy> & strategies,
+                 const std::vector<config> & configs, const std::vector<std::vector<run_result>> & runs,
+                 const std::vector<int32_t> & effective, const std::map<int32_t, size_t> & plain_of, llama_context * target,
+                 const std::map<specdec_strategy, llama_context_ptr> & drafts, const std::vector<llama_token> & prompt,
+                 int32_t n_draft_top) {
+    const std::vector<llama_token> & text = runs[plain_of.begin()->second].front().tokens.front();
+    for (specdec_strategy strategy : strategies) {
+        const std::string name = specdec_strategy_name(strategy);
+        specdec::session_params sp = specdec_session_default_params();
+        sp.strategy = strategy;
+        sp.n_draft_max = n_draft_top;
+        const auto draft = drafts.find(strategy);
+        specdec::session session(target, draft != drafts.end() ? draft->second.get() : nullptr, sp);
+        const int32_t n_max = session.params().n_draft_max;
+        const std::vector<int32_t> agreement = measure_agreement(session, prompt, text, n_max);
+        out["agreement"][name] = agreement;
+        for (int32_t n_seq : o.n_seqs) {
+            const size_t p = plain_of.at(n_seq);
+            const double plain_step = median_of(runs[p], &run_result::step_cost_us);
+            const double plain_tps = median_of(runs[p], &run_result::tokens_per_second);
+            std::vector<double> relative;
+            for (const auto & v : out["verify_cost"]) {
+                if (v["n_seq"].get<int32_t>() == n_seq) {
+                    relative = v["relative"].get<std::vector<double>>();
+                }
+            }
+            std::map<int32_t, double> drafting = {{0, 0.0}};
+            for (size_t c = 0; c < configs.size(); ++c) {
+                if (configs[c].strategy == strategy && configs[c].n_draft > 0 && !configs[c].adaptive && configs[c].n_seq == n_seq) {
+                    drafting[effective[c]] = median_of(runs[c], &run_result::draft_us_per_step);
+                }
+            }
+            if (relative.empty() || drafting.size() < 2 || plain_step <= 0 || plain_tps <= 0) {
+                continue; // no fixed length was run: nothing to build the curve from
+            }
+            std::vector<double> step_cost;
+            for (int32_t k = 0; k <= n_max && static_cast<size_t>(k) < relative.size(); ++k) {
+                step_cost.push_back(plain_step * relative[static_cast<size_t>(k)] + std::max(0.0, interpolate(drafting, k)));
+            }
+            const oracle_result best = oracle_plan(agreement, step_cost);
+            const double tps = static_cast<double>(text.size()) * n_seq * 1e6 / best.cost;
+            const double speedup = tps / plain_tps;
+            out["oracle"].push_back({{"strategy", name},
+                                     {"n_seq", n_seq},
+                                     {"tokens_per_second", tps},
+                                     {"speedup", speedup},
+                                     {"tokens_per_step", static_cast<double>(text.size()) / static_cast<double>(best.steps)},
+                                     {"step_cost_us", step_cost}});
+            for (auto & row : out["results"]) {
+                if (row["adaptive"].get<bool>() && row["strategy"] == name && row["n_seq"].get<int32_t>() == n_seq) {
+                    row["of_oracle"] = row["speedup"].get<double>() / speedup;
+                }
+            }
+        }
+    }
+}
+
 int bench_model(const bench_options & o) {
     const std::vector<specdec_strategy> strategies = strategies_of(o);
     const bool synthetic = o.synthetic_acceptance >= 0.0f;
@@ -477,6 +571,10 @@ int bench_model(const bench_options & o) {
             row["ours_over_upstream"] = up > 0 ? tps / up : 0.0;
         }
         out["results"].push_back(row);
+    }
+
+    if (!synthetic) {
+        add_oracles(out, o, strategies, configs, runs, effective, plain_of, target.get(), drafts, prompt, n_draft_top);
     }
 
     if (synthetic) {
