@@ -157,6 +157,7 @@ void adaptive_draft_length::observe(size_t seq, int32_t proposed, int32_t kept) 
         table[static_cast<size_t>(i)].kept += i < kept ? 1.0 : 0.0;
     }
     hits_ += kept > 0 ? 1 : 0;
+    misses_ += kept > 0 ? 0 : 1;
     // The last token decided: the first rejected one, or the last drafted.
     e.last_kept = kept >= std::min(proposed, n_max_) ? 1 : 0;
     e.misses = kept > 0 ? 0 : e.misses + 1;
@@ -176,12 +177,12 @@ int adaptive_draft_length::shadow_wait(int misses, int32_t n_active) const {
         const double steps = n_active * shadow_cost_.lowest() / (shadow_budget * plain);
         cap = static_cast<int>(std::clamp(std::ceil(steps) - 1.0, 7.0, static_cast<double>(max_shadow_wait)));
     }
-    const int n = std::max(misses - 1, 0);
     if (hits_ > 0) {
-        return (1 << std::min(n, 3)) - 1; // 0, 1, 3, 7
+        return (1 << std::min(std::max(misses - 1, 0), 3)) - 1; // 0, 1, 3, 7
     }
-    return std::min((1 << std::min(2 * n, 6)) - 1, cap); // 0, 3, 15, 63
-
+    // Never right: every miss of every sequence is evidence against it.
+    const uint64_t n = std::max<uint64_t>({static_cast<uint64_t>(std::max(misses, 0)), misses_, 1}) - 1;
+    return std::min((1 << std::min<uint64_t>(2 * n, 6)) - 1, cap); // 0, 3, 15, 63
 }
 
 bool adaptive_draft_length::shadow_due(size_t seq, int32_t n_active) {

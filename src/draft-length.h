@@ -89,7 +89,9 @@ public:
     // misses at position 0 the shadows thin out. Once the drafter has been
     // right anywhere (any sequence, any request), it is likely to be right
     // again soon: waits of 0, 1, 3, then 7 steps. While it has never been
-    // right, waits of 0, 3, 15, 63 steps, capped at the interval at which
+    // right, waits of 0, 3, 15, 63 steps after 1, 2, 3, 4 misses (of all
+    // sequences together: four sequences that each missed once wait 63),
+    // capped at the interval at which
     // shadows cost shadow_budget of the throughput (from
     // observe_shadow_cost and the measured cost of a step without drafts;
     // 7 before both are measured), so that a drafter that is never right
@@ -138,6 +140,7 @@ private:
     int32_t n_max_;
     cost_cell shadow_cost_;     // microseconds per shadow token
     uint64_t  hits_ = 0;        // first draft tokens kept, over every sequence and request
+    uint64_t  misses_ = 0;      // ... and rejected
     std::vector<sequence_evidence>      acceptance_; // [seq]
     std::vector<std::vector<cost_cell>> cost_;       // [n_active][m]
 };
