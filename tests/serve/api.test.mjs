@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MODEL_ID, collect, metrics, reference, sleep, startServer, stopServer, waitForMetrics } from './server.mjs';
 
-describe('serve api', () => {
+describe('serve api', { timeout: 240000 }, () => {
     let spec; // MTP with the exact drafter, 4 slots
     let plain; // --spec none, the reference
     let plainOf;
@@ -125,7 +125,10 @@ describe('serve api', () => {
             for await (const chunk of stream) { // the client ends the iteration quietly on abort
                 chunks += 1;
                 last = chunk;
-                if (chunks === 3) controller.abort();
+                if (chunks === 3) {
+                    controller.abort();
+                    break;
+                }
             }
         } catch (e) {
             assert.equal(e.name, 'AbortError', String(e));

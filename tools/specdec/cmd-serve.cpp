@@ -98,13 +98,17 @@ int run_serve(const serve_options & o) {
         }
         std::fprintf(stderr, "specdec serve: %s: finishing %zu requests in flight (at most %.0f s)\n",
                      sig == SIGINT ? "SIGINT" : "SIGTERM", sched.n_in_flight(), o.shutdown_timeout);
+        // New requests get 503 while the ones in flight finish; the
+        // listening socket stays open until then, because closing it ends
+        // httplib's open streams.
         http.begin_shutdown();
-        http.stop();
         const auto deadline = std::chrono::milliseconds(static_cast<int64_t>(o.shutdown_timeout * 1000.0));
         const size_t n_cancelled = sched.shutdown(deadline);
         if (n_cancelled > 0) {
             std::fprintf(stderr, "specdec serve: cancelled %zu requests at the deadline\n", n_cancelled);
         }
+        http.wait_idle(std::chrono::seconds(5)); // their last chunks are written
+        http.stop();
     });
     std::fprintf(stderr, "specdec serve: listening on http://%s:%d (model %s, %s, %u slots of %u positions)\n", o.host.c_str(), port,
                  svc.model_id.c_str(), svc.strategy.c_str(), o.n_parallel, o.decoder.n_ctx);

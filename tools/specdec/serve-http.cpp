@@ -9,7 +9,10 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <condition_variable>
+#include <mutex>
 #include <random>
+#include <utility>
 
 namespace cli::serve {
 
@@ -62,6 +65,48 @@ api_error rejection(const request_channel & c) {
 
 } // namespace
 
+// Completions being answered: entered when a handler starts, left when its
+// response (for a stream: its last chunk) is out.
+class in_flight {
+public:
+    void enter() {
+        std::lock_guard<std::mutex> lock(m_);
+        ++n_;
+    }
+    void leave() {
+        std::lock_guard<std::mutex> lock(m_);
+        if (--n_ == 0) {
+            cv_.notify_all();
+        }
+    }
+    bool wait_idle(std::chrono::milliseconds timeout) {
+        std::unique_lock<std::mutex> lock(m_);
+        return cv_.wait_for(lock, timeout, [this] { return n_ == 0; });
+    }
+
+private:
+    std::mutex              m_;
+    std::condition_variable cv_;
+    size_t                  n_ = 0;
+};
+
+// Leaves at scope end unless released (a stream hands its place to the provider).
+class flight_guard {
+public:
+    explicit flight_guard(in_flight & f) : f_(&f) { f_->enter(); }
+    ~flight_guard() {
+        if (f_ != nullptr) {
+            f_->leave();
+        }
+    }
+    flight_guard(const flight_guard &) = delete;
+    flight_guard & operator=(const flight_guard &) = delete;
+    in_flight * release() { return std::exchange(f_, nullptr); }
+
+private:
+    in_flight * f_;
+};
+
 struct http_server::impl {
     impl(service & s, const http_options & o) : svc(s), opt(o) {}
 
@@ -69,6 +114,7 @@ struct http_server::impl {
     http_options          opt;
     httplib::Server       server;
     std::atomic<bool>     shutting_down{false};
+    in_flight             flights;
     std::atomic<uint64_t> next_id{1};
     const int64_t         started = static_cast<int64_t>(std::time(nullptr));
     std::mutex            seed_m;
@@ -81,7 +127,8 @@ struct http_server::impl {
 
     void routes();
     void completion(endpoint kind, const httplib::Request & req, httplib::Response & res);
-    void stream(const std::shared_ptr<request_channel> & c, const response_info & info, httplib::Response & res);
+    void stream(const std::shared_ptr<request_channel> & c, const response_info & info, httplib::Response & res,
+                flight_guard & guard);
 };
 
 http_server::http_server(service & svc, const http_options & options) : impl_(std::make_unique<impl>(svc, options)) {
@@ -107,6 +154,10 @@ void http_server::run() {
 
 void http_server::begin_shutdown() {
     impl_->shutting_down.store(true);
+}
+
+bool http_server::wait_idle(std::chrono::milliseconds timeout) {
+    return impl_->flights.wait_idle(timeout);
 }
 
 void http_server::stop() {
@@ -191,6 +242,7 @@ void http_server::impl::routes() {
 }
 
 void http_server::impl::completion(endpoint kind, const httplib::Request & req, httplib::Response & res) {
+    flight_guard guard(flights);
     try {
         if (shutting_down.load()) {
             svc.stats->add_rejected();
@@ -243,12 +295,17 @@ void http_server::impl::completion(endpoint kind, const httplib::Request & req, 
         info.model = svc.model_id;
         info.strategy = svc.strategy;
         if (r.stream) {
-            stream(c, info, res);
+            stream(c, info, res, guard);
             return;
         }
         std::string ignored;
-        while (!c->wait_output(1s, ignored)) {
+        bool cancelled = false;
+        while (!c->wait_output(poll_interval, ignored)) {
             ignored.clear();
+            if (!cancelled && req.is_connection_closed()) {
+                svc.sched->cancel(c); // the client went away; its finished event follows
+                cancelled = true;
+            }
         }
         const specdec::request_result & out = c->result();
         if (out.output.stop == SPECDEC_STOP_CANCELLED) {
@@ -267,13 +324,15 @@ void http_server::impl::completion(endpoint kind, const httplib::Request & req, 
     }
 }
 
-void http_server::impl::stream(const std::shared_ptr<request_channel> & c, const response_info & info, httplib::Response & res) {
+void http_server::impl::stream(const std::shared_ptr<request_channel> & c, const response_info & info, httplib::Response & res,
+                               flight_guard & guard) {
     struct state {
         bool first = true;
         bool done = false;
     };
     auto st = std::make_shared<state>();
     scheduler * sched = svc.sched;
+    in_flight * flight = guard.release(); // left by the releaser, which httplib calls once the stream ends
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider(
@@ -318,10 +377,11 @@ void http_server::impl::stream(const std::shared_ptr<request_channel> & c, const
                 return false; // closes the connection: the stream cannot carry a status any more
             }
         },
-        [c, st, sched](bool success) {
+        [c, st, sched, flight](bool success) {
             if (!success || !st->done) {
                 sched->cancel(c); // a finished request is left alone
             }
+            flight->leave();
         });
 }
 

@@ -10,6 +10,7 @@
 #include "serve-scheduler.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -54,7 +55,12 @@ public:
     void run();
     // Any thread: new requests get 503 from now on (requests in flight go on).
     void begin_shutdown();
-    // Any thread: closes the listening socket; run() returns when the connections end.
+    // Any thread: waits until no completion is being answered (a stream's
+    // last bytes written) or `timeout` passed; true when none is.
+    bool wait_idle(std::chrono::milliseconds timeout);
+    // Any thread: closes the listening socket and cuts the streams still
+    // open (httplib ends chunked responses with it); run() returns when the
+    // connections end.
     void stop();
 
 private:
