@@ -179,11 +179,7 @@ void scheduler::admit(const std::shared_ptr<request_channel> & c) {
 }
 
 void scheduler::publish_load() {
-    size_t live = 0;
-    {
-        std::lock_guard<std::mutex> lock(m_);
-        live = by_id_.size();
-    }
+    const size_t live = by_id_.size();
     const size_t running = std::min(live, n_slots_);
     metrics_.set_load(running, live - running);
 }

@@ -39,7 +39,8 @@ public:
         finished, // its finished event came (see result())
     };
 
-    // The prompt and parameters; params.stop_strings is set from `stops` when queued.
+    // The prompt (at least one token) and parameters; params.stop_strings is
+    // ignored and set from `stops`, which the channel owns.
     request_channel(std::vector<llama_token> prompt, specdec::request_params params, std::vector<std::string> stops);
 
     // HTTP side. Waits until the engine took or refused it (or `timeout`);
@@ -91,23 +92,27 @@ private:
 class scheduler {
 public:
     // `s` (speculative) or `target` (plain, when s is null) must outlive the
-    // scheduler; so must `m`. `log` receives one-line messages (may be empty).
-    // Throws specdec::error from the engine's constructor.
+    // scheduler; so must `m`. params.n_seq is the number of slots (0: the
+    // session's). `log` receives one-line messages from the engine thread (may
+    // be empty). Starts the engine thread. Throws specdec::error from the
+    // engine's constructor.
     scheduler(specdec::session * s, llama_context * target, const specdec::engine_params & params, metrics & m,
               std::function<void(const std::string &)> log);
     ~scheduler();
     scheduler(const scheduler &) = delete;
     scheduler & operator=(const scheduler &) = delete;
 
-    // Queues a request for the engine thread and returns its channel; false
-    // (nothing queued) once shutdown has begun.
+    // Queues `c` for the engine thread (which adds it to the engine and
+    // reports on it through `c`); the scheduler keeps a reference until it
+    // finished. false (nothing queued) once shutdown has begun.
     bool submit(const std::shared_ptr<request_channel> & c);
     // Cancels a request wherever it is (inbox, waiting, running); its
     // finished event follows with SPECDEC_STOP_CANCELLED. Idempotent.
     void cancel(const std::shared_ptr<request_channel> & c);
     // Stops accepting, lets the requests in flight finish until `deadline`
-    // from now, cancels the rest, and stops the engine thread. Returns the
-    // number cancelled. Idempotent (later calls return 0).
+    // from now, cancels the rest (their channels finish with
+    // SPECDEC_STOP_CANCELLED), waits for them to leave and stops the engine
+    // thread. Returns the number cancelled. Idempotent (later calls return 0).
     size_t shutdown(std::chrono::milliseconds deadline);
     // Requests handed in and not finished (inbox, waiting, running).
     size_t n_in_flight() const;
