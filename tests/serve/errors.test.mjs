@@ -5,6 +5,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import { spawnSync } from 'node:child_process';
 import { OpenAI, assertError, post, sleep, startServer, stopServer } from './server.mjs';
 
 // A raw POST with node:http (fetch hides what a server does mid-upload).
@@ -82,6 +83,14 @@ describe('serve errors', { timeout: 240000 }, () => {
         // The server still works.
         const r = await c.completions.create({ prompt: 'abc', max_tokens: 3, temperature: 0 });
         assert.equal(r.choices[0].text, 'def');
+    });
+
+    test('a port in use is an error (exit 1), not a second server on it', () => {
+        const port = new URL(s.url).port;
+        const r = spawnSync(process.env.SPECDEC_BIN, ['serve', '-m', process.env.SPECDEC_MODEL, '--port', port, '-t', '1'],
+            { encoding: 'utf8', timeout: 30000 });
+        assert.equal(r.status, 1, r.stderr);
+        assert.match(r.stderr, /IO_ERROR: cannot listen on 127\.0\.0\.1:/);
     });
 
     test('a body over --max-body is refused with 413', async () => {

@@ -168,6 +168,12 @@ void http_server::impl::routes() {
     const size_t n = std::max<size_t>(opt.n_threads, 1);
     server.new_task_queue = [n] { return new httplib::ThreadPool(n, n * 4); };
     server.set_payload_max_length(opt.max_body);
+    // SO_REUSEADDR only: httplib's default, SO_REUSEPORT, would let a second
+    // server bind the same port and take half of the connections.
+    server.set_socket_options([](socket_t sock) {
+        int yes = 1;
+        setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    });
     server.set_keep_alive_timeout(5);
 
     server.set_pre_routing_handler([this](const httplib::Request & req, httplib::Response & res) {
