@@ -144,6 +144,19 @@ describe('serve api', { timeout: 240000 }, () => {
         assert.equal(r.choices[0].text, (await plainOf(req)).text);
     });
 
+    test('a non-streaming request whose client goes away is cancelled too', async () => {
+        const before = await metrics(spec);
+        const cancelledBefore = before.get('specdec:requests_finished_total{reason="cancelled"}');
+        const controller = new AbortController();
+        const pending = spec.client().completions.create({ prompt: 'abc', max_tokens: 2000, temperature: 0 }, { signal: controller.signal });
+        await waitForMetrics(spec, (x) => x.get('llamacpp:requests_processing') === 1);
+        controller.abort();
+        await assert.rejects(pending, (e) => e.name === 'APIUserAbortError' || /abort/i.test(String(e)));
+        const m = await waitForMetrics(spec, (x) => x.get('specdec:requests_finished_total{reason="cancelled"}') === cancelledBefore + 1
+            && x.get('llamacpp:requests_processing') === 0);
+        assert.ok(m.get('llamacpp:tokens_predicted_total') < before.get('llamacpp:tokens_predicted_total') + 2000);
+    });
+
     test('staggered concurrent greedy streams each equal plain decoding', async () => {
         const prompts = ['abc', 'hello', 'xyz', 'The quick', 'mno', 'pq', 'uvw', 'Zebra'];
         const runs = prompts.map(async (prompt, i) => {
