@@ -29,7 +29,10 @@ install_packages() {
     for p in "${pkgs[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
     done
-    # npm fetches llama.cpp when GitHub is out of reach; any install will do.
+    # node runs the `specdec serve` tests (with the openai npm client); npm
+    # installs that client, and fetches llama.cpp when GitHub is out of reach.
+    # Any install will do.
+    command -v node >/dev/null 2>&1 || missing+=(nodejs)
     command -v npm >/dev/null 2>&1 || missing+=(npm)
     [ ${#missing[@]} -eq 0 ] && return 0
     log "installing Debian packages: ${missing[*]}"

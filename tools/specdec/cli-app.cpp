@@ -13,6 +13,7 @@ void configure(CLI::App & app, options & o) {
     add_inspect_command(app, o.inspect);
     add_bench_command(app, o.bench);
     add_info_command(app, o.info);
+    add_serve_command(app, o.serve);
     // -v is accepted before the subcommand and within it.
     const char * verbose_help = "show llama.cpp's log on stderr (-v warnings and errors, -vv everything)";
     app.add_flag("-v,--verbose", o.verbosity, verbose_help);
@@ -26,6 +27,7 @@ void parse(CLI::App & app, const std::vector<std::string> & args) {
     static const std::map<std::string, std::string> long_names = {
         {"-md", "--model-draft"},         {"-ngl", "--n-gpu-layers"}, {"-ngld", "--n-gpu-layers-draft"},
         {"-dev", "--device"},             {"-devd", "--device-draft"}, {"-sm", "--split-mode"},
+        {"-np", "--parallel"},
     };
     std::vector<std::string> reversed; // CLI11 consumes arguments from the back
     for (auto it = args.rbegin(); it != args.rend(); ++it) {

@@ -5,6 +5,7 @@
 #include "cmd-generate.h"
 #include "cmd-info.h"
 #include "cmd-inspect.h"
+#include "cmd-serve.h"
 
 #include <CLI/CLI.hpp>
 
@@ -19,6 +20,7 @@ struct options {
     inspect_options  inspect;
     bench_options    bench;
     info_options     info;
+    serve_options    serve;
 };
 
 // Declares the subcommands and their options on `app`, bound to `o`.
@@ -26,7 +28,7 @@ void configure(CLI::App & app, options & o);
 
 // Parses arguments (without the program name). llama.cpp's tools spell some
 // options with several letters after one dash (-md, -ngl, -ngld, -dev,
-// -devd, -sm), which CLI11 cannot declare, so they are read as their long
+// -devd, -sm, -np), which CLI11 cannot declare, so they are read as their long
 // names. Throws CLI::ParseError.
 void parse(CLI::App & app, const std::vector<std::string> & args);
 

@@ -137,14 +137,14 @@ llama_context_params context_params(uint32_t n_ctx_per_seq, uint32_t n_seq, int3
     return cp;
 }
 
-std::vector<llama_token> tokenize(const llama_model * model, const std::string & text) {
+std::vector<llama_token> tokenize(const llama_model * model, const std::string & text, bool parse_special) {
     const llama_vocab * vocab = llama_model_get_vocab(model);
     const auto n_text = static_cast<int32_t>(text.size());
     std::vector<llama_token> tokens(text.size() + 2);
-    int32_t n = llama_tokenize(vocab, text.data(), n_text, tokens.data(), static_cast<int32_t>(tokens.size()), true, false);
+    int32_t n = llama_tokenize(vocab, text.data(), n_text, tokens.data(), static_cast<int32_t>(tokens.size()), true, parse_special);
     if (n < 0) {
         tokens.resize(static_cast<size_t>(-n));
-        n = llama_tokenize(vocab, text.data(), n_text, tokens.data(), static_cast<int32_t>(tokens.size()), true, false);
+        n = llama_tokenize(vocab, text.data(), n_text, tokens.data(), static_cast<int32_t>(tokens.size()), true, parse_special);
     }
     if (n < 0) {
         throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, "cannot tokenize the prompt");
@@ -235,6 +235,111 @@ std::string file_tail(const std::filesystem::path & path, size_t max_chars) {
         return "(it printed nothing)";
     }
     return text.size() > max_chars ? text.substr(text.size() - max_chars) : text;
+}
+
+} // namespace cli
+
+namespace cli {
+
+void add_decoder_options(CLI::App * cmd, decoder_options & o) {
+    cmd->add_option("-m,--model", o.model, "target model (GGUF)")->required()->check(CLI::ExistingFile);
+    cmd->add_option("--model-draft", o.draft_model, "draft model (GGUF) for eagle3, dflash, dspark, draft")->check(CLI::ExistingFile);
+    cmd->add_option("--spec", o.spec,
+                    "auto (from the GGUF metadata), none, mtp, eagle3, dflash, dspark, draft, ngram-simple, "
+                    "ngram-map-k, ngram-map-k4v, ngram-mod, ngram-cache")
+        ->capture_default_str();
+    cmd->add_option("-c,--ctx-size", o.n_ctx, "context size per sequence")->check(CLI::Range(16u, 1u << 20))->capture_default_str();
+    cmd->add_option("-t,--threads", o.n_threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));
+    cmd->add_option("--n-draft", o.n_draft, "tokens drafted per step, or auto: chosen per step and sequence for speed")
+        ->check(draft_length_validator())
+        ->capture_default_str();
+    cmd->add_option("--draft-max", o.n_draft_max, "the most tokens a step may draft (default: --n-draft, or 8 with auto)")
+        ->check(CLI::Range(1, SPECDEC_MAX_DRAFT));
+    cmd->add_option("--draft-min", o.n_draft_min, "drop shorter proposals")->check(CLI::NonNegativeNumber);
+    cmd->add_option("--draft-p-min", o.p_min, "stop drafting below this draft probability")->check(CLI::Range(0.0f, 1.0f));
+    add_device_options(cmd, o.devices);
+}
+
+namespace {
+
+// "none" -> plain decoding; "auto" -> from the metadata; else a strategy name.
+bool resolve_strategy(const decoder_options & o, specdec_strategy & out) {
+    const char * draft = o.draft_model.empty() ? nullptr : o.draft_model.c_str();
+    if (o.spec == "none") {
+        if (draft != nullptr) {
+            throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, "--spec none takes no draft model");
+        }
+        return false;
+    }
+    if (o.spec == "auto") {
+        const specdec_status st = specdec_detect_strategy(o.model.c_str(), draft, &out);
+        if (st == SPECDEC_STATUS_MODEL_UNSUPPORTED && draft == nullptr) {
+            std::fprintf(stderr, "specdec: no drafter found in the model's metadata; decoding without speculation\n");
+            return false;
+        }
+        if (st != SPECDEC_STATUS_OK) {
+            throw specdec::error(st, specdec_last_error());
+        }
+    } else if (specdec_strategy_from_name(o.spec.c_str(), &out) != SPECDEC_STATUS_OK) {
+        throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, specdec_last_error());
+    }
+    const specdec_status st = specdec_check_pair(o.model.c_str(), draft, out);
+    if (st != SPECDEC_STATUS_OK) {
+        throw specdec::error(st, specdec_last_error());
+    }
+    return true;
+}
+
+} // namespace
+
+decoder load_decoder(const decoder_options & o, uint32_t n_seq) {
+    // Metadata first: llama.cpp's loader aborts on some malformed files.
+    for (const std::string * path : {&o.model, &o.draft_model}) {
+        specdec_model_info info{};
+        if (!path->empty() && specdec_inspect(path->c_str(), &info) != SPECDEC_STATUS_OK) {
+            throw specdec::error(SPECDEC_STATUS_MALFORMED_FILE, specdec_last_error());
+        }
+    }
+    decoder d;
+    const bool speculative = resolve_strategy(o, d.strategy);
+    specdec::session_params sp = specdec_session_default_params();
+    sp.strategy = d.strategy;
+    sp.n_seq = n_seq;
+    d.adaptive = o.n_draft == "auto";
+    const int32_t n_fixed = d.adaptive ? 0 : std::stoi(o.n_draft); // validated by draft_length_validator
+    if (!d.adaptive && o.n_draft_max > 0 && n_fixed > o.n_draft_max) {
+        throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, "--n-draft " + o.n_draft + " exceeds --draft-max " +
+                                                                  std::to_string(o.n_draft_max));
+    }
+    const int32_t n_draft_max = o.n_draft_max > 0 ? o.n_draft_max : d.adaptive ? auto_draft_max : n_fixed;
+    sp.n_draft_max = n_draft_max;
+    sp.n_draft_min = o.n_draft_min;
+    sp.p_min = o.p_min;
+
+    add_rpc_servers(o.devices);
+    d.target_model = load_model(o.model, speculative && d.strategy == SPECDEC_STRATEGY_MTP, o.devices.target);
+    llama_context_params tp = context_params(o.n_ctx, n_seq, o.n_threads);
+    if (speculative && (llama_model_is_recurrent(d.target_model.get()) || llama_model_is_hybrid(d.target_model.get()))) {
+        tp.n_rs_seq = static_cast<uint32_t>(n_draft_max); // rejected drafts roll the recurrent state back
+    }
+    d.target.reset(llama_init_from_model(d.target_model.get(), tp));
+    if (!d.target) {
+        throw specdec::error(SPECDEC_STATUS_NATIVE_FAILURE, "llama.cpp could not create the target context (run with -v)");
+    }
+    if (!speculative) {
+        d.adaptive = false;
+        return d;
+    }
+    if (!o.draft_model.empty()) {
+        d.draft_model = load_model(o.draft_model, false, o.devices.draft);
+    }
+    if (specdec_strategy_needs_draft_context(d.strategy)) {
+        d.draft = specdec::make_draft_context(d.target.get(), d.draft_model.get(), sp, context_params(o.n_ctx, n_seq, o.n_threads));
+    }
+    d.session = std::make_unique<specdec::session>(d.target.get(), d.draft.get(), sp);
+    // The drafter may have lowered n_draft_max (a DFlash block is shorter, say).
+    d.n_draft = d.adaptive ? SPECDEC_N_DRAFT_AUTO : std::min(n_fixed, d.session->params().n_draft_max);
+    return d;
 }
 
 } // namespace cli

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -53,7 +54,11 @@ llama_model_ptr load_model(const std::string & path, bool load_mtp, const placem
 // batches of 512 tokens, and n_threads CPU threads (0: every hardware thread).
 llama_context_params context_params(uint32_t n_ctx_per_seq, uint32_t n_seq, int32_t n_threads);
 
-std::vector<llama_token> tokenize(const llama_model * model, const std::string & text);
+// The model's tokens for `text`, with its BOS (or other special tokens the
+// vocabulary adds). `parse_special`: text such as "<|im_start|>" becomes that
+// special token (for chat templates) instead of its characters. Throws
+// specdec::error(INVALID_ARGUMENT) when llama.cpp cannot tokenize it.
+std::vector<llama_token> tokenize(const llama_model * model, const std::string & text, bool parse_special = false);
 
 std::string read_file(const std::string & path);
 
@@ -63,6 +68,52 @@ CLI::Validator draft_length_validator();
 
 // The most tokens an adaptive ("auto") step drafts unless told otherwise.
 constexpr int32_t auto_draft_max = 8;
+
+// What a command that decodes loads, as llama.cpp's tools spell it: the
+// target, the drafter, the context and the draft length (generate and serve).
+struct decoder_options {
+    device_options devices;                 // -ngl, --device, --rpc, ...
+    std::string    model;                   // target GGUF; required
+    std::string    draft_model;             // draft GGUF for eagle3, dflash, dspark, draft; empty: none
+    std::string    spec        = "auto";    // auto (from the metadata), none, or a strategy name
+    uint32_t       n_ctx       = 4096;      // positions per sequence
+    int32_t        n_threads   = 0;         // CPU threads; 0: every hardware thread
+    std::string    n_draft     = "3";       // tokens drafted per step, or "auto" (adaptive)
+    int32_t        n_draft_max = 0;         // the session's cap; 0: n_draft, or auto_draft_max with auto
+    int32_t        n_draft_min = 0;         // shorter proposals are dropped
+    float          p_min       = 0.0f;      // drafting stops below this draft probability
+};
+
+// Declares -m, --model-draft, --spec, -c, -t, --n-draft, --draft-max,
+// --draft-min, --draft-p-min and the device options, bound to `o`.
+void add_decoder_options(CLI::App * cmd, decoder_options & o);
+
+// Models, contexts and session, loaded from decoder_options. Members are
+// declared so that they are destroyed in a safe order (session, draft
+// context, target context, models). Move-only.
+struct decoder {
+    llama_model_ptr                   target_model;
+    llama_model_ptr                   draft_model;   // null without a draft GGUF
+    llama_context_ptr                 target;
+    llama_context_ptr                 draft;         // null for plain decoding and the n-gram strategies
+    std::unique_ptr<specdec::session> session;       // null: plain decoding (--spec none, or nothing detected)
+    specdec_strategy                  strategy = SPECDEC_STRATEGY_MTP; // meaningful with a session
+    bool                              adaptive = false; // --n-draft auto
+    int32_t                           n_draft  = 0;  // generate_params::n_draft for requests (SPECDEC_N_DRAFT_AUTO
+                                                     // when adaptive, else --n-draft capped by the drafter); 0 plain
+
+    // "none" for plain decoding, else the strategy's name (static storage).
+    const char * strategy_name() const { return session ? specdec_strategy_name(strategy) : "none"; }
+};
+
+// Inspects the files (llama.cpp aborts on some malformed ones), resolves the
+// strategy (--spec auto says on stderr when the metadata names no drafter and
+// decodes plainly), checks the pair, then loads the models, creates a target
+// context of n_seq sequences of o.n_ctx positions and the session. Throws
+// specdec::error: INVALID_ARGUMENT (--spec none with a draft, --n-draft above
+// --draft-max, unknown strategy), MALFORMED_FILE, the pair's compatibility
+// status, IO_ERROR, NATIVE_FAILURE, and the session's errors.
+decoder load_decoder(const decoder_options & o, uint32_t n_seq);
 
 // A directory of its own under the system's temporary directory (named
 // `prefix` + random letters), removed with everything in it when this goes

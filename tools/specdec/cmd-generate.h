@@ -12,19 +12,10 @@
 namespace cli {
 
 struct generate_options {
-    device_options           devices;                  // -ngl, --device, --rpc, ...
-    std::string              model;
-    std::string              draft_model;
-    std::string              spec = "auto";        // auto, none, or a strategy name
+    decoder_options          decoder;                  // -m, -md, --spec, -c, -t, --n-draft, placement, ...
     std::vector<std::string> prompts;
     std::string              prompt_file;
     int32_t                  n_predict   = 128;
-    uint32_t                 n_ctx       = 4096;
-    int32_t                  n_threads   = 0;      // 0: hardware threads
-    std::string              n_draft     = "3";    // tokens per step, or "auto" (adaptive)
-    int32_t                  n_draft_max = 0;      // the session's cap; 0: n_draft, or 8 with auto
-    int32_t                  n_draft_min = 0;
-    float                    p_min       = 0.0f;
     float                    temperature = 0.0f;
     int32_t                  top_k       = 0;
     float                    top_p       = 1.0f;

@@ -3,6 +3,7 @@
 //   specdec generate -m TARGET.gguf [-md DRAFT.gguf] [--spec auto|none|mtp|...] -p PROMPT ...
 //   specdec inspect MODEL.gguf [DRAFT.gguf]
 //   specdec bench -m TARGET.gguf ... | --fixture exact|mixed|random
+//   specdec serve -m TARGET.gguf [--port 8080] [-np 4] ...   OpenAI-compatible HTTP server
 //   specdec info                  versions, CPU kernels, devices
 //   specdec --version
 //
@@ -56,6 +57,11 @@ int run(const CLI::App & app, const cli::options & opt) {
     }
     if (app.got_subcommand("inspect")) {
         return cli::run_inspect(opt.inspect);
+    }
+    if (app.got_subcommand("serve")) {
+        cli::serve_options serve = opt.serve;
+        serve.verbosity = opt.verbosity;
+        return cli::run_serve(serve);
     }
     return cli::run_bench(opt.bench);
 }

@@ -1,0 +1,200 @@
+// The OpenAI endpoints through the official client: completions and chat,
+// streaming and not, equal to plain decoding; aborting a stream cancels the
+// request; staggered concurrent streams each equal plain decoding; /metrics
+// moves; /v1/models and /health.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { MODEL_ID, collect, metrics, reference, sleep, startServer, stopServer, waitForMetrics } from './server.mjs';
+
+describe('serve api', { timeout: 240000 }, () => {
+    let spec; // MTP with the exact drafter, 4 slots
+    let plain; // --spec none, the reference
+    let plainOf;
+
+    before(async () => {
+        spec = await startServer(['-np', '4', '-c', '2048']);
+        plain = await startServer(['--spec', 'none', '-np', '2', '-c', '2048']);
+        plainOf = reference(plain);
+    });
+    after(async () => {
+        const a = await stopServer(spec);
+        const b = await stopServer(plain);
+        assert.deepEqual(a, { code: 0, signal: null }, spec.log);
+        assert.deepEqual(b, { code: 0, signal: null }, plain.log);
+    });
+
+    test('health and models', async () => {
+        const h = await fetch(`${spec.url}/health`);
+        assert.equal(h.status, 200);
+        assert.deepEqual(await h.json(), { status: 'ok' });
+        const models = await spec.client().models.list();
+        assert.deepEqual(models.data.map((m) => m.id), [MODEL_ID]);
+    });
+
+    test('completion equals plain decoding, with statistics', async () => {
+        const req = { model: MODEL_ID, prompt: 'hello world', max_tokens: 40, temperature: 0 };
+        const r = await spec.client().completions.create(req);
+        const want = await plainOf(req);
+        assert.equal(r.object, 'text_completion');
+        assert.equal(r.model, MODEL_ID);
+        assert.equal(r.choices[0].text, want.text);
+        assert.deepEqual(r.specdec.tokens, want.tokens);
+        assert.equal(r.choices[0].finish_reason, 'length');
+        assert.equal(r.usage.completion_tokens, 40);
+        assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + 40);
+        assert.equal(r.specdec.strategy, 'mtp');
+        assert.ok(r.specdec.drafted > 0 && r.specdec.accepted === r.specdec.drafted, JSON.stringify(r.specdec)); // the exact drafter
+        assert.ok(r.specdec.steps < 40);
+        assert.equal(r.specdec.acceptance_by_position[0], 1);
+        // The plain server drafts nothing.
+        const p = await plain.client().completions.create(req);
+        assert.equal(p.specdec.strategy, 'none');
+        assert.equal(p.specdec.drafted, 0);
+        assert.equal(p.specdec.steps, 40);
+    });
+
+    test('streamed completion equals the non-streamed one', async () => {
+        const req = { prompt: 'abc', max_tokens: 60, temperature: 0 };
+        const stream = await spec.client().completions.create({ ...req, stream: true });
+        const got = await collect(stream);
+        const want = await plainOf(req);
+        assert.equal(got.text, want.text);
+        assert.ok(got.chunks >= 3, `${got.chunks} chunks`);
+        assert.equal(got.last.choices[0].finish_reason, 'length');
+        assert.equal(got.last.usage.completion_tokens, 60);
+        assert.deepEqual(got.last.specdec.tokens, want.tokens);
+        assert.ok(got.last.specdec.accepted > 0);
+    });
+
+    test('stop strings: the text ends before the stop', async () => {
+        const req = { prompt: 'abc', max_tokens: 40, temperature: 0, stop: ['gh', 'xyz'] };
+        const r = await spec.client().completions.create(req);
+        assert.equal(r.choices[0].text, 'def');
+        assert.equal(r.choices[0].finish_reason, 'stop');
+        const s = await collect(await spec.client().completions.create({ ...req, stream: true }));
+        assert.equal(s.text, 'def');
+        assert.equal(s.last.choices[0].finish_reason, 'stop');
+    });
+
+    test('seeded sampling equals plain decoding with the same seed', async () => {
+        const req = { prompt: 'abc', max_tokens: 30, temperature: 1.5, top_k: 20, seed: 7 };
+        const a = await spec.client().completions.create(req);
+        const b = await plain.client().completions.create(req);
+        assert.deepEqual(a.specdec.tokens, b.specdec.tokens);
+        assert.equal(a.choices[0].text, b.choices[0].text);
+    });
+
+    test('chat completion, streaming and not, through the chat template', async () => {
+        const req = { model: MODEL_ID, messages: [{ role: 'system', content: 'terse' }, { role: 'user', content: 'hi' }], max_tokens: 24, temperature: 0 };
+        const r = await spec.client().chat.completions.create(req);
+        assert.equal(r.object, 'chat.completion');
+        assert.equal(r.choices[0].message.role, 'assistant');
+        assert.equal(typeof r.choices[0].message.content, 'string');
+        assert.equal(r.usage.completion_tokens, 24);
+        assert.ok(r.usage.prompt_tokens > 4, 'the template adds its markup to the prompt');
+        const p = await plain.client().chat.completions.create(req);
+        assert.equal(r.choices[0].message.content, p.choices[0].message.content);
+        assert.deepEqual(r.specdec.tokens, p.specdec.tokens);
+
+        const stream = await spec.client().chat.completions.create({ ...req, stream: true });
+        let text = '';
+        let role = null;
+        let last = null;
+        for await (const chunk of stream) {
+            const d = chunk.choices[0]?.delta ?? {};
+            if (d.role) role = d.role;
+            text += d.content ?? '';
+            last = chunk;
+        }
+        assert.equal(role, 'assistant');
+        assert.equal(last.object, 'chat.completion.chunk');
+        assert.equal(text, r.choices[0].message.content);
+        assert.equal(last.choices[0].finish_reason, 'length');
+        assert.equal(last.usage.completion_tokens, 24);
+    });
+
+    test('aborting a stream cancels its request; the next one works', async () => {
+        const before = await metrics(spec);
+        const cancelledBefore = before.get('specdec:requests_finished_total{reason="cancelled"}');
+        const controller = new AbortController();
+        const stream = await spec.client().completions.create(
+            { prompt: 'abc', max_tokens: 2000, temperature: 0, stream: true }, { signal: controller.signal });
+        let chunks = 0;
+        let last = null;
+        try {
+            for await (const chunk of stream) { // the client ends the iteration quietly on abort
+                chunks += 1;
+                last = chunk;
+                if (chunks === 3) {
+                    controller.abort();
+                    break;
+                }
+            }
+        } catch (e) {
+            assert.equal(e.name, 'AbortError', String(e));
+        }
+        assert.ok(chunks >= 3);
+        assert.equal(last.choices[0].finish_reason, null, 'the stream was cut before its end');
+        const m = await waitForMetrics(spec, (x) => x.get('specdec:requests_finished_total{reason="cancelled"}') === cancelledBefore + 1
+            && x.get('llamacpp:requests_processing') === 0);
+        assert.ok(m.get('llamacpp:tokens_predicted_total') < before.get('llamacpp:tokens_predicted_total') + 2000,
+            'the cancelled request did not run to its budget');
+        const req = { prompt: 'xyz', max_tokens: 20, temperature: 0 };
+        const r = await spec.client().completions.create(req);
+        assert.equal(r.choices[0].text, (await plainOf(req)).text);
+    });
+
+    test('a non-streaming request whose client goes away is cancelled too', async () => {
+        const before = await metrics(spec);
+        const cancelledBefore = before.get('specdec:requests_finished_total{reason="cancelled"}');
+        const controller = new AbortController();
+        const pending = spec.client().completions.create({ prompt: 'abc', max_tokens: 2000, temperature: 0 }, { signal: controller.signal });
+        await waitForMetrics(spec, (x) => x.get('llamacpp:requests_processing') === 1);
+        controller.abort();
+        await assert.rejects(pending, (e) => e.name === 'APIUserAbortError' || /abort/i.test(String(e)));
+        const m = await waitForMetrics(spec, (x) => x.get('specdec:requests_finished_total{reason="cancelled"}') === cancelledBefore + 1
+            && x.get('llamacpp:requests_processing') === 0);
+        assert.ok(m.get('llamacpp:tokens_predicted_total') < before.get('llamacpp:tokens_predicted_total') + 2000);
+    });
+
+    test('staggered concurrent greedy streams each equal plain decoding', async () => {
+        const prompts = ['abc', 'hello', 'xyz', 'The quick', 'mno', 'pq', 'uvw', 'Zebra'];
+        const runs = prompts.map(async (prompt, i) => {
+            await sleep(i * 40); // later ones join while earlier ones are mid-generation
+            const req = { prompt, max_tokens: 150 + 20 * i, temperature: 0 };
+            const got = await collect(await spec.client().completions.create({ ...req, stream: true }));
+            return { req, got };
+        });
+        const results = await Promise.all(runs);
+        for (const { req, got } of results) {
+            const want = await plainOf(req);
+            assert.equal(got.text, want.text, `prompt ${req.prompt}`);
+            assert.deepEqual(got.last.specdec.tokens, want.tokens, `prompt ${req.prompt}`);
+        }
+    });
+
+    test('metrics: llama-server names, counters move', async () => {
+        const res = await fetch(`${spec.url}/metrics`);
+        assert.match(res.headers.get('content-type'), /^text\/plain/);
+        const text = await res.text();
+        assert.match(text, /# TYPE llamacpp:spec_decode_num_draft_tokens_total counter/);
+        const m = await metrics(spec);
+        const drafted = m.get('llamacpp:spec_decode_num_draft_tokens_total');
+        const accepted = m.get('llamacpp:spec_decode_num_accepted_tokens_total');
+        assert.ok(drafted > 0 && accepted > 0 && accepted <= drafted, `${drafted} ${accepted}`);
+        assert.ok(m.get('llamacpp:spec_decode_num_drafts_total') > 0);
+        assert.ok(m.get('llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="0"}') > 0);
+        assert.ok(m.get('llamacpp:tokens_predicted_total') > 0);
+        assert.ok(m.get('llamacpp:prompt_tokens_total') > 0);
+        assert.equal(m.get('llamacpp:requests_processing'), 0);
+        assert.equal(m.get('llamacpp:requests_deferred'), 0);
+        assert.ok(m.get('specdec:time_to_first_token_seconds_count') > 0);
+        assert.equal(m.get('specdec:time_to_first_token_seconds_bucket{le="+Inf"}'), m.get('specdec:time_to_first_token_seconds_count'));
+        assert.ok(m.get('specdec:inter_token_latency_seconds_count') > 0);
+        // One more request moves the counters.
+        await spec.client().completions.create({ prompt: 'abc', max_tokens: 16, temperature: 0 });
+        const n = await metrics(spec);
+        assert.equal(n.get('llamacpp:tokens_predicted_total'), m.get('llamacpp:tokens_predicted_total') + 16);
+        assert.ok(n.get('llamacpp:spec_decode_num_draft_tokens_total') > drafted);
+    });
+});

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# `specdec serve` end to end over real HTTP with the official `openai` npm
+# client: node's own test runner (node:test) runs tests/serve/*.test.mjs,
+# each of which starts and stops its servers (helpers in server.mjs).
+# Usage: run.sh SPECDEC FIXTURE_TOOL [TEST_NAME...]   (names: api errors shutdown soak; default all but soak)
+# Environment: SPECDEC_SOAK_REQUESTS (soak size, default 240), SPECDEC_CACHE_DIR (default ~/.cache/specdec).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+specdec="$1"
+fixture="$2"
+shift 2
+tests=("$@")
+[ ${#tests[@]} -eq 0 ] && tests=(api errors shutdown)
+
+# The official client at a pinned version, installed once outside the repository.
+readonly OPENAI_VERSION="6.49.0"
+cache_dir="${SPECDEC_CACHE_DIR:-$HOME/.cache/specdec}"
+openai_dir="$cache_dir/node-openai-$OPENAI_VERSION"
+command -v node >/dev/null 2>&1 || { echo "serve tests: node is missing (scripts/bootstrap.sh installs nodejs and npm)" >&2; exit 1; }
+if [ ! -f "$openai_dir/node_modules/openai/package.json" ]; then
+    command -v npm >/dev/null 2>&1 || { echo "serve tests: npm is missing (scripts/bootstrap.sh installs it)" >&2; exit 1; }
+    mkdir -p "$cache_dir"
+    # Several test processes may install at once: each into its own directory, then one rename wins.
+    tmp="$(mktemp -d "$cache_dir/node-openai-tmp.XXXXXX")"
+    timeout 300 npm install --prefix "$tmp" --no-audit --no-fund --no-package-lock --silent "openai@$OPENAI_VERSION" >&2 \
+        || { rm -rf "$tmp"; echo "serve tests: npm could not install openai@$OPENAI_VERSION" >&2; exit 1; }
+    mv -T "$tmp" "$openai_dir" 2>/dev/null || rm -rf "$tmp"
+fi
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+# The controlled glm4moe MTP fixture: the target continues a known cycle and
+# its MTP head is always right. Its tiny vocabulary has no newline, so its
+# chat template (which the chat endpoint must use) has none either.
+"$fixture" glm4moe-mtp "$work/exact.gguf" \
+    --chat-template '{% for m in messages %}[{{ m.role }}] {{ m.content }} {% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}' >/dev/null
+
+export SPECDEC_BIN="$specdec" SPECDEC_MODEL="$work/exact.gguf" SPECDEC_OPENAI_DIR="$openai_dir"
+# Worker threads sleep instead of spinning: ctest runs other test processes beside this one.
+export OMP_WAIT_POLICY=PASSIVE
+# One file at a time (these machines have two cores; Node 18 has no --test-concurrency).
+rc=0
+for t in "${tests[@]}"; do
+    node --test --test-reporter=spec "$here/$t.test.mjs" || rc=1
+done
+exit "$rc"

@@ -1,0 +1,133 @@
+// Helpers of the serve tests: start `specdec serve` on a free port, the
+// official OpenAI client for it, raw HTTP, Prometheus parsing, RSS.
+import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { readFileSync } from 'node:fs';
+import assert from 'node:assert/strict';
+
+const require = createRequire(`${process.env.SPECDEC_OPENAI_DIR}/node_modules/`);
+export const OpenAI = require('openai').OpenAI;
+
+export const MODEL_ID = 'exact'; // the fixture's file name without .gguf
+
+// Starts a server with `args` added to the defaults; resolves once its
+// "listening on" line names the port. Its stderr is kept in .log.
+export async function startServer(args = [], { env = {} } = {}) {
+    const argv = ['serve', '-m', process.env.SPECDEC_MODEL, '--port', '0', '-t', '1', ...args];
+    const proc = spawn(process.env.SPECDEC_BIN, argv, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
+    const server = { proc, log: '', exited: null };
+    server.exitPromise = new Promise((resolve) => proc.on('exit', (code, signal) => { server.exited = { code, signal }; resolve(server.exited); }));
+    const url = await new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no "listening" line in 60 s:\n${server.log}`)), 60000);
+        proc.stderr.on('data', (d) => {
+            server.log += d.toString();
+            const m = server.log.match(/specdec serve: listening on (http:\/\/[0-9.]+:[0-9]+)/);
+            if (m) { clearTimeout(timer); resolve(m[1]); }
+        });
+        proc.on('exit', (code) => { clearTimeout(timer); reject(new Error(`the server exited (${code}) before listening:\n${server.log}`)); });
+    });
+    server.url = url;
+    server.client = (options = {}) => new OpenAI({ baseURL: `${url}/v1`, apiKey: 'none', maxRetries: 0, timeout: 120000, ...options });
+    return server;
+}
+
+// SIGTERM, then the exit status (SIGKILL after `ms`).
+export async function stopServer(server, ms = 30000) {
+    if (!server || server.exited) return server?.exited;
+    server.proc.kill('SIGTERM');
+    const killer = setTimeout(() => server.proc.kill('SIGKILL'), ms);
+    const st = await server.exitPromise;
+    clearTimeout(killer);
+    return st;
+}
+
+// Prometheus text -> Map from the series (name with labels) to its value.
+export function parseMetrics(text) {
+    const out = new Map();
+    for (const line of text.split('\n')) {
+        if (line === '' || line.startsWith('#')) continue;
+        const at = line.lastIndexOf(' ');
+        assert.ok(at > 0, `not a sample line: ${line}`);
+        const value = Number(line.slice(at + 1));
+        assert.ok(!Number.isNaN(value), `not a number: ${line}`);
+        out.set(line.slice(0, at), value);
+    }
+    return out;
+}
+
+export async function metrics(server, headers = {}) {
+    const res = await fetch(`${server.url}/metrics`, { headers });
+    assert.equal(res.status, 200);
+    return parseMetrics(await res.text());
+}
+
+// Polls `predicate(metrics)` until it holds (or fails after `ms`).
+export async function waitForMetrics(server, predicate, ms = 10000) {
+    const until = Date.now() + ms;
+    let m;
+    while (Date.now() < until) {
+        m = await metrics(server);
+        if (predicate(m)) return m;
+        await sleep(50);
+    }
+    assert.fail(`metrics never matched; last:\n${[...m].map(([k, v]) => `${k} ${v}`).join('\n')}`);
+}
+
+export function sleep(ms) {
+    return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+// POST a body (a string is sent as is) and return { status, headers, json|text }.
+export async function post(server, path, body, headers = {}) {
+    const res = await fetch(`${server.url}${path}`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', ...headers },
+        body: typeof body === 'string' ? body : JSON.stringify(body),
+    });
+    const text = await res.text();
+    let json = null;
+    try { json = JSON.parse(text); } catch { /* not JSON */ }
+    return { status: res.status, headers: res.headers, json, text };
+}
+
+// The OpenAI error object's shape.
+export function assertError(r, status, code) {
+    assert.equal(r.status, status, r.text);
+    assert.equal(typeof r.json?.error?.message, 'string', r.text);
+    assert.equal(typeof r.json.error.type, 'string', r.text);
+    assert.ok('param' in r.json.error && 'code' in r.json.error, r.text);
+    if (code !== undefined) assert.equal(r.json.error.code, code, r.text);
+}
+
+// Resident memory of a process in KiB.
+export function rssKiB(pid) {
+    const m = readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/);
+    return Number(m[1]);
+}
+
+// Collects a completion stream: the text, the chunk count and the last chunk.
+export async function collect(stream) {
+    let text = '';
+    let chunks = 0;
+    let last = null;
+    for await (const chunk of stream) {
+        chunks += 1;
+        const c = chunk.choices?.[0];
+        if (c) text += c.text ?? c.delta?.content ?? '';
+        last = chunk;
+    }
+    return { text, chunks, last };
+}
+
+// Plain decoding's answer for a greedy request, from a `--spec none` server (memoized).
+export function reference(server) {
+    const cache = new Map();
+    return async (request) => {
+        const key = JSON.stringify(request);
+        if (!cache.has(key)) {
+            const r = await server.client().completions.create({ ...request, stream: false, temperature: 0 });
+            cache.set(key, { text: r.choices[0].text, tokens: r.specdec.tokens, finish: r.choices[0].finish_reason });
+        }
+        return cache.get(key);
+    };
+}

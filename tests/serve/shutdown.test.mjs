@@ -1,0 +1,58 @@
+// SIGTERM: the server stops accepting, finishes the requests in flight and
+// exits 0; past --shutdown-timeout the rest are cancelled, still exit 0.
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { collect, post, sleep, startServer, stopServer, waitForMetrics } from './server.mjs';
+
+async function waitForLog(server, re, ms = 10000) {
+    const until = Date.now() + ms;
+    while (!re.test(server.log)) {
+        assert.ok(Date.now() < until, `${re} not in the log:\n${server.log}`);
+        await sleep(10);
+    }
+}
+
+describe('serve shutdown', { timeout: 240000 }, () => {
+    test('SIGTERM finishes the requests in flight, then exits 0', async () => {
+        const s = await startServer(['-np', '2', '-c', '2048']);
+        try {
+            const plain = s.client().completions.create({ prompt: 'abc', max_tokens: 1500, temperature: 0 });
+            const streamed = s.client().completions.create({ prompt: 'xyz', max_tokens: 1500, temperature: 0, stream: true }).then(collect);
+            await waitForMetrics(s, (m) => m.get('llamacpp:requests_processing') === 2, 20000);
+            s.proc.kill('SIGTERM');
+            await waitForLog(s, /SIGTERM: finishing/);
+            // New requests are refused while the ones in flight finish.
+            const refused = await post(s, '/v1/completions', { prompt: 'abc', max_tokens: 2 });
+            assert.equal(refused.status, 503, refused.text);
+            assert.equal(refused.json.error.code, 'shutting_down');
+            assert.ok(refused.headers.get('retry-after'));
+            const [a, b] = await Promise.all([plain, streamed]);
+            assert.equal(a.usage.completion_tokens, 1500);
+            assert.equal(a.choices[0].finish_reason, 'length');
+            assert.equal(b.last.usage.completion_tokens, 1500);
+            assert.equal(b.last.choices[0].finish_reason, 'length');
+            assert.deepEqual(await s.exitPromise, { code: 0, signal: null }, s.log);
+            assert.match(s.log, /SIGTERM: finishing 2 requests in flight/);
+        } finally {
+            await stopServer(s);
+        }
+    });
+
+    test('past --shutdown-timeout the rest are cancelled; still exit 0', async () => {
+        const s = await startServer(['-np', '1', '-c', '65536', '--shutdown-timeout', '0.3']);
+        try {
+            const started = Date.now();
+            const long = post(s, '/v1/completions', { prompt: 'abc', max_tokens: 60000, temperature: 0 });
+            await waitForMetrics(s, (m) => m.get('llamacpp:requests_processing') === 1, 20000);
+            s.proc.kill('SIGTERM');
+            const r = await long;
+            assert.equal(r.status, 503, r.text);
+            assert.equal(r.json.error.code, 'shutting_down');
+            assert.deepEqual(await s.exitPromise, { code: 0, signal: null }, s.log);
+            assert.ok(Date.now() - started < 20000);
+            assert.match(s.log, /cancelled 1 requests at the deadline/);
+        } finally {
+            await stopServer(s);
+        }
+    });
+});

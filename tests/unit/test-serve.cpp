@@ -1,0 +1,311 @@
+// `specdec serve` without a model or a socket: request parsing and
+// validation (every bad field is a 4xx with OpenAI's error object), the
+// response and SSE formatting, and the Prometheus text.
+#include "serve-metrics.h"
+#include "serve-openai.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+namespace cli::serve {
+namespace {
+
+using nlohmann::json;
+
+request_limits limits() {
+    request_limits l;
+    l.model_id = "tiny";
+    l.n_ctx = 256;
+    l.max_stop = 4;
+    return l;
+}
+
+parsed_request completion(const std::string & body) {
+    return parse_request(endpoint::completions, body, limits());
+}
+
+// The status and param of the api_error that parsing `body` throws (0 if none).
+std::pair<int, std::string> failure(endpoint kind, const std::string & body) {
+    try {
+        parse_request(kind, body, limits());
+    } catch (const api_error & e) {
+        return {e.status(), e.param()};
+    }
+    return {0, ""};
+}
+
+TEST(ServeParse, CompletionDefaultsAreOpenAIs) {
+    const parsed_request r = completion(R"({"prompt": "abc"})");
+    EXPECT_EQ(r.prompt, "abc");
+    EXPECT_FALSE(r.stream);
+    EXPECT_EQ(r.max_tokens, -1);
+    EXPECT_FLOAT_EQ(r.temperature, 1.0f);
+    EXPECT_FLOAT_EQ(r.top_p, 1.0f);
+    EXPECT_FALSE(r.seed.has_value());
+    EXPECT_TRUE(r.stop.empty());
+    const specdec::request_params p = to_engine_params(r, 256, 77, 3);
+    EXPECT_EQ(p.n_predict, 16); // OpenAI's completions default
+    EXPECT_EQ(p.seed, 77u);
+    EXPECT_EQ(p.n_draft, 3);
+}
+
+TEST(ServeParse, EveryFieldIsRead) {
+    const parsed_request r = completion(R"({"prompt": ["abc"], "model": "tiny", "stream": true, "max_tokens": 9,
+        "temperature": 0, "top_p": 0.5, "top_k": 40, "min_p": 0.1, "seed": 4294967295, "stop": ["x", "yz"],
+        "unknown_field": {"ignored": true}, "n": 1})");
+    EXPECT_EQ(r.prompt, "abc");
+    EXPECT_TRUE(r.stream);
+    EXPECT_EQ(r.max_tokens, 9);
+    EXPECT_FLOAT_EQ(r.temperature, 0.0f);
+    EXPECT_FLOAT_EQ(r.top_p, 0.5f);
+    EXPECT_EQ(r.top_k, 40);
+    EXPECT_FLOAT_EQ(r.min_p, 0.1f);
+    ASSERT_TRUE(r.seed.has_value());
+    EXPECT_EQ(*r.seed, 4294967295u);
+    EXPECT_EQ(r.stop, (std::vector<std::string>{"x", "yz"}));
+    const specdec::request_params p = to_engine_params(r, 256, 1, 0);
+    EXPECT_EQ(p.n_predict, 9);
+    EXPECT_EQ(p.seed, 4294967295u);
+    EXPECT_EQ(completion(R"({"prompt": "a", "stop": "s", "seed": -1})").stop, std::vector<std::string>{"s"});
+    EXPECT_FALSE(completion(R"({"prompt": "a", "seed": -1})").seed.has_value()); // llama-server's "random"
+}
+
+TEST(ServeParse, ChatMessages) {
+    const parsed_request r = parse_request(endpoint::chat, R"({"messages": [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+        {"role": "assistant", "content": null}]})", limits());
+    ASSERT_EQ(r.messages.size(), 3u);
+    EXPECT_EQ(r.messages[0].role, "system");
+    EXPECT_EQ(r.messages[1].content, "a\nb");
+    EXPECT_EQ(r.messages[2].content, "");
+    EXPECT_EQ(to_engine_params(r, 256, 0, 0).n_predict, 256); // chat: until the context is full
+    EXPECT_EQ(parse_request(endpoint::chat, R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 5})",
+                            limits()).max_tokens, 5);
+}
+
+TEST(ServeParse, BadRequestsAre400WithTheField) {
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {R"({"prompt": "a")", ""},                              // malformed JSON
+        {R"([1, 2])", ""},                                      // not an object
+        {R"({})", "prompt"},                                    // missing
+        {R"({"prompt": 5})", "prompt"},
+        {R"({"prompt": ["a", "b"]})", "prompt"},                // several prompts
+        {R"({"prompt": "a", "model": 3})", "model"},
+        {R"({"prompt": "a", "stream": "yes"})", "stream"},
+        {R"({"prompt": "a", "max_tokens": -1})", "max_tokens"},
+        {R"({"prompt": "a", "max_tokens": 1.5})", "max_tokens"},
+        {R"({"prompt": "a", "max_tokens": "9"})", "max_tokens"},
+        {R"({"prompt": "a", "max_tokens": 100000000})", "max_tokens"},
+        {R"({"prompt": "a", "temperature": -0.1})", "temperature"},
+        {R"({"prompt": "a", "temperature": 2.5})", "temperature"},
+        {R"({"prompt": "a", "temperature": "hot"})", "temperature"},
+        {R"({"prompt": "a", "top_p": 0})", "top_p"},
+        {R"({"prompt": "a", "top_p": 1.01})", "top_p"},
+        {R"({"prompt": "a", "min_p": 1})", "min_p"},
+        {R"({"prompt": "a", "top_k": -2})", "top_k"},
+        {R"({"prompt": "a", "seed": 4294967296})", "seed"},
+        {R"({"prompt": "a", "seed": -2})", "seed"},
+        {R"({"prompt": "a", "stop": [""]})", "stop"},
+        {R"({"prompt": "a", "stop": [1]})", "stop"},
+        {R"({"prompt": "a", "stop": ["a", "b", "c", "d", "e"]})", "stop"},
+        {R"({"prompt": "a", "n": 2})", "n"},
+        {R"({"prompt": "a", "stop": {"x": 1}})", "stop"},
+    };
+    for (const auto & [body, param] : cases) {
+        const auto [status, got] = failure(endpoint::completions, body);
+        EXPECT_EQ(status, 400) << body;
+        EXPECT_EQ(got, param) << body;
+    }
+    const std::vector<std::string> chat_cases = {
+        R"({"messages": []})",
+        R"({"messages": "hi"})",
+        R"({"prompt": "a"})",
+        R"({"messages": [{"content": "x"}]})",
+        R"({"messages": [{"role": "robot", "content": "x"}]})",
+        R"({"messages": [{"role": "user", "content": 3}]})",
+        R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})",
+        R"({"messages": [7]})",
+    };
+    for (const auto & body : chat_cases) {
+        EXPECT_EQ(failure(endpoint::chat, body).first, 400) << body;
+    }
+}
+
+TEST(ServeParse, UnknownModelIs404) {
+    EXPECT_EQ(failure(endpoint::completions, R"({"prompt": "a", "model": "gpt-4"})"), (std::pair<int, std::string>{404, "model"}));
+    EXPECT_EQ(failure(endpoint::completions, R"({"prompt": "a", "model": ""})").first, 0); // empty: the served one
+    try {
+        completion(R"({"prompt": "a", "model": "gpt-4"})");
+    } catch (const api_error & e) {
+        EXPECT_EQ(e.code(), "model_not_found");
+    }
+}
+
+TEST(ServeFormat, ErrorObjectHasOpenAIsFields) {
+    const json j = error_body(invalid_request("bad", "top_p"));
+    EXPECT_EQ(j["error"]["message"], "bad");
+    EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+    EXPECT_EQ(j["error"]["param"], "top_p");
+    EXPECT_EQ(j["error"]["code"], "invalid_value");
+    const json k = error_body(api_error(503, "unavailable_error", "busy"));
+    EXPECT_TRUE(k["error"]["param"].is_null());
+    EXPECT_TRUE(k["error"]["code"].is_null());
+}
+
+specdec::request_result sample_result() {
+    specdec::request_result r;
+    r.id = 3;
+    r.seq_id = 0;
+    r.output.tokens = {10, 11, 12, 13};
+    r.output.text = "wxyz";
+    r.output.stop = SPECDEC_STOP_BUDGET;
+    r.output.stats.n_generated = 4;
+    r.output.stats.n_steps = 2;
+    r.output.stats.n_drafted = 4;
+    r.output.stats.n_accepted = 3;
+    r.output.stats.n_proposed_at[0] = 2;
+    r.output.stats.n_proposed_at[1] = 2;
+    r.output.stats.n_accepted_at[0] = 2;
+    r.output.stats.n_accepted_at[1] = 1;
+    r.times = {1500, 4000};
+    return r;
+}
+
+TEST(ServeFormat, CompletionResponse) {
+    const specdec::request_result r = sample_result();
+    const response_info info{endpoint::completions, "cmpl-1", 1700000000, "tiny", "mtp"};
+    const json j = response_body(info, {&r, 5});
+    EXPECT_EQ(j["object"], "text_completion");
+    EXPECT_EQ(j["id"], "cmpl-1");
+    EXPECT_EQ(j["model"], "tiny");
+    EXPECT_EQ(j["choices"][0]["text"], "wxyz");
+    EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+    EXPECT_EQ(j["usage"], (json{{"prompt_tokens", 5}, {"completion_tokens", 4}, {"total_tokens", 9}}));
+    const json & s = j["specdec"];
+    EXPECT_EQ(s["strategy"], "mtp");
+    EXPECT_EQ(s["tokens"], (json{10, 11, 12, 13}));
+    EXPECT_EQ(s["drafted"], 4);
+    EXPECT_EQ(s["accepted"], 3);
+    EXPECT_EQ(s["steps"], 2);
+    EXPECT_EQ(s["acceptance_by_position"], (json{1.0, 0.5}));
+    EXPECT_EQ(s["drafts_by_position"], (json{2, 2}));
+    EXPECT_DOUBLE_EQ(s["time_to_first_token_ms"].get<double>(), 1.5);
+}
+
+TEST(ServeFormat, ChatResponseAndChunks) {
+    specdec::request_result r = sample_result();
+    r.output.stop = SPECDEC_STOP_STRING;
+    const response_info info{endpoint::chat, "chatcmpl-2", 1, "tiny", "none"};
+    const json j = response_body(info, {&r, 2});
+    EXPECT_EQ(j["object"], "chat.completion");
+    EXPECT_EQ(j["choices"][0]["message"], (json{{"role", "assistant"}, {"content", "wxyz"}}));
+    EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+
+    const json first = chunk_body(info, "wx", true);
+    EXPECT_EQ(first["object"], "chat.completion.chunk");
+    EXPECT_EQ(first["choices"][0]["delta"], (json{{"role", "assistant"}, {"content", "wx"}}));
+    EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
+    EXPECT_EQ(chunk_body(info, "yz", false)["choices"][0]["delta"], (json{{"content", "yz"}}));
+    const json last = final_chunk_body(info, {&r, 2});
+    EXPECT_EQ(last["choices"][0]["delta"], json::object());
+    EXPECT_EQ(last["choices"][0]["finish_reason"], "stop");
+    EXPECT_EQ(last["usage"]["total_tokens"], 6);
+    EXPECT_EQ(last["specdec"]["accepted"], 3);
+}
+
+TEST(ServeFormat, FinishReasons) {
+    EXPECT_STREQ(finish_reason(SPECDEC_STOP_EOG), "stop");
+    EXPECT_STREQ(finish_reason(SPECDEC_STOP_STRING), "stop");
+    EXPECT_STREQ(finish_reason(SPECDEC_STOP_BUDGET), "length");
+    EXPECT_STREQ(finish_reason(SPECDEC_STOP_CONTEXT), "length");
+    EXPECT_EQ(finish_reason(SPECDEC_STOP_CANCELLED), nullptr);
+    EXPECT_EQ(finish_reason(SPECDEC_STOP_ERROR), nullptr);
+}
+
+TEST(ServeFormat, ServerSentEvents) {
+    const response_info info{endpoint::completions, "cmpl-9", 1, "tiny", "none"};
+    const std::string ev = sse_event(chunk_body(info, "a\nb", false));
+    EXPECT_EQ(ev.rfind("data: {", 0), 0u);
+    EXPECT_EQ(ev.substr(ev.size() - 2), "\n\n");
+    EXPECT_EQ(ev.find('\n'), ev.size() - 2); // one line: a newline in the text is escaped
+    EXPECT_EQ(json::parse(ev.substr(6))["choices"][0]["text"], "a\nb");
+    EXPECT_EQ(sse_done(), "data: [DONE]\n\n");
+    // Bytes that are not UTF-8 (a budget inside a character) are replaced, not thrown.
+    EXPECT_NO_THROW(sse_event(chunk_body(info, "\xE2\x82", false)));
+}
+
+// The value of the series named exactly `series` in Prometheus text.
+double series_value(const std::string & text, const std::string & series) {
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind(series + " ", 0) == 0) {
+            return std::stod(line.substr(series.size() + 1));
+        }
+    }
+    ADD_FAILURE() << series << " not found in:\n" << text;
+    return -1;
+}
+
+TEST(ServeMetrics, CountersUseLlamaServerNames) {
+    metrics m;
+    const std::string empty = m.render();
+    EXPECT_EQ(series_value(empty, "llamacpp:spec_decode_num_draft_tokens_total"), 0);
+    EXPECT_EQ(empty.find("accepted_tokens_per_pos_total{"), std::string::npos); // no positions yet, as upstream
+
+    request_metrics r;
+    r.n_prompt = 5;
+    r.stop = SPECDEC_STOP_BUDGET;
+    r.stats = sample_result().output.stats;
+    r.ttft_s = 0.003;
+    r.itl_s = 0.0007;
+    m.add_generated(4);
+    m.add_finished(r);
+    r.stop = SPECDEC_STOP_CANCELLED;
+    r.ttft_s = -1;
+    r.itl_s = -1;
+    m.add_finished(r);
+    m.set_load(2, 1);
+    m.add_rejected();
+    const std::string t = m.render();
+    EXPECT_EQ(series_value(t, "llamacpp:prompt_tokens_total"), 10);
+    EXPECT_EQ(series_value(t, "llamacpp:tokens_predicted_total"), 4);
+    EXPECT_EQ(series_value(t, "llamacpp:spec_decode_num_draft_tokens_total"), 8);
+    EXPECT_EQ(series_value(t, "llamacpp:spec_decode_num_accepted_tokens_total"), 6);
+    EXPECT_EQ(series_value(t, "llamacpp:spec_decode_num_drafts_total"), 4);
+    EXPECT_EQ(series_value(t, "llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position=\"0\"}"), 4);
+    EXPECT_EQ(series_value(t, "llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position=\"1\"}"), 2);
+    EXPECT_EQ(t.find("position=\"2\""), std::string::npos);
+    EXPECT_EQ(series_value(t, "specdec:spec_decode_num_drafts_per_pos_total{position=\"1\"}"), 4);
+    EXPECT_EQ(series_value(t, "llamacpp:requests_processing"), 2);
+    EXPECT_EQ(series_value(t, "llamacpp:requests_deferred"), 1);
+    EXPECT_EQ(series_value(t, "specdec:requests_finished_total{reason=\"length\"}"), 1);
+    EXPECT_EQ(series_value(t, "specdec:requests_finished_total{reason=\"cancelled\"}"), 1);
+    EXPECT_EQ(series_value(t, "specdec:requests_rejected_total"), 1);
+    EXPECT_NE(t.find("# TYPE llamacpp:spec_decode_num_drafts_total counter\n"), std::string::npos);
+    EXPECT_NE(t.find("# TYPE llamacpp:requests_processing gauge\n"), std::string::npos);
+    // Histograms: cumulative buckets, +Inf equals the count.
+    EXPECT_EQ(series_value(t, "specdec:time_to_first_token_seconds_bucket{le=\"0.001\"}"), 0);
+    EXPECT_EQ(series_value(t, "specdec:time_to_first_token_seconds_bucket{le=\"0.005\"}"), 1);
+    EXPECT_EQ(series_value(t, "specdec:time_to_first_token_seconds_bucket{le=\"+Inf\"}"), 1);
+    EXPECT_EQ(series_value(t, "specdec:time_to_first_token_seconds_count"), 1);
+    EXPECT_DOUBLE_EQ(series_value(t, "specdec:time_to_first_token_seconds_sum"), 0.003);
+    EXPECT_EQ(series_value(t, "specdec:inter_token_latency_seconds_bucket{le=\"0.001\"}"), 1);
+}
+
+TEST(ServeMetrics, EveryLineIsCommentOrSample) {
+    metrics m;
+    std::istringstream in(m.render());
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind("# HELP ", 0) == 0 || line.rfind("# TYPE ", 0) == 0) {
+            continue;
+        }
+        const size_t space = line.rfind(' ');
+        ASSERT_NE(space, std::string::npos) << line;
+        EXPECT_NO_THROW(std::stod(line.substr(space + 1))) << line;
+    }
+}
+
+} // namespace
+} // namespace cli::serve

@@ -1,0 +1,126 @@
+#include "cmd-serve.h"
+
+#include "serve-chat.h"
+#include "serve-http.h"
+#include "serve-metrics.h"
+#include "serve-scheduler.h"
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include <pthread.h>
+
+namespace cli {
+
+void add_serve_command(CLI::App & app, serve_options & o) {
+    CLI::App * cmd = app.add_subcommand("serve", "serve the model over HTTP (OpenAI-compatible), speculatively unless --spec none");
+    add_decoder_options(cmd, o.decoder);
+    cmd->add_option("--parallel", o.n_parallel, "-np: requests decoded together (sequence slots)")
+        ->check(CLI::Range(1u, static_cast<unsigned>(SPECDEC_MAX_SEQ)))
+        ->capture_default_str();
+    cmd->add_option("--max-waiting", o.max_waiting, "requests that may wait for a slot; beyond: 503 with Retry-After")
+        ->check(CLI::Range(1u, 1u << 16))
+        ->capture_default_str();
+    cmd->add_option("--host", o.host, "address to listen on")->capture_default_str();
+    cmd->add_option("--port", o.port, "port to listen on (0: a free one, printed)")->check(CLI::Range(0, 65535))->capture_default_str();
+    cmd->add_option("--api-key", o.api_key, "require Authorization: Bearer KEY (every route but /health)");
+    cmd->add_option("--alias", o.alias, "the model id clients name (default: the file name without .gguf)");
+    cmd->add_option("--shutdown-timeout", o.shutdown_timeout, "seconds requests in flight may take after SIGINT/SIGTERM")
+        ->check(CLI::Range(0.0, 3600.0))
+        ->capture_default_str();
+    cmd->add_option("--max-body", o.max_body, "largest request body in bytes (beyond: 413)")
+        ->check(CLI::Range(size_t(1024), size_t(1) << 30))
+        ->capture_default_str();
+    cmd->add_option("--prefill-chunk", o.n_prefill_chunk, "prompt tokens decoded per request per step (0: whole prompts)")
+        ->check(CLI::Range(0, 1 << 20))
+        ->capture_default_str();
+}
+
+namespace {
+
+void log_line(const std::string & s) {
+    std::fprintf(stderr, "specdec serve: %s\n", s.c_str());
+}
+
+} // namespace
+
+int run_serve(const serve_options & o) {
+    // SIGINT and SIGTERM go to one thread that waits for them (blocked in
+    // every other thread, which inherit the mask from here).
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGUSR1); // how run() ending by itself wakes the watcher below
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+    decoder d = load_decoder(o.decoder, o.n_parallel);
+    serve::chat_formatter chat(d.target_model.get());
+    serve::metrics stats;
+
+    specdec::engine_params ep = specdec_engine_default_params();
+    ep.n_seq = o.n_parallel;
+    ep.max_waiting = o.max_waiting;
+    ep.n_prefill_chunk = o.n_prefill_chunk;
+    serve::scheduler sched(d.session.get(), d.target.get(), ep, stats, o.verbosity >= 1 ? log_line : std::function<void(const std::string &)>());
+
+    serve::service svc;
+    svc.model = d.target_model.get();
+    svc.chat = &chat;
+    svc.sched = &sched;
+    svc.stats = &stats;
+    svc.model_id = o.alias.empty() ? std::filesystem::path(o.decoder.model).stem().string() : o.alias;
+    svc.strategy = d.strategy_name();
+    svc.n_ctx = static_cast<int32_t>(o.decoder.n_ctx);
+    svc.n_draft = d.n_draft;
+    svc.verbosity = o.verbosity;
+
+    serve::http_options ho;
+    ho.host = o.host;
+    ho.port = o.port;
+    ho.api_key = o.api_key;
+    ho.max_body = o.max_body;
+    ho.n_threads = std::max<size_t>(8, 2 * (o.n_parallel + 2));
+    serve::http_server http(svc, ho);
+    const int port = http.bind();
+
+    std::atomic<bool> watching{true};
+    std::thread watcher([&] {
+        int sig = 0;
+        sigwait(&signals, &sig);
+        watching.store(false);
+        if (sig == SIGUSR1) {
+            return;
+        }
+        std::fprintf(stderr, "specdec serve: %s: finishing %zu requests in flight (at most %.0f s)\n",
+                     sig == SIGINT ? "SIGINT" : "SIGTERM", sched.n_in_flight(), o.shutdown_timeout);
+        // New requests get 503 while the ones in flight finish; the
+        // listening socket stays open until then, because closing it ends
+        // httplib's open streams.
+        http.begin_shutdown();
+        const auto deadline = std::chrono::milliseconds(static_cast<int64_t>(o.shutdown_timeout * 1000.0));
+        const size_t n_cancelled = sched.shutdown(deadline);
+        if (n_cancelled > 0) {
+            std::fprintf(stderr, "specdec serve: cancelled %zu requests at the deadline\n", n_cancelled);
+        }
+        http.wait_idle(std::chrono::seconds(5)); // their last chunks are written
+        http.stop();
+    });
+    std::fprintf(stderr, "specdec serve: listening on http://%s:%d (model %s, %s, %u slots of %u positions)\n", o.host.c_str(), port,
+                 svc.model_id.c_str(), svc.strategy.c_str(), o.n_parallel, o.decoder.n_ctx);
+    std::fflush(stderr);
+    http.run();
+    if (watching.load()) {
+        pthread_kill(watcher.native_handle(), SIGUSR1);
+    }
+    watcher.join();
+    sched.shutdown(std::chrono::milliseconds(0));
+    std::fprintf(stderr, "specdec serve: stopped\n");
+    return exit_ok;
+}
+
+} // namespace cli

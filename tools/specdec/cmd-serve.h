@@ -1,0 +1,32 @@
+// `specdec serve`: an OpenAI-compatible HTTP server over the continuous-
+// batching engine (see the README's Serving section).
+#pragma once
+
+#include "cli-common.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace cli {
+
+struct serve_options {
+    decoder_options decoder;                    // -m, -md, --spec, -c (per sequence), -t, --n-draft, placement
+    uint32_t        n_parallel = 4;             // -np: sequence slots decoded together
+    uint32_t        max_waiting = 64;           // requests waiting for a slot at most; more: 503
+    std::string     host = "127.0.0.1";
+    int             port = 8080;                // 0: a free port, printed
+    std::string     api_key;                    // non-empty: required on every route but /health
+    std::string     alias;                      // the model id; empty: the file name without .gguf
+    double          shutdown_timeout = 10.0;    // seconds requests in flight may take after SIGINT/SIGTERM
+    size_t          max_body = size_t(8) << 20; // bytes of a request body at most; more: 413
+    int32_t         n_prefill_chunk = 256;      // prompt tokens decoded per request per step
+    int             verbosity = 0;              // set by main from -v
+};
+
+void add_serve_command(CLI::App & app, serve_options & opt);
+// Serves until SIGINT or SIGTERM; returns exit_ok after a clean shutdown.
+int run_serve(const serve_options & opt);
+
+} // namespace cli

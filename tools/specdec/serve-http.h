@@ -1,0 +1,71 @@
+// `specdec serve`, the HTTP layer (cpp-httplib from the pinned llama.cpp
+// tree, without TLS): routes, API key, body limit, error mapping, and the
+// translation between request JSON / SSE and the scheduler. It owns the
+// connections and cancels a request whose client went away; it never sees
+// speculation (the engine does that).
+#pragma once
+
+#include "serve-chat.h"
+#include "serve-metrics.h"
+#include "serve-scheduler.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+struct llama_model;
+
+namespace cli::serve {
+
+// What the handlers use; everything borrowed must outlive the http_server.
+struct service {
+    const llama_model *    model = nullptr;      // its vocabulary tokenizes prompts
+    const chat_formatter * chat = nullptr;       // messages -> prompt
+    scheduler *            sched = nullptr;
+    metrics *              stats = nullptr;
+    std::string            model_id;             // GET /v1/models, and what `model` may name
+    std::string            strategy = "none";    // the drafter, reported per response
+    int32_t                n_ctx = 0;            // positions per sequence
+    int32_t                n_draft = 0;          // request_params::n_draft for every request
+    int                    verbosity = 0;        // >= 1: one stderr line per request
+};
+
+struct http_options {
+    std::string host = "127.0.0.1";
+    int         port = 8080;                     // 0: any free port (bind() returns it)
+    std::string api_key;                         // non-empty: every route but /health needs "Authorization: Bearer KEY"
+    size_t      max_body = size_t(8) << 20;      // request bodies above this many bytes: 413
+    size_t      n_threads = 8;                   // connection threads kept (more start under load, up to 4x)
+};
+
+class http_server {
+public:
+    // Declares the routes; nothing listens yet.
+    http_server(service & svc, const http_options & options);
+    ~http_server();
+    http_server(const http_server &) = delete;
+    http_server & operator=(const http_server &) = delete;
+
+    // Binds and listens on host:port; returns the port. Throws
+    // specdec::error(IO_ERROR) when it cannot.
+    int bind();
+    // Accepts connections until stop(); returns once every connection thread has ended.
+    void run();
+    // Any thread: new requests get 503 from now on (requests in flight go on).
+    void begin_shutdown();
+    // Any thread: waits until no completion is being answered (a stream's
+    // last bytes written) or `timeout` passed; true when none is.
+    bool wait_idle(std::chrono::milliseconds timeout);
+    // Any thread: closes the listening socket and cuts the streams still
+    // open (httplib ends chunked responses with it); run() returns when the
+    // connections end.
+    void stop();
+
+private:
+    struct impl;
+    std::unique_ptr<impl> impl_;
+};
+
+} // namespace cli::serve

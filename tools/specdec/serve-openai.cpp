@@ -1,0 +1,366 @@
+#include "serve-openai.h"
+
+#include "json-text.h"
+
+#include <cmath>
+#include <limits>
+
+namespace cli::serve {
+
+api_error::api_error(int status, std::string type, const std::string & message, std::string param, std::string code)
+    : std::runtime_error(message), status_(status), type_(std::move(type)), param_(std::move(param)), code_(std::move(code)) {}
+
+api_error invalid_request(const std::string & message, const std::string & param, const std::string & code) {
+    return api_error(400, "invalid_request_error", message, param, code);
+}
+
+nlohmann::json error_body(const api_error & e) {
+    const auto or_null = [](const std::string & s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
+    return {{"error", {{"message", e.what()}, {"type", e.type()}, {"param", or_null(e.param())}, {"code", or_null(e.code())}}}};
+}
+
+namespace {
+
+using json = nlohmann::json;
+
+const char * type_name(const json & v) {
+    switch (v.type()) {
+        case json::value_t::null:            return "null";
+        case json::value_t::boolean:         return "a boolean";
+        case json::value_t::string:          return "a string";
+        case json::value_t::array:           return "an array";
+        case json::value_t::object:          return "an object";
+        case json::value_t::number_integer:
+        case json::value_t::number_unsigned: return "an integer";
+        case json::value_t::number_float:    return "a number";
+        default:                             return "something else";
+    }
+}
+
+api_error wrong_type(const std::string & field, const char * want, const json & got) {
+    return invalid_request("'" + field + "' must be " + want + ", not " + type_name(got), field, "invalid_type");
+}
+
+// A number field within [lo, hi] (open at lo when lo_open, at hi when hi_open).
+float number_in(const json & body, const char * field, float fallback, double lo, double hi, bool lo_open, bool hi_open) {
+    const auto it = body.find(field);
+    if (it == body.end() || it->is_null()) {
+        return fallback;
+    }
+    if (!it->is_number()) {
+        throw wrong_type(field, "a number", *it);
+    }
+    const double v = it->get<double>();
+    const bool ok = std::isfinite(v) && (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+    if (!ok) {
+        throw invalid_request("'" + std::string(field) + "' is " + it->dump() + "; it must be within " + (lo_open ? "(" : "[") +
+                                  json(lo).dump() + ", " + json(hi).dump() + (hi_open ? ")" : "]"),
+                              field);
+    }
+    return static_cast<float>(v);
+}
+
+// An integer field within [lo, hi]; `present` says whether it was given.
+int64_t integer_in(const json & body, const char * field, int64_t fallback, int64_t lo, int64_t hi, bool * present = nullptr) {
+    const auto it = body.find(field);
+    if (present != nullptr) {
+        *present = it != body.end() && !it->is_null();
+    }
+    if (it == body.end() || it->is_null()) {
+        return fallback;
+    }
+    if (!it->is_number_integer()) {
+        throw wrong_type(field, "an integer", *it);
+    }
+    if (it->is_number_unsigned() ? it->get<uint64_t>() > static_cast<uint64_t>(hi) : (it->get<int64_t>() < lo || it->get<int64_t>() > hi)) {
+        throw invalid_request("'" + std::string(field) + "' is " + it->dump() + "; it must be within [" + std::to_string(lo) +
+                                  ", " + std::to_string(hi) + "]",
+                              field);
+    }
+    return it->get<int64_t>();
+}
+
+std::string text_content(const json & content, const std::string & field) {
+    if (content.is_null()) {
+        return "";
+    }
+    if (content.is_string()) {
+        return content.get<std::string>();
+    }
+    if (!content.is_array()) {
+        throw wrong_type(field, "a string or an array of text parts", content);
+    }
+    std::string out;
+    for (size_t i = 0; i < content.size(); ++i) {
+        const json & part = content[i];
+        const std::string where = field + "[" + std::to_string(i) + "]";
+        if (!part.is_object()) {
+            throw wrong_type(where, "an object", part);
+        }
+        const auto type = part.find("type");
+        if (type == part.end() || !type->is_string() || type->get<std::string>() != "text") {
+            throw invalid_request("'" + where + ".type' must be \"text\" (this server takes text only)", where + ".type");
+        }
+        const auto text = part.find("text");
+        if (text == part.end() || !text->is_string()) {
+            throw wrong_type(where + ".text", "a string", text == part.end() ? json() : *text);
+        }
+        if (i > 0) {
+            out += '\n';
+        }
+        out += text->get<std::string>();
+    }
+    return out;
+}
+
+std::vector<chat_message> parse_messages(const json & body) {
+    const auto it = body.find("messages");
+    if (it == body.end()) {
+        throw invalid_request("'messages' is required", "messages", "missing_field");
+    }
+    if (!it->is_array()) {
+        throw wrong_type("messages", "an array", *it);
+    }
+    if (it->empty()) {
+        throw invalid_request("'messages' is empty; it needs at least one message", "messages");
+    }
+    std::vector<chat_message> out;
+    for (size_t i = 0; i < it->size(); ++i) {
+        const json & m = (*it)[i];
+        const std::string where = "messages[" + std::to_string(i) + "]";
+        if (!m.is_object()) {
+            throw wrong_type(where, "an object", m);
+        }
+        const auto role = m.find("role");
+        if (role == m.end() || !role->is_string()) {
+            throw wrong_type(where + ".role", "a string", role == m.end() ? json() : *role);
+        }
+        const std::string r = role->get<std::string>();
+        if (r != "system" && r != "developer" && r != "user" && r != "assistant" && r != "tool") {
+            throw invalid_request("'" + where + ".role' is \"" + r + "\"; it must be system, developer, user, assistant or tool",
+                                  where + ".role");
+        }
+        const auto content = m.find("content");
+        out.push_back({r, text_content(content == m.end() ? json() : *content, where + ".content")});
+    }
+    return out;
+}
+
+std::vector<std::string> parse_stop(const json & body, size_t max_stop) {
+    const auto it = body.find("stop");
+    std::vector<std::string> out;
+    if (it == body.end() || it->is_null()) {
+        return out;
+    }
+    if (it->is_string()) {
+        out.push_back(it->get<std::string>());
+    } else if (it->is_array()) {
+        for (const json & s : *it) {
+            if (!s.is_string()) {
+                throw wrong_type("stop", "a string or an array of strings", *it);
+            }
+            out.push_back(s.get<std::string>());
+        }
+    } else {
+        throw wrong_type("stop", "a string or an array of strings", *it);
+    }
+    if (out.size() > max_stop) {
+        throw invalid_request("'stop' has " + std::to_string(out.size()) + " strings; at most " + std::to_string(max_stop) + " are taken",
+                              "stop");
+    }
+    for (const auto & s : out) {
+        if (s.empty()) {
+            throw invalid_request("'stop' holds an empty string", "stop");
+        }
+    }
+    return out;
+}
+
+} // namespace
+
+parsed_request parse_request(endpoint kind, std::string_view body, const request_limits & limits) {
+    json j = json::parse(body.begin(), body.end(), nullptr, false);
+    if (j.is_discarded()) {
+        throw invalid_request("the body is not valid JSON", "", "invalid_json");
+    }
+    if (!j.is_object()) {
+        throw invalid_request(std::string("the body must be a JSON object, not ") + type_name(j), "", "invalid_json");
+    }
+    parsed_request r;
+    r.kind = kind;
+
+    if (const auto it = j.find("model"); it != j.end() && !it->is_null()) {
+        if (!it->is_string()) {
+            throw wrong_type("model", "a string", *it);
+        }
+        r.model = it->get<std::string>();
+        if (!r.model.empty() && r.model != limits.model_id) {
+            throw api_error(404, "invalid_request_error",
+                            "The model '" + r.model + "' does not exist; this server serves '" + limits.model_id + "'", "model",
+                            "model_not_found");
+        }
+    }
+    if (kind == endpoint::completions) {
+        const auto it = j.find("prompt");
+        if (it == j.end() || it->is_null()) {
+            throw invalid_request("'prompt' is required", "prompt", "missing_field");
+        }
+        if (it->is_array() && it->size() == 1 && (*it)[0].is_string()) {
+            r.prompt = (*it)[0].get<std::string>();
+        } else if (it->is_string()) {
+            r.prompt = it->get<std::string>();
+        } else {
+            throw wrong_type("prompt", "a string (or an array of one string)", *it);
+        }
+    } else {
+        r.messages = parse_messages(j);
+    }
+    if (const auto it = j.find("stream"); it != j.end() && !it->is_null()) {
+        if (!it->is_boolean()) {
+            throw wrong_type("stream", "a boolean", *it);
+        }
+        r.stream = it->get<bool>();
+    }
+    if (integer_in(j, "n", 1, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()) != 1) {
+        throw invalid_request("'n' must be 1: this server returns one choice per request", "n");
+    }
+    constexpr int64_t max_tokens_cap = int64_t(1) << 24;
+    bool given = false;
+    r.max_tokens = static_cast<int32_t>(integer_in(j, "max_tokens", -1, 0, max_tokens_cap, &given));
+    if (!given) { // the chat API's newer name
+        r.max_tokens = static_cast<int32_t>(integer_in(j, "max_completion_tokens", -1, 0, max_tokens_cap));
+    }
+    r.temperature = number_in(j, "temperature", 1.0f, 0.0, 2.0, false, false);
+    r.top_p = number_in(j, "top_p", 1.0f, 0.0, 1.0, true, false);
+    r.min_p = number_in(j, "min_p", 0.0f, 0.0, 1.0, false, true);
+    r.top_k = static_cast<int32_t>(integer_in(j, "top_k", 0, 0, std::numeric_limits<int32_t>::max()));
+    const int64_t seed = integer_in(j, "seed", -1, -1, std::numeric_limits<uint32_t>::max(), &given);
+    if (given && seed >= 0) {
+        r.seed = static_cast<uint32_t>(seed);
+    }
+    r.stop = parse_stop(j, limits.max_stop);
+    return r;
+}
+
+specdec::request_params to_engine_params(const parsed_request & r, int32_t n_ctx, uint32_t seed, int32_t n_draft) {
+    specdec::request_params p = specdec_generate_default_params();
+    p.n_predict = r.max_tokens >= 0 ? r.max_tokens : r.kind == endpoint::completions ? 16 : n_ctx;
+    p.n_draft = n_draft;
+    p.temperature = r.temperature;
+    p.top_k = r.top_k;
+    p.top_p = r.top_p;
+    p.min_p = r.min_p;
+    p.seed = r.seed.value_or(seed);
+    p.stop_strings = nullptr;
+    p.n_stop_strings = 0;
+    return p;
+}
+
+const char * finish_reason(specdec_stop_reason stop) {
+    switch (stop) {
+        case SPECDEC_STOP_EOG:
+        case SPECDEC_STOP_STRING:
+            return "stop";
+        case SPECDEC_STOP_BUDGET:
+        case SPECDEC_STOP_CONTEXT:
+            return "length";
+        default:
+            return nullptr;
+    }
+}
+
+namespace {
+
+json finish_reason_json(specdec_stop_reason stop) {
+    const char * r = finish_reason(stop);
+    return r != nullptr ? json(r) : json();
+}
+
+json usage_body(const finished_request & f) {
+    const size_t n_out = f.result->output.tokens.size();
+    return {{"prompt_tokens", f.n_prompt}, {"completion_tokens", n_out}, {"total_tokens", f.n_prompt + n_out}};
+}
+
+json envelope(const response_info & info, bool chunk) {
+    const char * object = info.kind == endpoint::completions ? "text_completion" : chunk ? "chat.completion.chunk" : "chat.completion";
+    return {{"id", info.id}, {"object", object}, {"created", info.created}, {"model", info.model}};
+}
+
+} // namespace
+
+json stats_body(const response_info & info, const finished_request & f) {
+    const auto & out = f.result->output;
+    const auto & st = out.stats;
+    json by_pos = json::array();
+    json drafts_at = json::array();
+    json accepted_at = json::array();
+    for (size_t i = 0; i < SPECDEC_MAX_DRAFT && st.n_proposed_at[i] > 0; ++i) {
+        by_pos.push_back(static_cast<double>(st.n_accepted_at[i]) / static_cast<double>(st.n_proposed_at[i]));
+        drafts_at.push_back(st.n_proposed_at[i]);
+        accepted_at.push_back(st.n_accepted_at[i]);
+    }
+    const auto ms = [](int64_t us) { return us < 0 ? json() : json(static_cast<double>(us) / 1e3); };
+    return {
+        {"strategy", info.strategy},
+        {"tokens", out.tokens},
+        {"steps", st.n_steps},
+        {"drafted", st.n_drafted},
+        {"accepted", st.n_accepted},
+        {"acceptance_rate", st.n_drafted > 0 ? static_cast<double>(st.n_accepted) / static_cast<double>(st.n_drafted) : 0.0},
+        {"drafts_by_position", drafts_at},
+        {"accepted_by_position", accepted_at},
+        {"acceptance_by_position", by_pos},
+        {"time_to_first_token_ms", ms(f.result->times.t_first_token_us)},
+        {"total_ms", ms(f.result->times.t_total_us)},
+    };
+}
+
+json response_body(const response_info & info, const finished_request & f) {
+    json j = envelope(info, false);
+    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason_json(f.result->output.stop)}};
+    if (info.kind == endpoint::completions) {
+        choice["text"] = f.result->output.text;
+    } else {
+        choice["message"] = {{"role", "assistant"}, {"content", f.result->output.text}};
+    }
+    j["choices"] = json::array({choice});
+    j["usage"] = usage_body(f);
+    j["specdec"] = stats_body(info, f);
+    return j;
+}
+
+json chunk_body(const response_info & info, std::string_view piece, bool first) {
+    json j = envelope(info, true);
+    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+    if (info.kind == endpoint::completions) {
+        choice["text"] = piece;
+    } else {
+        choice["delta"] = first ? json{{"role", "assistant"}, {"content", piece}} : json{{"content", piece}};
+    }
+    j["choices"] = json::array({choice});
+    return j;
+}
+
+json final_chunk_body(const response_info & info, const finished_request & f) {
+    json j = envelope(info, true);
+    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason_json(f.result->output.stop)}};
+    if (info.kind == endpoint::completions) {
+        choice["text"] = "";
+    } else {
+        choice["delta"] = json::object();
+    }
+    j["choices"] = json::array({choice});
+    j["usage"] = usage_body(f);
+    j["specdec"] = stats_body(info, f);
+    return j;
+}
+
+std::string sse_event(const json & j) {
+    return "data: " + json_text(j, -1) + "\n\n";
+}
+
+std::string_view sse_done() {
+    return "data: [DONE]\n\n";
+}
+
+} // namespace cli::serve

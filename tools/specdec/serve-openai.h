@@ -1,0 +1,122 @@
+// `specdec serve`, the OpenAI wire format: request bodies parsed and
+// validated into plain structs, responses and stream chunks built from the
+// engine's results. Pure functions (no model, no engine, no sockets), so the
+// unit tier checks them.
+#pragma once
+
+#include "serve-chat.h"
+
+#include "specdec/specdec.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cli::serve {
+
+// A failure with its HTTP status and OpenAI's error fields; what() is the message.
+class api_error : public std::runtime_error {
+public:
+    api_error(int status, std::string type, const std::string & message, std::string param = "", std::string code = "");
+
+    int                 status() const noexcept { return status_; }
+    const std::string & type() const noexcept { return type_; }
+    const std::string & param() const noexcept { return param_; } // "" is written as null
+    const std::string & code() const noexcept { return code_; }   // "" is written as null
+
+private:
+    int         status_;
+    std::string type_;
+    std::string param_;
+    std::string code_;
+};
+
+// 400 invalid_request_error naming the offending field.
+api_error invalid_request(const std::string & message, const std::string & param = "", const std::string & code = "invalid_value");
+
+// {"error": {"message", "type", "param", "code"}} (param and code null when empty).
+nlohmann::json error_body(const api_error & e);
+
+enum class endpoint {
+    completions, // POST /v1/completions: `prompt`
+    chat,        // POST /v1/chat/completions: `messages`
+};
+
+// What the server accepts of a request, before the prompt is tokenized.
+struct request_limits {
+    std::string model_id;          // the served model: `model` must be absent, empty or this
+    int32_t     n_ctx = 0;         // positions per sequence: max_tokens above it is refused
+    size_t      max_stop = 16;     // stop strings at most
+};
+
+// A validated request. Defaults are OpenAI's where it has one.
+struct parsed_request {
+    endpoint                  kind = endpoint::completions;
+    std::string               prompt;            // completions
+    std::vector<chat_message> messages;          // chat (at least one)
+    bool                      stream = false;
+    int32_t                   max_tokens = -1;   // -1: not given (completions: 16, chat: until the context is full)
+    float                     temperature = 1.0f; // [0, 2]; 0: greedy
+    float                     top_p = 1.0f;      // (0, 1]
+    int32_t                   top_k = 0;         // >= 0; 0: off (not OpenAI: llama-server's)
+    float                     min_p = 0.0f;      // [0, 1) (not OpenAI: llama-server's)
+    std::optional<uint32_t>   seed;              // absent: a random one per request
+    std::vector<std::string>  stop;              // non-empty strings
+    std::string               model;             // as given ("" when absent)
+};
+
+// Parses a request body. Throws api_error: 400 (malformed JSON, not an
+// object, a field of the wrong type or out of its range, n != 1, no prompt
+// or messages), 404 model_not_found (`model` names another model). Unknown
+// fields are ignored.
+parsed_request parse_request(endpoint kind, std::string_view body, const request_limits & limits);
+
+// The engine's parameters for a request (stop strings point into `r`, which
+// must outlive the returned value's use). `seed` is used when r.seed is absent;
+// `n_draft` is the server's (SPECDEC_N_DRAFT_AUTO, a length, 0 for plain).
+specdec::request_params to_engine_params(const parsed_request & r, int32_t n_ctx, uint32_t seed, int32_t n_draft);
+
+// OpenAI's finish_reason: "stop" (end of generation, a stop string), "length"
+// (max_tokens, the context), nullptr for the others (cancelled, error).
+const char * finish_reason(specdec_stop_reason stop);
+
+// Identity of one response, the same in every chunk of a stream.
+struct response_info {
+    endpoint    kind = endpoint::completions;
+    std::string id;          // "cmpl-N" / "chatcmpl-N"
+    int64_t     created = 0; // seconds since the epoch
+    std::string model;
+    std::string strategy;    // the server's drafter ("none": plain decoding)
+};
+
+// A finished request as the engine hands it out, plus its prompt length.
+struct finished_request {
+    const specdec::request_result * result = nullptr; // borrowed for the call
+    size_t                          n_prompt = 0;
+};
+
+// The per-request statistics object ("specdec"): tokens, steps, drafted,
+// accepted, acceptance by position, drafts by position, times in ms.
+nlohmann::json stats_body(const response_info & info, const finished_request & f);
+
+// The whole non-streaming response (choices[0].text or .message, usage, specdec).
+nlohmann::json response_body(const response_info & info, const finished_request & f);
+
+// One stream chunk carrying `piece` (chat: the first one also has role "assistant").
+nlohmann::json chunk_body(const response_info & info, std::string_view piece, bool first);
+
+// The last chunk of a stream: empty text or delta, finish_reason, usage and specdec.
+nlohmann::json final_chunk_body(const response_info & info, const finished_request & f);
+
+// One server-sent event: "data: <json on one line>\n\n" (invalid UTF-8 replaced).
+std::string sse_event(const nlohmann::json & j);
+
+// The stream's terminator: "data: [DONE]\n\n".
+std::string_view sse_done();
+
+} // namespace cli::serve

@@ -1,0 +1,256 @@
+#include "serve-scheduler.h"
+
+#include <algorithm>
+
+namespace cli::serve {
+
+namespace {
+
+double seconds_between(clock_type::time_point a, clock_type::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+}
+
+} // namespace
+
+request_channel::request_channel(std::vector<llama_token> prompt, specdec::request_params params, std::vector<std::string> stops)
+    : prompt_(std::move(prompt)), params_(params), stops_(std::move(stops)) {
+    for (const auto & s : stops_) {
+        stop_ptrs_.push_back(s.c_str());
+    }
+    params_.stop_strings = stop_ptrs_.data();
+    params_.n_stop_strings = stop_ptrs_.size();
+}
+
+request_channel::state request_channel::wait_admission(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(m_);
+    cv_.wait_for(lock, timeout, [this] { return state_ != state::pending; });
+    return state_;
+}
+
+bool request_channel::wait_output(std::chrono::milliseconds timeout, std::string & text) {
+    std::unique_lock<std::mutex> lock(m_);
+    cv_.wait_for(lock, timeout, [this] { return !text_.empty() || state_ == state::finished || state_ == state::rejected; });
+    text += text_;
+    text_.clear();
+    return state_ == state::finished;
+}
+
+specdec_status request_channel::status() const {
+    std::lock_guard<std::mutex> lock(m_);
+    return status_;
+}
+
+std::string request_channel::message() const {
+    std::lock_guard<std::mutex> lock(m_);
+    return message_;
+}
+
+const specdec::request_result & request_channel::result() const {
+    return result_; // written once, before state_ became finished under m_
+}
+
+void request_channel::on_admitted(specdec::request_id id) {
+    std::lock_guard<std::mutex> lock(m_);
+    id_ = id;
+    state_ = state::admitted;
+    cv_.notify_all();
+}
+
+void request_channel::on_rejected(specdec_status code, std::string message) {
+    std::lock_guard<std::mutex> lock(m_);
+    status_ = code;
+    message_ = std::move(message);
+    state_ = state::rejected;
+    cv_.notify_all();
+}
+
+void request_channel::on_token(std::string_view piece, clock_type::time_point now) {
+    if (!t_first_) {
+        t_first_ = now;
+    }
+    t_last_ = now;
+    ++n_token_events_;
+    if (piece.empty()) {
+        return;
+    }
+    std::lock_guard<std::mutex> lock(m_);
+    text_.append(piece);
+    cv_.notify_all();
+}
+
+void request_channel::on_finished(const specdec::request_result & r) {
+    std::lock_guard<std::mutex> lock(m_);
+    result_ = r;
+    state_ = state::finished;
+    cv_.notify_all();
+}
+
+specdec::request_id request_channel::mark_cancelled() {
+    std::lock_guard<std::mutex> lock(m_);
+    cancel_requested_.store(true);
+    return id_;
+}
+
+scheduler::scheduler(specdec::session * s, llama_context * target, const specdec::engine_params & params, metrics & m,
+                     std::function<void(const std::string &)> log)
+    : metrics_(m), log_(std::move(log)),
+      n_slots_(params.n_seq > 0 ? params.n_seq : s != nullptr ? s->params().n_seq : llama_n_seq_max(target)) {
+    auto cb = [this](const specdec::engine_event & e) { return on_event(e); };
+    engine_ = s != nullptr ? std::make_unique<specdec::engine>(*s, params, cb) : std::make_unique<specdec::engine>(target, params, cb);
+    thread_ = std::thread([this] { run(); });
+}
+
+scheduler::~scheduler() {
+    shutdown(std::chrono::milliseconds(0));
+}
+
+bool scheduler::submit(const std::shared_ptr<request_channel> & c) {
+    std::lock_guard<std::mutex> lock(m_);
+    if (!accepting_) {
+        return false;
+    }
+    inbox_.push_back(c);
+    wake_.notify_one();
+    return true;
+}
+
+void scheduler::cancel(const std::shared_ptr<request_channel> & c) {
+    const specdec::request_id id = c->mark_cancelled();
+    if (id != 0) {
+        engine_->cancel(id); // thread-safe; a finished request is left alone
+    }
+    // Not admitted yet: admit() sees the mark and cancels it right after add().
+}
+
+size_t scheduler::n_in_flight() const {
+    std::lock_guard<std::mutex> lock(m_);
+    return inbox_.size() + live_.size();
+}
+
+size_t scheduler::shutdown(std::chrono::milliseconds deadline) {
+    std::unique_lock<std::mutex> lock(m_);
+    if (stopped_) {
+        return 0;
+    }
+    accepting_ = false;
+    const auto until = clock_type::now() + deadline;
+    idle_.wait_until(lock, until, [this] { return inbox_.empty() && live_.empty(); });
+    size_t n_cancelled = 0;
+    // The inbox empties within a step: what it holds is admitted, then cancelled.
+    while (!inbox_.empty() || !live_.empty()) {
+        for (specdec::request_id id : live_) {
+            engine_->cancel(id);
+        }
+        n_cancelled += live_.size();
+        live_.clear(); // their finished events still come; on_event tolerates the missing entry
+        idle_.wait_for(lock, std::chrono::milliseconds(50));
+    }
+    stop_ = true;
+    stopped_ = true;
+    wake_.notify_one();
+    lock.unlock();
+    thread_.join();
+    return n_cancelled;
+}
+
+void scheduler::admit(const std::shared_ptr<request_channel> & c) {
+    specdec::request_id id = 0;
+    try {
+        id = engine_->add(c->prompt_, c->params_);
+    } catch (const specdec::error & e) {
+        if (e.code() == SPECDEC_STATUS_QUEUE_FULL) {
+            metrics_.add_rejected();
+        }
+        c->on_rejected(e.code(), e.what());
+        return;
+    } catch (const std::exception & e) {
+        c->on_rejected(SPECDEC_STATUS_NATIVE_FAILURE, e.what());
+        return;
+    }
+    by_id_[id] = c;
+    {
+        std::lock_guard<std::mutex> lock(m_);
+        live_.insert(id);
+    }
+    c->on_admitted(id);
+    if (c->cancel_requested()) {
+        engine_->cancel(id);
+    }
+}
+
+void scheduler::publish_load() {
+    const size_t live = by_id_.size();
+    const size_t running = std::min(live, n_slots_);
+    metrics_.set_load(running, live - running);
+}
+
+bool scheduler::on_event(const specdec::engine_event & e) {
+    const auto it = by_id_.find(e.id);
+    if (it == by_id_.end()) {
+        return true;
+    }
+    const std::shared_ptr<request_channel> & c = it->second;
+    if (e.type == SPECDEC_ENGINE_EVENT_TOKEN) {
+        c->on_token(e.piece, clock_type::now());
+        if (e.token != LLAMA_TOKEN_NULL) {
+            metrics_.add_generated(1);
+        }
+        return true;
+    }
+    request_metrics rm;
+    rm.n_prompt = c->n_prompt();
+    rm.stop = e.result->output.stop;
+    rm.stats = e.result->output.stats;
+    if (c->t_first_) {
+        rm.ttft_s = seconds_between(c->t_submit_, *c->t_first_);
+        const size_t n = e.result->output.tokens.size();
+        if (n >= 2) {
+            rm.itl_s = seconds_between(*c->t_first_, *c->t_last_) / static_cast<double>(n - 1);
+        }
+    }
+    metrics_.add_finished(rm);
+    c->on_finished(*e.result);
+    const specdec::request_id id = e.id;
+    by_id_.erase(it);
+    {
+        std::lock_guard<std::mutex> lock(m_);
+        live_.erase(id);
+        idle_.notify_all();
+    }
+    return true;
+}
+
+void scheduler::run() {
+    std::unique_lock<std::mutex> lock(m_);
+    bool busy = false;
+    for (;;) {
+        wake_.wait(lock, [&] { return busy || !inbox_.empty() || stop_; });
+        std::deque<std::shared_ptr<request_channel>> arrived;
+        arrived.swap(inbox_);
+        lock.unlock();
+        for (const auto & c : arrived) {
+            admit(c);
+        }
+        if (engine_->has_work()) {
+            try {
+                engine_->step();
+            } catch (const std::exception & e) {
+                // The requests in slots finished with SPECDEC_STOP_ERROR (their events came); the engine stays usable.
+                if (log_) {
+                    log_(std::string("a step failed: ") + e.what());
+                }
+            }
+        }
+        busy = engine_->has_work();
+        publish_load();
+        lock.lock();
+        if (!arrived.empty() || !busy) {
+            idle_.notify_all(); // shutdown watches the inbox empty
+        }
+        if (stop_ && !busy && inbox_.empty()) {
+            break;
+        }
+    }
+}
+
+} // namespace cli::serve

@@ -1,0 +1,144 @@
+// `specdec serve`, the bridge between HTTP threads and the engine: one
+// engine thread owns the specdec::engine (add and step run there only); HTTP
+// threads put requests into a mutex-guarded inbox and wait on the request's
+// own channel, which the engine's event callback feeds. cancel() is the
+// engine's, callable from any thread. Nothing here knows HTTP or speculation.
+#pragma once
+
+#include "serve-metrics.h"
+
+#include "specdec/specdec.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace cli::serve {
+
+using clock_type = std::chrono::steady_clock;
+
+// One request on its way through the engine, shared by the HTTP thread that
+// waits for it and the engine thread that feeds it. Thread-safe.
+class request_channel {
+public:
+    enum class state {
+        pending,  // in the inbox, not yet handed to the engine
+        admitted, // the engine took it (waiting for a slot or running)
+        rejected, // the engine refused it (see status(), message())
+        finished, // its finished event came (see result())
+    };
+
+    // The prompt (at least one token) and parameters; params.stop_strings is
+    // ignored and set from `stops`, which the channel owns.
+    request_channel(std::vector<llama_token> prompt, specdec::request_params params, std::vector<std::string> stops);
+
+    // HTTP side. Waits until the engine took or refused it (or `timeout`);
+    // returns the state then.
+    state wait_admission(std::chrono::milliseconds timeout);
+    // Waits up to `timeout` for text or the end; appends the text released
+    // since the last call to `text`; true once finished (result() is then
+    // valid and every piece has been handed out).
+    bool wait_output(std::chrono::milliseconds timeout, std::string & text);
+    specdec_status      status() const;            // when rejected
+    std::string         message() const;           // when rejected
+    const specdec::request_result & result() const; // when finished (stable from then on)
+    bool                cancel_requested() const { return cancel_requested_.load(); }
+    size_t              n_prompt() const { return prompt_.size(); }
+
+private:
+    friend class scheduler;
+
+    // Engine side (the scheduler's engine thread).
+    void on_admitted(specdec::request_id id);
+    void on_rejected(specdec_status code, std::string message);
+    void on_token(std::string_view piece, clock_type::time_point now);
+    void on_finished(const specdec::request_result & r);
+    // Any thread: marks it cancelled; returns its engine id (0: not admitted yet).
+    specdec::request_id mark_cancelled();
+
+    const std::vector<llama_token>  prompt_;
+    specdec::request_params         params_;
+    const std::vector<std::string>  stops_;
+    std::vector<const char *>       stop_ptrs_;
+    const clock_type::time_point    t_submit_ = clock_type::now();
+
+    mutable std::mutex              m_;
+    std::condition_variable         cv_;
+    state                           state_ = state::pending;
+    specdec::request_id             id_ = 0;
+    specdec_status                  status_ = SPECDEC_STATUS_OK;
+    std::string                     message_;
+    std::string                     text_;      // released and not yet handed out
+    specdec::request_result         result_;
+    std::atomic<bool>               cancel_requested_{false};
+    // Engine thread only.
+    std::optional<clock_type::time_point> t_first_, t_last_;
+    uint64_t                        n_token_events_ = 0;
+};
+
+// Owns the engine and its thread. Construct, then submit from any thread;
+// shutdown() (or the destructor) ends it. Every member is thread-safe.
+class scheduler {
+public:
+    // `s` (speculative) or `target` (plain, when s is null) must outlive the
+    // scheduler; so must `m`. params.n_seq is the number of slots (0: the
+    // session's). `log` receives one-line messages from the engine thread (may
+    // be empty). Starts the engine thread. Throws specdec::error from the
+    // engine's constructor.
+    scheduler(specdec::session * s, llama_context * target, const specdec::engine_params & params, metrics & m,
+              std::function<void(const std::string &)> log);
+    ~scheduler();
+    scheduler(const scheduler &) = delete;
+    scheduler & operator=(const scheduler &) = delete;
+
+    // Queues `c` for the engine thread (which adds it to the engine and
+    // reports on it through `c`); the scheduler keeps a reference until it
+    // finished. false (nothing queued) once shutdown has begun.
+    bool submit(const std::shared_ptr<request_channel> & c);
+    // Cancels a request wherever it is (inbox, waiting, running); its
+    // finished event follows with SPECDEC_STOP_CANCELLED. Idempotent.
+    void cancel(const std::shared_ptr<request_channel> & c);
+    // Stops accepting, lets the requests in flight finish until `deadline`
+    // from now, cancels the rest (their channels finish with
+    // SPECDEC_STOP_CANCELLED), waits for them to leave and stops the engine
+    // thread. Returns the number cancelled. Idempotent (later calls return 0).
+    size_t shutdown(std::chrono::milliseconds deadline);
+    // Requests handed in and not finished (inbox, waiting, running).
+    size_t n_in_flight() const;
+
+private:
+    void run();
+    bool on_event(const specdec::engine_event & e);
+    void admit(const std::shared_ptr<request_channel> & c);
+    void publish_load();
+
+    metrics &                                    metrics_;
+    std::function<void(const std::string &)>     log_;
+    const size_t                                 n_slots_;
+    std::unique_ptr<specdec::engine>             engine_;
+
+    mutable std::mutex                           m_;
+    std::condition_variable                      wake_;   // the engine thread: inbox, stop
+    std::condition_variable                      idle_;   // shutdown: a request finished
+    std::deque<std::shared_ptr<request_channel>> inbox_;
+    std::set<specdec::request_id>                live_;   // admitted, not finished
+    bool                                         accepting_ = true;
+    bool                                         stop_ = false;
+    bool                                         stopped_ = false;
+    // Engine thread only.
+    std::unordered_map<specdec::request_id, std::shared_ptr<request_channel>> by_id_;
+    std::thread                                  thread_;
+};
+
+} // namespace cli::serve
