@@ -29,8 +29,10 @@ install_packages() {
     for p in "${pkgs[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
     done
-    # npm fetches llama.cpp when GitHub is out of reach; any install will do.
+    # npm fetches llama.cpp when GitHub is out of reach; node runs the serving
+    # benchmark (scripts/serve-bench.sh, Node 18 or later); any install will do.
     command -v npm >/dev/null 2>&1 || missing+=(npm)
+    command -v node >/dev/null 2>&1 || missing+=(nodejs)
     [ ${#missing[@]} -eq 0 ] && return 0
     log "installing Debian packages: ${missing[*]}"
     local sudo=""

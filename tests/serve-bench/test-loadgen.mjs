@@ -32,6 +32,17 @@ async function start_fake() {
             res.writeHead(400); res.end('bad request'); return;
         }
         if (q.prompt === 'bad') { res.writeHead(500); res.end('boom'); return; }
+        if (q.prompt === 'packed') { // several tokens an event, count not stated
+            res.writeHead(200, { 'content-type': 'text/event-stream' });
+            await sleep(FIRST_MS);
+            res.write(chunk('ab'));
+            await sleep(GAP_MS);
+            res.write(chunk('cdef'));
+            res.write(ev({ object: 'text_completion', choices: [{ text: '', index: 0, finish_reason: 'length' }],
+                           usage: { completion_tokens: 6 }, specdec: { drafted: 5, accepted: 4, tokens: [1, 2] } }));
+            res.end('data: [DONE]\n\n');
+            return;
+        }
         state.in_flight++;
         state.max_in_flight = Math.max(state.max_in_flight, state.in_flight);
         res.writeHead(200, { 'content-type': 'text/event-stream' });
@@ -120,6 +131,25 @@ test('errors are counted and texts that differ are flagged', async () => {
         assert.match(r.first_error, /HTTP 500/);
         assert.equal(r.completion_tokens, 12);
         assert.equal(r.consistent, false);             // 'flip' answered abcdef, then abcdeX
+    } finally {
+        fake.server.close();
+    }
+});
+
+test('unstated counts in packed events are spread by text length', async () => {
+    const fake = await start_fake();
+    try {
+        const r = await lg.run_load({ url: fake.url, concurrency: 1, requests: 1, max_tokens: 6, prompts: ['packed'] });
+        assert.equal(r.errors, 0);
+        const [rec] = r.records;
+        assert.equal(rec.token_count_method, 'estimated from text length');
+        assert.equal(r.completion_tokens, 6);
+        const t = rec.tokens_at_ms;
+        assert.equal(t.length, 6);
+        assert.ok(t[0] === t[1] && t[1] < t[2] && t.slice(2).every((x) => x === t[2])); // 2 tokens, then 4
+        assert.equal(r.itl_ms.samples, 5);
+        assert.deepEqual(r.draft, { drafted: 5, accepted: 4, acceptance: 0.8 });
+        assert.equal(rec.specdec.tokens, undefined); // the token list is not copied into the record
     } finally {
         fake.server.close();
     }

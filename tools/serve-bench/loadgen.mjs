@@ -10,8 +10,11 @@
 //  - every SSE event's arrival time is the time the read that completed it
 //    returned (events that arrive in one read share it);
 //  - an event carries k tokens: the count the server states (a `tokens`
-//    array, or a cumulative `usage.completion_tokens` / `timings.predicted_n`
-//    in a non-final event), else 1 when it carries text, else 0;
+//    array or number, or a cumulative `usage.completion_tokens` /
+//    `timings.predicted_n` in a non-final event), else 1 when it carries
+//    text, else 0; when no event states a count and the final usage counts
+//    more tokens than that, the final count is spread over the text events
+//    in proportion to their text (the record says which method it used);
 //  - TTFT: from sending the request to the first event carrying a token;
 //  - ITL: the gaps between successive tokens' arrivals; the k - 1 tokens that
 //    arrive with another in one event have gap 0 (llama-server sends one event
@@ -86,7 +89,8 @@ export function read_event(obj, endpoint) {
     const is_final = finish !== null || choice === null;
     if (!is_final && usage !== null) cumulative = usage;
     else if (obj.timings && typeof obj.timings.predicted_n === 'number' && !is_final) cumulative = obj.timings.predicted_n;
-    return { text, tokens, cumulative, final_usage: is_final ? usage : null, finish_reason: finish, timings: obj.timings ?? null };
+    return { text, tokens, cumulative, final_usage: is_final ? usage : null, finish_reason: finish,
+             timings: obj.timings ?? null, specdec: obj.specdec ?? null };
 }
 
 // One streamed request. Returns its record (never throws; errors are recorded).
@@ -106,7 +110,8 @@ export async function run_request(opt, index, prompt_index) {
     const path = endpoint === 'chat' ? '/v1/chat/completions' : '/v1/completions';
 
     const rec = { index, prompt_index, start_ms: 0, ttft_ms: null, end_ms: 0, completion_tokens: 0, streamed_tokens: 0,
-                  events: 0, text: '', finish_reason: null, token_times_ms: [], timings: null, error: null };
+                  events: 0, text: '', finish_reason: null, token_times_ms: [], token_count_method: null,
+                  timings: null, specdec: null, error: null };
     const t0 = performance.now();
     rec.start_ms = t0;
     let cum_prev = 0;
@@ -121,7 +126,8 @@ export async function run_request(opt, index, prompt_index) {
             rec.error = `HTTP ${res.status}: ${(await res.text()).slice(0, 500)}`;
         } else {
             const parser = new SseParser();
-            let done = false, final_usage = null;
+            let done = false, final_usage = null, stated = false;
+            const text_events = []; // [arrival ms, text length]
             for await (const chunk of res.body) {
                 const now = performance.now();
                 for (const data of parser.feed(chunk)) {
@@ -132,19 +138,36 @@ export async function run_request(opt, index, prompt_index) {
                     const ev = read_event(obj, endpoint);
                     rec.events++;
                     let k;
-                    if (ev.tokens !== null) k = ev.tokens;
-                    else if (ev.cumulative !== null) { k = Math.max(0, ev.cumulative - cum_prev); cum_prev = ev.cumulative; }
+                    if (ev.tokens !== null) { k = ev.tokens; stated = true; }
+                    else if (ev.cumulative !== null) { k = Math.max(0, ev.cumulative - cum_prev); cum_prev = ev.cumulative; stated = true; }
                     else k = ev.text.length > 0 ? 1 : 0;
+                    if (ev.text.length > 0) text_events.push([now - t0, ev.text.length]);
                     rec.text += ev.text;
                     for (let j = 0; j < k; j++) rec.token_times_ms.push(now - t0);
                     rec.streamed_tokens += k;
                     if (ev.final_usage !== null) final_usage = ev.final_usage;
                     if (ev.finish_reason !== null) rec.finish_reason = ev.finish_reason;
                     if (ev.timings) rec.timings = ev.timings;
+                    if (ev.specdec) rec.specdec = ev.specdec;
                 }
             }
             if (!done && rec.error === null) rec.error = 'stream ended without data: [DONE]';
             rec.completion_tokens = final_usage ?? rec.streamed_tokens;
+            rec.token_count_method = stated ? 'stated' : 'one per event';
+            if (!stated && final_usage !== null && final_usage > rec.streamed_tokens && text_events.length > 0) {
+                // Events carried several tokens without saying so: spread the
+                // final count over them by text length (the first gets >= 1).
+                const total = text_events.reduce((a, e) => a + e[1], 0);
+                rec.token_times_ms = [];
+                let chars = 0, given = 0;
+                for (const [t, len] of text_events) {
+                    chars += len;
+                    const upto = Math.ceil((final_usage * chars) / total);
+                    for (; given < upto; given++) rec.token_times_ms.push(t);
+                }
+                rec.streamed_tokens = rec.token_times_ms.length;
+                rec.token_count_method = 'estimated from text length';
+            }
         }
     } catch (e) {
         rec.error = `${e.name}: ${e.message}${e.cause ? ` (${e.cause.message ?? e.cause})` : ''}`;
@@ -232,14 +255,21 @@ export function summarize(records, wall_ms, opt) {
         if (!(r.prompt_index in texts)) texts[r.prompt_index] = r.text;
         else if (texts[r.prompt_index] !== r.text) consistent = false;
     }
+    // Drafting statistics as each server reports them in its final event:
+    // llama-server's timings.draft_n / draft_n_accepted, specdec's specdec.drafted / accepted.
     let draft_n = 0, draft_accepted = 0, has_draft = false;
     for (const r of ok) {
         if (r.timings && typeof r.timings.draft_n === 'number') {
             has_draft = true;
             draft_n += r.timings.draft_n;
             draft_accepted += r.timings.draft_n_accepted ?? 0;
+        } else if (r.specdec && typeof r.specdec.drafted === 'number') {
+            has_draft = true;
+            draft_n += r.specdec.drafted;
+            draft_accepted += r.specdec.accepted ?? 0;
         }
     }
+    const methods = [...new Set(ok.map((r) => r.token_count_method))];
     const round = (x, d = 2) => (x === null ? null : Number(x.toFixed(d)));
     return {
         url: opt.url,
@@ -257,11 +287,13 @@ export function summarize(records, wall_ms, opt) {
         itl_ms: { mean: round(mean(itl), 3), p50: round(percentile(itl, 50), 3), p99: round(percentile(itl, 99), 3), samples: itl.length },
         chunk_gap_ms: { p50: round(percentile(chunk_gaps, 50), 3), p99: round(percentile(chunk_gaps, 99), 3), samples: chunk_gaps.length },
         tpot_ms: { mean: round(mean(tpot), 3), p50: round(percentile(tpot, 50), 3) },
+        token_count_method: methods.join(', '),
         tokens_per_event: round(ok.reduce((a, r) => a + r.streamed_tokens, 0) / Math.max(1, ok.reduce((a, r) => a + r.events, 0)), 3),
         draft: has_draft ? { drafted: draft_n, accepted: draft_accepted, acceptance: draft_n > 0 ? round(draft_accepted / draft_n, 4) : null } : null,
         consistent,
         texts,
-        records: records.map(({ token_times_ms, ...r }) => ({ ...r, start_ms: undefined, end_ms: undefined,
+        records: records.map(({ token_times_ms, specdec, ...r }) => ({ ...r, start_ms: undefined, end_ms: undefined,
+                                                            specdec: specdec ? { ...specdec, tokens: undefined } : null,
                                                             latency_ms: round(r.end_ms - r.start_ms), tokens_at_ms: token_times_ms.map((x) => round(x, 3)) })),
     };
 }
