@@ -191,7 +191,7 @@ async function start_server(a, name, model, log_path) {
                 if (r.status === 200) break;
             } catch { /* not yet */ }
         }
-        await sleep(250);
+        await sleep(100);
     }
     let model_id = 'default';
     try {
@@ -245,7 +245,7 @@ function markdown(runs, a, meta) {
     const out = [];
     out.push(`Measured ${meta.finished} on ${meta.host}; ${a.max_tokens} tokens a request, requests per run ` +
              `${a.requests === 'auto' ? `max(${a.min_requests}, ${a.requests_per_client} x C)` : a.requests}, ` +
-             `-t ${a.threads}, ${a.slots} slots of ${a.ctx} tokens, fixtures ${a.shape} ${a.type}; ` +
+             `-t ${a.threads}, ${a.slots} slot${a.slots > 1 ? 's' : ''} of ${a.ctx} tokens, fixtures ${a.shape} ${a.type}; ` +
              `reference for \`identical\`: ${a.reference}. Whole run: ${(meta.elapsed_s / 60).toFixed(1)} min.`);
     out.push('');
     for (const fixture of a.fixtures) {
@@ -362,7 +362,7 @@ async function main() {
                     failures.push(`${fixture} / ${name}: could not start (${log_path})`);
                     continue;
                 }
-                commands[name] = srv.cmd.replace(models[fixture], 'FIXTURE.gguf');
+                commands[name] = srv.cmd.replace(models[fixture], 'FIXTURE.gguf').replace(/--port [1-9][0-9]*/, '--port PORT');
                 log(`${fixture} / ${name}: ready at ${srv.url} in ${srv.startup_s.toFixed(1)} s`);
                 try {
                     for (const c of a.concurrency) {
