@@ -88,7 +88,7 @@ test('closed loop: counts, TTFT, ITL, texts', async () => {
         assert.equal(r.errors, 0);
         assert.equal(r.completion_tokens, 24);         // the final usage, 6 per request
         assert.equal(r.itl_ms.samples, 4 * 5);         // 6 tokens each: 5 gaps
-        assert.equal(r.tokens_per_event, 1);           // 6 tokens over a, b, c, def, '', final
+        assert.equal(r.tokens_per_event, 1.5);         // 6 tokens over the events a, b, c, def
         assert.deepEqual(r.texts, { 0: 'abcdef', 1: 'abcdef' });
         assert.equal(r.consistent, true);
         assert.deepEqual(r.draft, { drafted: 16, accepted: 12, acceptance: 0.75 });
@@ -148,6 +148,7 @@ test('unstated counts in packed events are spread by text length', async () => {
         assert.equal(t.length, 6);
         assert.ok(t[0] === t[1] && t[1] < t[2] && t.slice(2).every((x) => x === t[2])); // 2 tokens, then 4
         assert.equal(r.itl_ms.samples, 5);
+        assert.equal(r.tokens_per_event, 3);
         assert.deepEqual(r.draft, { drafted: 5, accepted: 4, acceptance: 0.8 });
         assert.equal(rec.specdec.tokens, undefined); // the token list is not copied into the record
     } finally {

@@ -33,6 +33,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const list = (s) => s.split(',').map((x) => x.trim()).filter((x) => x !== '');
 
 const USAGE = `usage: driver.mjs --specdec BIN --llama-server BIN --fixture-tool BIN [options]
+       driver.mjs --report DIR   (rewrites DIR/results.md and DIR/tokens-per-s.svg from DIR/summary.json)
   --out DIR              results directory (default: $TMPDIR/specdec-serve-bench-<UTC time>)
   --fixtures LIST        exact,mixed,random (default all)
   --servers LIST         specdec-none,specdec-mtp,llama-plain,llama-mtp (default all)
@@ -287,7 +288,7 @@ function markdown(runs, a, meta) {
 function svg_chart(runs, a) {
     const colors = { 'specdec-none': '#1f77b4', 'specdec-mtp': '#d62728', 'llama-plain': '#7f7f7f', 'llama-mtp': '#ff7f0e' };
     const dashes = { 'specdec-none': '', 'specdec-mtp': '', 'llama-plain': '6 4', 'llama-mtp': '6 4' };
-    const W = 340, H = 260, ml = 52, mr = 12, mt = 30, mb = 42, legend_h = 22 * Math.ceil(a.servers.length / 2) + 10;
+    const W = 340, H = 260, ml = 52, mr = 12, mt = 30, mb = 42, legend_h = 18 * a.servers.length + 10;
     const total_w = W * a.fixtures.length, total_h = H + legend_h;
     const ymax_all = Math.max(1, ...runs.map((r) => r.tokens_per_s ?? 0));
     const nice = (v) => { const p = 10 ** Math.floor(Math.log10(v)); return [1, 2, 2.5, 5, 10].map((m) => m * p).find((m) => m >= v); };
@@ -313,7 +314,7 @@ function svg_chart(runs, a) {
         }
         el.push(`<rect x="${x0}" y="${y0}" width="${pw}" height="${ph}" fill="none" stroke="black"/>`);
         el.push(`<text x="${x0 + pw / 2}" y="${y0 + ph + 32}" text-anchor="middle">concurrent clients</text>`);
-        if (fi === 0) el.push(`<text transform="translate(14 ${y0 + ph / 2}) rotate(-90)" text-anchor="middle">output tokens/s</text>`);
+        el.push(`<text x="${x0 - 5}" y="${y0 - 6}" text-anchor="end">tok/s</text>`);
         for (const s of a.servers) {
             const pts = cs.map((c) => runs.find((r) => r.fixture === fixture && r.server === s && r.concurrency === c))
                 .filter((r) => r && r.tokens_per_s !== null).map((r) => [X(r.concurrency), Y(r.tokens_per_s)]);
@@ -323,7 +324,7 @@ function svg_chart(runs, a) {
         }
     });
     a.servers.forEach((s, i) => {
-        const lx0 = 20 + (i % 2) * (total_w / 2), ly = H + 8 + 22 * Math.floor(i / 2);
+        const lx0 = 20, ly = H + 8 + 18 * i;
         el.push(`<line x1="${lx0}" y1="${ly}" x2="${lx0 + 28}" y2="${ly}" stroke="${colors[s]}" stroke-width="2" stroke-dasharray="${dashes[s]}"/>`);
         el.push(`<text x="${lx0 + 34}" y="${ly + 4}">${esc(SERVERS[s].title)}</text>`);
     });
@@ -332,7 +333,22 @@ function svg_chart(runs, a) {
 }
 
 // --- the matrix -----------------------------------------------------------------
+function write_reports(dir, a, runs, meta, failures) {
+    writeFileSync(path.join(dir, 'results.md'), markdown(runs, a, meta) + (failures.length ? `\nFailures:\n\n${failures.map((f) => `- ${f}`).join('\n')}\n` : ''));
+    writeFileSync(path.join(dir, 'tokens-per-s.svg'), svg_chart(runs, a));
+}
+
 async function main() {
+    const ri = process.argv.indexOf('--report');
+    if (ri >= 0) {
+        const dir = process.argv[ri + 1];
+        const { readFileSync } = await import('node:fs');
+        const s = JSON.parse(readFileSync(path.join(dir, 'summary.json'), 'utf8'));
+        mark_identical(s.runs, s.options);
+        write_reports(dir, s.options, s.runs, s.meta, s.failures);
+        log(`rewrote ${dir}/results.md and tokens-per-s.svg`);
+        return;
+    }
     let a;
     try { a = parse_args(process.argv.slice(2)); } catch (e) { console.error(`serve-bench: ${e.message}\n${USAGE}`); process.exit(2); }
     const t_begin = performance.now();
@@ -354,6 +370,9 @@ async function main() {
         for (const fixture of a.fixtures) {
             for (const name of a.servers) {
                 const log_path = path.join(a.out, 'logs', `${fixture}-${name}.log`);
+                // The host should be quiet: what else runs shares its cores.
+                const [load1] = os.loadavg();
+                if (load1 > 0.7) log(`warning: load average ${load1.toFixed(2)} before starting ${name}: other processes share the CPU`);
                 let srv;
                 try {
                     srv = await start_server(a, name, models[fixture], log_path);
@@ -370,7 +389,7 @@ async function main() {
                         const r = await run_load({ url: srv.url, concurrency: c, requests: n, max_tokens: a.max_tokens, prompts: DEFAULT_PROMPTS,
                                                    model: srv.model_id, timeout_ms: a.request_timeout_s * 1000,
                                                    warmup: a.warmup ?? c, warmup_tokens: 8, metrics: true });
-                        Object.assign(r, { fixture, server: name, command: commands[name] });
+                        Object.assign(r, { fixture, server: name, command: commands[name], loadavg_after: os.loadavg().map((x) => Number(x.toFixed(2))) });
                         writeFileSync(path.join(a.out, 'raw', `${fixture}-${name}-c${c}.json`), JSON.stringify({ ...r, prompts: DEFAULT_PROMPTS }, null, 1) + '\n');
                         const acc = r.draft?.acceptance != null ? `, acceptance ${r.draft.acceptance.toFixed(2)}` : '';
                         log(`${fixture} / ${name} / C=${c}: ${r.tokens_per_s} tok/s, TTFT p50 ${r.ttft_ms.p50} ms, ITL p50/p99 ` +
@@ -399,8 +418,7 @@ async function main() {
     };
     const summary = { options: a, meta, failures, runs };
     writeFileSync(path.join(a.out, 'summary.json'), JSON.stringify(summary, null, 1) + '\n');
-    writeFileSync(path.join(a.out, 'results.md'), markdown(runs, a, meta) + (failures.length ? `\nFailures:\n\n${failures.map((f) => `- ${f}`).join('\n')}\n` : ''));
-    writeFileSync(path.join(a.out, 'tokens-per-s.svg'), svg_chart(runs, a));
+    write_reports(a.out, a, runs, meta, failures);
     log(`done in ${(meta.elapsed_s / 60).toFixed(1)} min: ${a.out}/results.md, summary.json, tokens-per-s.svg, raw/, logs/`);
     const not_identical = runs.filter((r) => !r.identical);
     if (not_identical.length > 0) log(`NOT identical: ${not_identical.map((r) => `${r.fixture}/${r.server}/C=${r.concurrency} (${r.identical_why})`).join(', ')}`);

@@ -110,7 +110,7 @@ export async function run_request(opt, index, prompt_index) {
     const path = endpoint === 'chat' ? '/v1/chat/completions' : '/v1/completions';
 
     const rec = { index, prompt_index, start_ms: 0, ttft_ms: null, end_ms: 0, completion_tokens: 0, streamed_tokens: 0,
-                  events: 0, text: '', finish_reason: null, token_times_ms: [], token_count_method: null,
+                  events: 0, text_events: 0, text: '', finish_reason: null, token_times_ms: [], token_count_method: null,
                   timings: null, specdec: null, error: null };
     const t0 = performance.now();
     rec.start_ms = t0;
@@ -137,6 +137,7 @@ export async function run_request(opt, index, prompt_index) {
                     if (obj.error) { rec.error = `server error: ${JSON.stringify(obj.error).slice(0, 500)}`; continue; }
                     const ev = read_event(obj, endpoint);
                     rec.events++;
+                    if (ev.text.length > 0 || (ev.tokens ?? 0) > 0) rec.text_events++;
                     let k;
                     if (ev.tokens !== null) { k = ev.tokens; stated = true; }
                     else if (ev.cumulative !== null) { k = Math.max(0, ev.cumulative - cum_prev); cum_prev = ev.cumulative; stated = true; }
@@ -288,7 +289,8 @@ export function summarize(records, wall_ms, opt) {
         chunk_gap_ms: { p50: round(percentile(chunk_gaps, 50), 3), p99: round(percentile(chunk_gaps, 99), 3), samples: chunk_gaps.length },
         tpot_ms: { mean: round(mean(tpot), 3), p50: round(percentile(tpot, 50), 3) },
         token_count_method: methods.join(', '),
-        tokens_per_event: round(ok.reduce((a, r) => a + r.streamed_tokens, 0) / Math.max(1, ok.reduce((a, r) => a + r.events, 0)), 3),
+        // Tokens per event that carried any (1 for llama-server; more for a server that packs them).
+        tokens_per_event: round(ok.reduce((a, r) => a + r.streamed_tokens, 0) / Math.max(1, ok.reduce((a, r) => a + r.text_events, 0)), 3),
         draft: has_draft ? { drafted: draft_n, accepted: draft_accepted, acceptance: draft_n > 0 ? round(draft_accepted / draft_n, 4) : null } : null,
         consistent,
         texts,
