@@ -220,12 +220,15 @@ function make_fixture(a, drafter, dir) {
 const fmt = (x, d = 1) => (x === null || x === undefined ? '–' : Number(x).toFixed(d));
 
 // Marks every run `identical`: each prompt's text equals the reference
-// server's (its lowest-concurrency run on the same fixture), every request of
-// a prompt got the same text, no request failed and each produced max_tokens.
+// server's on the same fixture (from its lowest-concurrency run that had the
+// prompt), every request of a prompt got the same text, no request failed
+// and each produced max_tokens.
 function mark_identical(runs, a) {
     for (const fixture of a.fixtures) {
-        const ref = runs.filter((r) => r.fixture === fixture && r.server === a.reference && r.errors === 0)
-            .sort((x, y) => x.concurrency - y.concurrency)[0];
+        const ref_runs = runs.filter((r) => r.fixture === fixture && r.server === a.reference && r.errors === 0)
+            .sort((x, y) => x.concurrency - y.concurrency);
+        const ref = ref_runs.length > 0 ? { texts: {} } : null;
+        for (const r of ref_runs) for (const [p, t] of Object.entries(r.texts)) if (!(p in ref.texts)) ref.texts[p] = t;
         for (const r of runs.filter((x) => x.fixture === fixture)) {
             const why = [];
             if (!ref) why.push(`no reference (${a.reference}) run`);
@@ -233,8 +236,10 @@ function mark_identical(runs, a) {
             if (!r.consistent) why.push('requests of one prompt differ');
             if (r.completion_tokens !== r.requests * a.max_tokens) why.push(`${r.completion_tokens} tokens, expected ${r.requests * a.max_tokens}`);
             if (ref) {
-                const differ = Object.keys(ref.texts).filter((p) => p in r.texts && r.texts[p] !== ref.texts[p]);
-                if (differ.length > 0) why.push(`${differ.length} of ${Object.keys(ref.texts).length} prompts differ from ${a.reference}`);
+                const compared = Object.keys(r.texts).filter((p) => p in ref.texts);
+                const differ = compared.filter((p) => r.texts[p] !== ref.texts[p]);
+                if (differ.length > 0) why.push(`${differ.length} of ${compared.length} prompts differ from ${a.reference}`);
+                if (compared.length < Object.keys(r.texts).length) why.push(`${Object.keys(r.texts).length - compared.length} prompts not in the reference runs`);
             }
             r.identical = why.length === 0;
             r.identical_why = why.join('; ');
@@ -319,13 +324,13 @@ function svg_chart(runs, a) {
             const pts = cs.map((c) => runs.find((r) => r.fixture === fixture && r.server === s && r.concurrency === c))
                 .filter((r) => r && r.tokens_per_s !== null).map((r) => [X(r.concurrency), Y(r.tokens_per_s)]);
             if (pts.length === 0) continue;
-            el.push(`<polyline fill="none" stroke="${colors[s]}" stroke-width="2" stroke-dasharray="${dashes[s]}" points="${pts.map((p) => p.map((v) => v.toFixed(1)).join(',')).join(' ')}"/>`);
+            el.push(`<polyline fill="none" stroke="${colors[s]}" stroke-width="2" ${dashes[s] ? `stroke-dasharray="${dashes[s]}"` : ''} points="${pts.map((p) => p.map((v) => v.toFixed(1)).join(',')).join(' ')}"/>`);
             for (const [px, py] of pts) el.push(`<circle cx="${px.toFixed(1)}" cy="${py.toFixed(1)}" r="3" fill="${colors[s]}"/>`);
         }
     });
     a.servers.forEach((s, i) => {
         const lx0 = 20, ly = H + 8 + 18 * i;
-        el.push(`<line x1="${lx0}" y1="${ly}" x2="${lx0 + 28}" y2="${ly}" stroke="${colors[s]}" stroke-width="2" stroke-dasharray="${dashes[s]}"/>`);
+        el.push(`<line x1="${lx0}" y1="${ly}" x2="${lx0 + 28}" y2="${ly}" stroke="${colors[s]}" stroke-width="2" ${dashes[s] ? `stroke-dasharray="${dashes[s]}"` : ''}/>`);
         el.push(`<text x="${lx0 + 34}" y="${ly + 4}">${esc(SERVERS[s].title)}</text>`);
     });
     el.push('</svg>');
