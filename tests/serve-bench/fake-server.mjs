@@ -17,6 +17,7 @@ const opt = (name, dflt) => { const i = argv.indexOf(name); return i >= 0 ? argv
 const specdec = argv[0] === 'serve';
 const port = Number(opt('--port', '0'));
 const per_event = specdec && opt('--spec', 'none') === 'mtp' ? 2 : 1;
+if (argv.includes('--version')) { console.error('version: 0 (fake)'); process.exit(0); }
 const env = process.env;
 if (env.FAKE_PID_DIR) writeFileSync(path.join(env.FAKE_PID_DIR, String(process.pid)), argv.join(' '));
 if (env.FAKE_FAIL_ARG && argv.includes(env.FAKE_FAIL_ARG)) { console.error('fake-server: failing on purpose'); process.exit(3); }

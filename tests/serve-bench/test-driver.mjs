@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -40,7 +40,10 @@ async function all_dead(pid_dir) {
 
 test('the matrix, its reports and identical', async () => {
     const out = path.join(tmp, 'ok'), pids = mkdtempSync(path.join(tmp, 'pids-'));
-    const r = await run_driver(out, ['--fixtures', 'exact,random', '--concurrency', '1,2'], { FAKE_PID_DIR: pids });
+    const docs = path.join(tmp, 'docs', 'serving.md');
+    mkdirSync(path.dirname(docs), { recursive: true });
+    writeFileSync(docs, '# Serving\n\nbefore\n<!-- serve-bench results begin -->\nold\n<!-- serve-bench results end -->\nafter\n');
+    const r = await run_driver(out, ['--fixtures', 'exact,random', '--concurrency', '1,2', '--docs', docs], { FAKE_PID_DIR: pids });
     assert.equal(r.code, 0, r.stderr);
     assert.equal(readdirSync(pids).length, 8);                 // 2 fixtures x 4 servers
     assert.deepEqual(await all_dead(pids), []);
@@ -64,6 +67,12 @@ test('the matrix, its reports and identical', async () => {
     assert.doesNotMatch(md, /\*\*no\*\*/);
     const svg = readFileSync(path.join(out, 'tokens-per-s.svg'), 'utf8');
     assert.equal((svg.match(/<polyline/g) ?? []).length, 8);
+    assert.match(md, /^Measured .*; llama-server version: 0 \(fake\)\./);
+    const filled = readFileSync(docs, 'utf8');
+    assert.ok(filled.startsWith('# Serving\n\nbefore\n<!-- serve-bench results begin -->\n' + md));
+    assert.ok(filled.endsWith('serving/tokens-per-s.svg)\n\nEvery run\'s numbers and texts: [serving/summary.json](serving/summary.json).\n<!-- serve-bench results end -->\nafter\n'));
+    assert.doesNotMatch(filled, /\nold\n/);
+    assert.equal(readFileSync(path.join(tmp, 'docs', 'serving', 'tokens-per-s.svg'), 'utf8'), svg);
 });
 
 test('a server that fails to start and texts that differ are reported', async () => {

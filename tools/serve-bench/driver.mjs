@@ -6,7 +6,7 @@
 // Normally started by scripts/serve-bench.sh, which builds what it needs.
 import { spawn, spawnSync } from 'node:child_process';
 import { createServer } from 'node:net';
-import { createWriteStream, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -33,7 +33,10 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const list = (s) => s.split(',').map((x) => x.trim()).filter((x) => x !== '');
 
 const USAGE = `usage: driver.mjs --specdec BIN --llama-server BIN --fixture-tool BIN [options]
-       driver.mjs --report DIR   (rewrites DIR/results.md and DIR/tokens-per-s.svg from DIR/summary.json)
+       driver.mjs --report DIR [--docs FILE]   (rewrites DIR/results.md and DIR/tokens-per-s.svg from DIR/summary.json)
+  --docs FILE            also put the results into FILE (docs/serving.md) between its
+                         <!-- serve-bench results begin/end --> markers, the chart and
+                         summary.json beside it in serving/
   --out DIR              results directory (default: $TMPDIR/specdec-serve-bench-<UTC time>)
   --fixtures LIST        exact,mixed,random (default all)
   --servers LIST         specdec-none,specdec-mtp,llama-plain,llama-mtp (default all)
@@ -59,7 +62,7 @@ function parse_args(argv) {
         specdec: null, llama_server: null, fixture_tool: null, out: null, fixtures: FIXTURES, servers: Object.keys(SERVERS),
         concurrency: [1, 2, 4, 8, 16], requests: 'auto', min_requests: 8, requests_per_client: 2, max_tokens: 64, threads: 2,
         slots: null, ctx: 512, llama_mtp_n_max: 3, shape: 'qwen3-0.6b', type: 'q4_k_m', fixture_dir: null, reference: null,
-        warmup: null, startup_timeout_s: 300, request_timeout_s: 600,
+        warmup: null, startup_timeout_s: 300, request_timeout_s: 600, docs: null,
     };
     const int = (k, v) => { const n = Number(v); if (!Number.isInteger(n) || n < 1) throw new Error(`${k} needs a positive integer`); return n; };
     for (let i = 0; i < argv.length; i++) {
@@ -90,6 +93,7 @@ function parse_args(argv) {
             case '--warmup': a.warmup = Number(v); break;
             case '--startup-timeout-s': a.startup_timeout_s = int(k, v); break;
             case '--request-timeout-s': a.request_timeout_s = int(k, v); break;
+            case '--docs': a.docs = v; break;
             default: throw new Error(`unknown option ${k}`);
         }
     }
@@ -249,7 +253,14 @@ function mark_identical(runs, a) {
 
 function markdown(runs, a, meta) {
     const out = [];
-    out.push(`Measured ${meta.finished} on ${meta.host}; ${a.max_tokens} tokens a request, requests per run ` +
+    const v = meta.versions ?? {};
+    const head = [`Measured ${meta.finished} on ${meta.host}`];
+    if (v.commit) head.push(`commit ${v.commit}`);
+    if (v.specdec) head.push(v.specdec);
+    if (v.llama_server) head.push(`llama-server ${v.llama_server}`);
+    out.push(head.join('; ') + '.');
+    out.push('');
+    out.push(`${a.max_tokens} tokens a request, requests per run ` +
              `${a.requests === 'auto' ? `max(${a.min_requests}, ${a.requests_per_client} x C)` : a.requests}, ` +
              `-t ${a.threads}, ${a.slots} slot${a.slots > 1 ? 's' : ''} of ${a.ctx} tokens, fixtures ${a.shape} ${a.type}; ` +
              `reference for \`identical\`: ${a.reference}. Whole run: ${(meta.elapsed_s / 60).toFixed(1)} min.`);
@@ -338,9 +349,42 @@ function svg_chart(runs, a) {
 }
 
 // --- the matrix -----------------------------------------------------------------
-function write_reports(dir, a, runs, meta, failures) {
-    writeFileSync(path.join(dir, 'results.md'), markdown(runs, a, meta) + (failures.length ? `\nFailures:\n\n${failures.map((f) => `- ${f}`).join('\n')}\n` : ''));
+const BEGIN = '<!-- serve-bench results begin -->', END = '<!-- serve-bench results end -->';
+
+function write_reports(dir, a, runs, meta, failures, docs) {
+    const md = markdown(runs, a, meta) + (failures.length ? `\nFailures:\n\n${failures.map((f) => `- ${f}`).join('\n')}\n` : '');
+    writeFileSync(path.join(dir, 'results.md'), md);
     writeFileSync(path.join(dir, 'tokens-per-s.svg'), svg_chart(runs, a));
+    if (!docs) return;
+    const text = readFileSync(docs, 'utf8');
+    const b = text.indexOf(BEGIN), e = text.indexOf(END);
+    if (b < 0 || e < b) throw new Error(`${docs} has no ${BEGIN} ... ${END} markers`);
+    const assets = path.join(path.dirname(docs), 'serving');
+    mkdirSync(assets, { recursive: true });
+    copyFileSync(path.join(dir, 'tokens-per-s.svg'), path.join(assets, 'tokens-per-s.svg'));
+    copyFileSync(path.join(dir, 'summary.json'), path.join(assets, 'summary.json'));
+    const block = `${BEGIN}\n${md}\n![tokens/s against concurrent clients](serving/tokens-per-s.svg)\n\n` +
+                  `Every run's numbers and texts: [serving/summary.json](serving/summary.json).\n${END}`;
+    writeFileSync(docs, text.slice(0, b) + block + text.slice(e + END.length));
+    log(`results written into ${docs}, chart and summary in ${assets}/`);
+}
+
+// What was measured: the repository's commit and both servers' versions.
+function versions(a) {
+    const first_line = (bin, args) => {
+        if (!bin) return null;
+        const r = spawnSync(bin, args, { encoding: 'utf8', timeout: 30000 });
+        const out = `${r.stdout ?? ''}\n${r.stderr ?? ''}`.split('\n').map((l) => l.trim()).filter((l) => /version|specdec \d/.test(l));
+        return out[0] ?? null;
+    };
+    const repo = path.dirname(fileURLToPath(import.meta.url));
+    const git = (args) => spawnSync('git', ['-C', repo, ...args], { encoding: 'utf8' }).stdout?.trim() || null;
+    const commit = git(['rev-parse', '--short', 'HEAD']);
+    return {
+        commit: commit ? commit + (git(['status', '--porcelain', '--untracked-files=no']) ? ' (modified)' : '') : null,
+        specdec: first_line(a.specdec, ['--version']),
+        llama_server: first_line(a.llama_server, ['--version']),
+    };
 }
 
 async function main() {
@@ -350,7 +394,8 @@ async function main() {
         const { readFileSync } = await import('node:fs');
         const s = JSON.parse(readFileSync(path.join(dir, 'summary.json'), 'utf8'));
         mark_identical(s.runs, s.options);
-        write_reports(dir, s.options, s.runs, s.meta, s.failures);
+        const di = process.argv.indexOf('--docs');
+        write_reports(dir, s.options, s.runs, s.meta, s.failures, di >= 0 ? process.argv[di + 1] : null);
         log(`rewrote ${dir}/results.md and tokens-per-s.svg`);
         return;
     }
@@ -419,11 +464,12 @@ async function main() {
         finished: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
         host: `${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? 'unknown'})`,
         elapsed_s: (performance.now() - t_begin) / 1000,
+        versions: versions(a),
         commands,
     };
     const summary = { options: a, meta, failures, runs };
     writeFileSync(path.join(a.out, 'summary.json'), JSON.stringify(summary, null, 1) + '\n');
-    write_reports(a.out, a, runs, meta, failures);
+    write_reports(a.out, a, runs, meta, failures, a.docs);
     log(`done in ${(meta.elapsed_s / 60).toFixed(1)} min: ${a.out}/results.md, summary.json, tokens-per-s.svg, raw/, logs/`);
     const not_identical = runs.filter((r) => !r.identical);
     if (not_identical.length > 0) log(`NOT identical: ${not_identical.map((r) => `${r.fixture}/${r.server}/C=${r.concurrency} (${r.identical_why})`).join(', ')}`);
