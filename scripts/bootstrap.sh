@@ -29,11 +29,11 @@ install_packages() {
     for p in "${pkgs[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
     done
-    # node runs the `specdec serve` tests (with the openai npm client); npm
-    # installs that client, and fetches llama.cpp when GitHub is out of reach.
-    # Any install will do.
-    command -v node >/dev/null 2>&1 || missing+=(nodejs)
+    # npm installs the openai client of the `specdec serve` tests and fetches
+    # llama.cpp when GitHub is out of reach; node runs those tests and the
+    # serving benchmark (Node 18 or later). Any install will do.
     command -v npm >/dev/null 2>&1 || missing+=(npm)
+    command -v node >/dev/null 2>&1 || missing+=(nodejs)
     [ ${#missing[@]} -eq 0 ] && return 0
     log "installing Debian packages: ${missing[*]}"
     local sudo=""

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The serving benchmark: specdec serve (plain and MTP with --n-draft auto)
+# against upstream llama-server (plain and its MTP) from the same pinned
+# llama.cpp, on the exact / mixed / random MTP fixtures, at several
+# concurrencies, in one run. See docs/serving.md.
+#   scripts/serve-bench.sh [OPTION...]   (options: tools/serve-bench/driver.mjs --help)
+# Builds what is missing first: the Debian packages and llama.cpp
+# (scripts/bootstrap.sh), specdec and its fixture tool (scripts/build.sh),
+# llama-server (scripts/build-llama-server.sh).
+# Environment:
+#   SPECDEC_BUILD_DIR  specdec's build directory (default build)
+#   SPECDEC_JOBS       build jobs (default nproc)
+#   plus those of scripts/bootstrap.sh and scripts/build-llama-server.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+log() { echo "serve-bench: $*" >&2; }
+
+for arg in "$@"; do
+    if [ "$arg" = "-h" ] || [ "$arg" = "--help" ]; then
+        command -v node >/dev/null 2>&1 && exec node tools/serve-bench/driver.mjs --help
+    fi
+done
+
+scripts/bootstrap.sh >/dev/null # Debian packages (node and npm among them) and llama.cpp
+command -v node >/dev/null 2>&1 || { log "node is missing after scripts/bootstrap.sh"; exit 1; }
+node_major="$(node -p 'process.versions.node.split(".")[0]')"
+[ "$node_major" -ge 18 ] || { log "Node $node_major is too old (18 or later: built-in fetch and web streams)"; exit 1; }
+
+build_dir="${SPECDEC_BUILD_DIR:-build}"
+# Which servers were asked for decides what must be built.
+servers="specdec-none,specdec-mtp,llama-plain,llama-mtp"
+prev=""
+for arg in "$@"; do
+    [ "$prev" = "--servers" ] && servers="$arg"
+    prev="$arg"
+done
+
+specdec_args=()
+if [[ "$servers" == *specdec* ]] || [ ! -x "$build_dir/bin/specdec-fixture" ]; then
+    scripts/build.sh "$build_dir" -- specdec-cli specdec-fixture
+fi
+if [[ "$servers" == *specdec* ]]; then
+    if ! "$build_dir/bin/specdec" serve --help >/dev/null 2>&1; then
+        log "$build_dir/bin/specdec has no 'serve' command yet; run the llama-server rows only with --servers llama-plain,llama-mtp"
+        exit 1
+    fi
+    specdec_args=(--specdec "$build_dir/bin/specdec")
+fi
+llama_args=()
+if [[ "$servers" == *llama* ]]; then
+    llama_args=(--llama-server "$(scripts/build-llama-server.sh | tail -n 1)")
+fi
+exec node tools/serve-bench/driver.mjs --fixture-tool "$build_dir/bin/specdec-fixture" \
+    "${specdec_args[@]}" "${llama_args[@]}" "$@"

@@ -1,0 +1,53 @@
+#!/usr/bin/env node
+// A stand-in for both servers the serving benchmark starts, for its driver
+// test: answers like `llama-server ... --port P` (one event per token, HTTP
+// on P) or like `specdec serve ... --port 0` (prints the listening line;
+// with --spec mtp, two tokens an event). The text is a function of the
+// prompt and max_tokens only, as greedy decoding's is. No model.
+// Environment, for the test's failure cases: FAKE_PID_DIR (write the pid
+// there), FAKE_FAIL_ARG (exit at start when this argument is given),
+// FAKE_WRONG_ARG (change one token when it is given), FAKE_TOKEN_MS (delay
+// between events, default 2).
+import { createServer } from 'node:http';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+
+const argv = process.argv.slice(2);
+const opt = (name, dflt) => { const i = argv.indexOf(name); return i >= 0 ? argv[i + 1] : dflt; };
+const specdec = argv[0] === 'serve';
+const port = Number(opt('--port', '0'));
+const per_event = specdec && opt('--spec', 'none') === 'mtp' ? 2 : 1;
+if (argv.includes('--version')) { console.error('version: 0 (fake)'); process.exit(0); }
+const env = process.env;
+if (env.FAKE_PID_DIR) writeFileSync(path.join(env.FAKE_PID_DIR, String(process.pid)), argv.join(' '));
+if (env.FAKE_FAIL_ARG && argv.includes(env.FAKE_FAIL_ARG)) { console.error('fake-server: failing on purpose'); process.exit(3); }
+const wrong = env.FAKE_WRONG_ARG && argv.includes(env.FAKE_WRONG_ARG);
+const token_ms = Number(env.FAKE_TOKEN_MS ?? 2);
+
+const token = (prompt, i) => (wrong && i === 1 ? 'X ' : `${prompt.length % 7}${i} `);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const server = createServer(async (req, res) => {
+    if (req.url === '/health') { res.writeHead(200, { 'content-type': 'application/json' }); res.end('{"status":"ok"}'); return; }
+    if (req.url === '/v1/models') { res.writeHead(200, { 'content-type': 'application/json' }); res.end('{"data":[{"id":"fake"}]}'); return; }
+    if (req.url === '/metrics') { res.writeHead(200); res.end(`# TYPE x counter\nfake_requests_total ${server.n ?? 0}\n`); return; }
+    let body = '';
+    for await (const part of req) body += part;
+    const q = JSON.parse(body);
+    if (q.model !== 'fake') { res.writeHead(400); res.end('model'); return; }
+    server.n = (server.n ?? 0) + 1;
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    await sleep(5);
+    for (let i = 0; i < q.max_tokens; i += per_event) {
+        let text = '';
+        for (let j = i; j < Math.min(q.max_tokens, i + per_event); j++) text += token(q.prompt, j);
+        res.write(`data: ${JSON.stringify({ choices: [{ text, index: 0, finish_reason: null }] })}\n\n`);
+        await sleep(token_ms);
+    }
+    const final = { choices: [{ text: '', index: 0, finish_reason: 'length' }], usage: { completion_tokens: q.max_tokens } };
+    if (!specdec && argv.includes('--spec-type')) final.timings = { draft_n: 4, draft_n_accepted: 2 };
+    res.end(`data: ${JSON.stringify(final)}\n\ndata: [DONE]\n\n`);
+});
+server.listen(port, '127.0.0.1', () => {
+    if (specdec) console.error(`specdec serve: listening on http://127.0.0.1:${server.address().port}`);
+});
+process.on('SIGTERM', () => process.exit(0));

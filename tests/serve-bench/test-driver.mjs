@@ -1,0 +1,100 @@
+// The serving benchmark's driver end to end with stand-in servers and a
+// stand-in fixture tool (tests/serve-bench/fake-server.mjs): the matrix,
+// the reports, `identical`, a server that fails to start, and that no
+// server outlives the driver, on success or when the driver is killed.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const driver = path.join(here, '../../tools/serve-bench/driver.mjs');
+const tmp = mkdtempSync(path.join(os.tmpdir(), 'specdec-serve-bench-test-'));
+process.on('exit', () => rmSync(tmp, { recursive: true, force: true }));
+
+const script = (name, body) => { const p = path.join(tmp, name); writeFileSync(p, `#!/bin/sh\n${body}\n`); chmodSync(p, 0o755); return p; };
+const fake = script('fake-server', `exec "${process.execPath}" "${path.join(here, 'fake-server.mjs')}" "$@"`);
+const fixture_tool = script('fake-fixture', 'echo fixture > "$2"');
+
+function run_driver(out, args, env = {}, on_spawn = null) {
+    return new Promise((resolve) => {
+        const ch = spawn(process.execPath, [driver, '--specdec', fake, '--llama-server', fake, '--fixture-tool', fixture_tool,
+                                             '--out', out, '--max-tokens', '6', '--min-requests', '3', '--requests-per-client', '1', ...args],
+                         { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+        let stderr = '';
+        ch.stderr.on('data', (d) => { stderr += d; });
+        if (on_spawn) on_spawn(ch);
+        ch.on('exit', (code, signal) => resolve({ code, signal, stderr }));
+    });
+}
+
+const alive = (pid) => { try { process.kill(pid, 0); return true; } catch { return false; } };
+async function all_dead(pid_dir) {
+    const pids = readdirSync(pid_dir).map(Number);
+    for (let i = 0; i < 50 && pids.some(alive); i++) await new Promise((r) => setTimeout(r, 100));
+    return pids.filter(alive);
+}
+
+test('the matrix, its reports and identical', async () => {
+    const out = path.join(tmp, 'ok'), pids = mkdtempSync(path.join(tmp, 'pids-'));
+    const docs = path.join(tmp, 'docs', 'serving.md');
+    mkdirSync(path.dirname(docs), { recursive: true });
+    writeFileSync(docs, '# Serving\n\nbefore\n<!-- serve-bench results begin -->\nold\n<!-- serve-bench results end -->\nafter\n');
+    const r = await run_driver(out, ['--fixtures', 'exact,random', '--concurrency', '1,2', '--docs', docs], { FAKE_PID_DIR: pids });
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(readdirSync(pids).length, 8);                 // 2 fixtures x 4 servers
+    assert.deepEqual(await all_dead(pids), []);
+    assert.equal(readdirSync(path.join(out, 'raw')).length, 16);
+    assert.equal(existsSync(path.join(out, 'fixtures')), false); // its own fixture directory is removed
+    const summary = JSON.parse(readFileSync(path.join(out, 'summary.json'), 'utf8'));
+    assert.equal(summary.runs.length, 16);
+    for (const run of summary.runs) {
+        assert.equal(run.identical, true, `${run.fixture}/${run.server}/${run.concurrency}: ${run.identical_why}`);
+        assert.equal(run.completion_tokens, run.requests * 6);
+        assert.equal(run.requests, Math.max(3, run.concurrency));
+    }
+    const mtp = summary.runs.find((x) => x.server === 'specdec-mtp');
+    assert.equal(mtp.token_count_method, 'estimated from text length'); // two tokens an event, unstated
+    assert.equal(summary.runs.find((x) => x.server === 'llama-mtp').draft.acceptance, 0.5);
+    assert.match(summary.meta.commands['llama-mtp'], /--spec-type draft-mtp --spec-draft-n-max 3/);
+    assert.match(summary.meta.commands['specdec-mtp'], /serve -m FIXTURE.gguf --spec mtp --n-draft auto -np 2 -c 512 -t 2/);
+    const md = readFileSync(path.join(out, 'results.md'), 'utf8');
+    assert.match(md, /\| specdec-mtp \| 2 \| 3 \| [0-9.]+ \|/);
+    assert.match(md, /\| random \| 2 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|/); // four ratios
+    assert.doesNotMatch(md, /\*\*no\*\*/);
+    const svg = readFileSync(path.join(out, 'tokens-per-s.svg'), 'utf8');
+    assert.equal((svg.match(/<polyline/g) ?? []).length, 8);
+    assert.match(md, /^Measured .*; llama-server version: 0 \(fake\)\./);
+    const filled = readFileSync(docs, 'utf8');
+    assert.ok(filled.startsWith('# Serving\n\nbefore\n<!-- serve-bench results begin -->\n' + md));
+    assert.ok(filled.endsWith('serving/tokens-per-s.svg)\n\nEvery run\'s numbers and texts: [serving/summary.json](serving/summary.json).\n<!-- serve-bench results end -->\nafter\n'));
+    assert.doesNotMatch(filled, /\nold\n/);
+    assert.equal(readFileSync(path.join(tmp, 'docs', 'serving', 'tokens-per-s.svg'), 'utf8'), svg);
+});
+
+test('a server that fails to start and texts that differ are reported', async () => {
+    const out = path.join(tmp, 'fail'), pids = mkdtempSync(path.join(tmp, 'pids-'));
+    const r = await run_driver(out, ['--fixtures', 'mixed', '--concurrency', '1', '--servers', 'llama-plain,llama-mtp,specdec-mtp'],
+                               { FAKE_PID_DIR: pids, FAKE_FAIL_ARG: '--spec-type', FAKE_WRONG_ARG: 'mtp' });
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, /llama-mtp exited before it was ready/);
+    assert.deepEqual(await all_dead(pids), []);
+    const md = readFileSync(path.join(out, 'results.md'), 'utf8');
+    assert.match(md, /\| llama-mtp \| 1 \| – \| not run/);
+    assert.match(md, /\| specdec-mtp \| 1 \| 3 \| [0-9.]+ .*\*\*no\*\*: 3 of 3 prompts differ from llama-plain/);
+    assert.match(md, /Failures:\n\n- mixed \/ llama-mtp: could not start/);
+});
+
+test('killing the driver stops its server', async () => {
+    const out = path.join(tmp, 'killed'), pids = mkdtempSync(path.join(tmp, 'pids-'));
+    const r = await run_driver(out, ['--fixtures', 'exact', '--concurrency', '1', '--servers', 'llama-plain'],
+                               { FAKE_PID_DIR: pids, FAKE_TOKEN_MS: '1000' }, (ch) => {
+        ch.stderr.on('data', (d) => { if (/ready at/.test(String(d))) setTimeout(() => ch.kill('SIGTERM'), 300); });
+    });
+    assert.equal(r.code, 143, r.stderr);
+    assert.equal(readdirSync(pids).length, 1);
+    assert.deepEqual(await all_dead(pids), []);
+});

@@ -1,0 +1,480 @@
+#!/usr/bin/env node
+// The serving benchmark's matrix: for each fixture, each server and each
+// concurrency, one closed-loop load run (loadgen.mjs) against a server this
+// script starts and stops. Writes the raw JSON of every run, summary.json,
+// results.md (tables and ratios for docs/serving.md) and tokens-per-s.svg.
+// Normally started by scripts/serve-bench.sh, which builds what it needs.
+import { spawn, spawnSync } from 'node:child_process';
+import { createServer } from 'node:net';
+import { copyFileSync, createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { run_load, DEFAULT_PROMPTS } from './loadgen.mjs';
+
+const FIXTURES = ['exact', 'mixed', 'random'];
+// Each server: how it is started and what it is called in the tables.
+const SERVERS = {
+    'specdec-none': { title: 'specdec serve, --spec none', kind: 'specdec' },
+    'specdec-mtp': { title: 'specdec serve, --spec mtp --n-draft auto', kind: 'specdec' },
+    'llama-plain': { title: 'llama-server, no speculation', kind: 'llama' },
+    'llama-mtp': { title: 'llama-server, --spec-type draft-mtp', kind: 'llama' },
+};
+const RATIOS = [
+    ['specdec-mtp', 'specdec-none', 'specdec auto ÷ specdec none'],
+    ['specdec-mtp', 'llama-mtp', 'specdec auto ÷ llama-server MTP'],
+    ['specdec-none', 'llama-plain', 'specdec none ÷ llama-server plain'],
+    ['llama-mtp', 'llama-plain', 'llama-server MTP ÷ llama-server plain'],
+];
+
+const log = (msg) => console.error(`serve-bench: ${msg}`);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const list = (s) => s.split(',').map((x) => x.trim()).filter((x) => x !== '');
+
+const USAGE = `usage: driver.mjs --specdec BIN --llama-server BIN --fixture-tool BIN [options]
+       driver.mjs --report DIR [--docs FILE]   (rewrites DIR/results.md and DIR/tokens-per-s.svg from DIR/summary.json)
+  --docs FILE            also put the results into FILE (docs/serving.md) between its
+                         <!-- serve-bench results begin/end --> markers, the chart and
+                         summary.json beside it in serving/
+  --out DIR              results directory (default: $TMPDIR/specdec-serve-bench-<UTC time>)
+  --fixtures LIST        exact,mixed,random (default all)
+  --servers LIST         specdec-none,specdec-mtp,llama-plain,llama-mtp (default all)
+  --concurrency LIST     default 1,2,4,8,16
+  --requests N|auto      requests per run; auto = max(--min-requests, --requests-per-client x C) (default auto)
+  --min-requests N       default 8
+  --requests-per-client N default 2
+  --max-tokens N         tokens per request (default 64)
+  --threads N            server threads, -t (default 2)
+  --slots N              parallel slots, -np (default: the largest concurrency)
+  --ctx N                context per slot (default 512)
+  --llama-mtp-n-max N    llama-server's --spec-draft-n-max (default 3, upstream's default)
+  --shape NAME           fixture shape (default qwen3-0.6b)
+  --type TYPE            fixture weights (default q4_k_m)
+  --fixture-dir DIR      keep the fixtures there, reusing files already there (default: OUT/fixtures, removed at the end)
+  --reference SERVER     whose texts the others must equal (default specdec-none, else llama-plain)
+  --warmup N             unmeasured requests before each run, N at a time, 8 tokens each (default: C)
+  --startup-timeout-s N  wait this long for /health (default 300)
+  --request-timeout-s N  default 600`;
+
+function parse_args(argv) {
+    const a = {
+        specdec: null, llama_server: null, fixture_tool: null, out: null, fixtures: FIXTURES, servers: Object.keys(SERVERS),
+        concurrency: [1, 2, 4, 8, 16], requests: 'auto', min_requests: 8, requests_per_client: 2, max_tokens: 64, threads: 2,
+        slots: null, ctx: 512, llama_mtp_n_max: 3, shape: 'qwen3-0.6b', type: 'q4_k_m', fixture_dir: null, reference: null,
+        warmup: null, startup_timeout_s: 300, request_timeout_s: 600, docs: null,
+    };
+    const int = (k, v) => { const n = Number(v); if (!Number.isInteger(n) || n < 1) throw new Error(`${k} needs a positive integer`); return n; };
+    for (let i = 0; i < argv.length; i++) {
+        const k = argv[i];
+        if (k === '-h' || k === '--help') { console.log(USAGE); process.exit(0); }
+        if (i + 1 >= argv.length) throw new Error(`${k} needs a value (or is unknown)`);
+        const v = argv[++i];
+        switch (k) {
+            case '--specdec': a.specdec = v; break;
+            case '--llama-server': a.llama_server = v; break;
+            case '--fixture-tool': a.fixture_tool = v; break;
+            case '--out': a.out = v; break;
+            case '--fixtures': a.fixtures = list(v); break;
+            case '--servers': a.servers = list(v); break;
+            case '--concurrency': a.concurrency = list(v).map((x) => int(k, x)); break;
+            case '--requests': a.requests = v === 'auto' ? 'auto' : int(k, v); break;
+            case '--min-requests': a.min_requests = int(k, v); break;
+            case '--requests-per-client': a.requests_per_client = int(k, v); break;
+            case '--max-tokens': a.max_tokens = int(k, v); break;
+            case '--threads': a.threads = int(k, v); break;
+            case '--slots': a.slots = int(k, v); break;
+            case '--ctx': a.ctx = int(k, v); break;
+            case '--llama-mtp-n-max': a.llama_mtp_n_max = int(k, v); break;
+            case '--shape': a.shape = v; break;
+            case '--type': a.type = v; break;
+            case '--fixture-dir': a.fixture_dir = v; break;
+            case '--reference': a.reference = v; break;
+            case '--warmup': a.warmup = Number(v); break;
+            case '--startup-timeout-s': a.startup_timeout_s = int(k, v); break;
+            case '--request-timeout-s': a.request_timeout_s = int(k, v); break;
+            case '--docs': a.docs = v; break;
+            default: throw new Error(`unknown option ${k}`);
+        }
+    }
+    for (const f of a.fixtures) if (!FIXTURES.includes(f)) throw new Error(`unknown fixture ${f} (${FIXTURES.join(', ')})`);
+    for (const s of a.servers) if (!(s in SERVERS)) throw new Error(`unknown server ${s} (${Object.keys(SERVERS).join(', ')})`);
+    if (a.servers.some((s) => SERVERS[s].kind === 'specdec') && !a.specdec) throw new Error('--specdec is required for the specdec servers');
+    if (a.servers.some((s) => SERVERS[s].kind === 'llama') && !a.llama_server) throw new Error('--llama-server is required for the llama-server servers');
+    if (!a.fixture_tool) throw new Error('--fixture-tool is required');
+    a.concurrency.sort((x, y) => x - y);
+    a.slots ??= a.concurrency[a.concurrency.length - 1];
+    a.reference ??= a.servers.includes('specdec-none') ? 'specdec-none' : a.servers.includes('llama-plain') ? 'llama-plain' : a.servers[0];
+    if (!a.servers.includes(a.reference)) throw new Error(`--reference ${a.reference} is not among --servers`);
+    if (!a.out) a.out = path.join(os.tmpdir(), `specdec-serve-bench-${new Date().toISOString().replace(/[:.]/g, '-').slice(0, 19)}`);
+    return a;
+}
+
+const requests_for = (a, c) => (a.requests === 'auto' ? Math.max(a.min_requests, a.requests_per_client * c) : a.requests);
+
+// --- child processes: every one is killed on every way out -----------------
+const children = new Set();
+function kill_all(signal = 'SIGKILL') {
+    for (const ch of children) {
+        try { process.kill(-ch.pid, signal); } catch { try { ch.kill(signal); } catch { /* gone */ } }
+    }
+}
+process.on('exit', () => kill_all());
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+    process.on(sig, () => { log(`${sig}: stopping servers`); kill_all(); process.exit(128 + (sig === 'SIGINT' ? 2 : sig === 'SIGTERM' ? 15 : 1)); });
+}
+
+function free_port() {
+    return new Promise((resolve, reject) => {
+        const s = createServer();
+        s.unref();
+        s.on('error', reject);
+        s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
+    });
+}
+
+function server_command(a, name, model, port) {
+    const common_llama = ['-m', model, '-t', String(a.threads), '-tb', String(a.threads), '-np', String(a.slots),
+                          '-c', String(a.slots * a.ctx), '--host', '127.0.0.1', '--port', String(port),
+                          '--metrics', '--no-cache-prompt', '--no-webui'];
+    switch (name) {
+        case 'specdec-none':
+        case 'specdec-mtp':
+            return [a.specdec, ['serve', '-m', model, '--spec', name === 'specdec-none' ? 'none' : 'mtp',
+                                ...(name === 'specdec-mtp' ? ['--n-draft', 'auto'] : []),
+                                '-np', String(a.slots), '-c', String(a.ctx), '-t', String(a.threads), '--host', '127.0.0.1', '--port', '0']];
+        case 'llama-plain':
+            return [a.llama_server, common_llama];
+        case 'llama-mtp':
+            return [a.llama_server, [...common_llama, '--spec-type', 'draft-mtp', '--spec-draft-n-max', String(a.llama_mtp_n_max)]];
+    }
+    throw new Error(name);
+}
+
+// Starts a server and waits for GET /health to answer 200. Returns {url, stop, cmd}.
+async function start_server(a, name, model, log_path) {
+    const port = SERVERS[name].kind === 'llama' ? await free_port() : 0;
+    const [bin, args] = server_command(a, name, model, port);
+    const out = createWriteStream(log_path);
+    out.write(`$ ${bin} ${args.join(' ')}\n`);
+    const ch = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    children.add(ch);
+    let exited = null;
+    ch.on('exit', (code, signal) => { exited = { code, signal }; children.delete(ch); });
+    ch.on('error', (e) => { exited = { code: null, signal: null, error: e.message }; children.delete(ch); });
+    let url = port > 0 ? `http://127.0.0.1:${port}` : null;
+    let stderr_tail = '';
+    ch.stdout.pipe(out, { end: false });
+    ch.stderr.on('data', (d) => {
+        out.write(d);
+        stderr_tail = (stderr_tail + d.toString()).slice(-4000);
+        const m = /listening on (http:\/\/[0-9.]+:[0-9]+)/.exec(stderr_tail);
+        if (m && !url) url = m[1];
+    });
+    const stop = async () => {
+        if (exited === null) {
+            try { process.kill(-ch.pid, 'SIGTERM'); } catch { /* gone */ }
+            for (let i = 0; i < 100 && exited === null; i++) await sleep(100);
+            if (exited === null) { try { process.kill(-ch.pid, 'SIGKILL'); } catch { /* gone */ } }
+            for (let i = 0; i < 50 && exited === null; i++) await sleep(100);
+        }
+        out.end();
+    };
+    const t0 = performance.now();
+    for (;;) {
+        if (exited !== null) {
+            await stop();
+            throw new Error(`${name} exited before it was ready (${JSON.stringify(exited)}); the end of ${log_path}:\n${stderr_tail.slice(-1500)}`);
+        }
+        if ((performance.now() - t0) / 1000 > a.startup_timeout_s) {
+            await stop();
+            throw new Error(`${name} not ready after ${a.startup_timeout_s} s; see ${log_path}`);
+        }
+        if (url) {
+            try {
+                const r = await fetch(`${url}/health`, { signal: AbortSignal.timeout(2000) });
+                if (r.status === 200) break;
+            } catch { /* not yet */ }
+        }
+        await sleep(100);
+    }
+    let model_id = 'default';
+    try {
+        const r = await fetch(`${url}/v1/models`, { signal: AbortSignal.timeout(5000) });
+        const j = await r.json();
+        if (Array.isArray(j.data) && j.data.length > 0 && j.data[0].id) model_id = j.data[0].id;
+    } catch { /* keep the default name */ }
+    return { url, stop, model_id, cmd: [bin, ...args].join(' '), startup_s: (performance.now() - t0) / 1000 };
+}
+
+function make_fixture(a, drafter, dir) {
+    const file = path.join(dir, `${a.shape}-${a.type}-${drafter}.gguf`);
+    if (existsSync(file) && statSync(file).size > 0) { log(`fixture ${file} (reused)`); return file; }
+    log(`writing the ${drafter} fixture (${a.shape}, ${a.type}) to ${file}`);
+    const t0 = performance.now();
+    const r = spawnSync(a.fixture_tool, ['glm4moe-mtp', file + '.tmp', '--shape', a.shape, '--drafter', drafter, '--type', a.type],
+                        { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    if (r.status !== 0) throw new Error(`${a.fixture_tool} failed (${r.status}): ${(r.stderr || r.error?.message || '').slice(-1500)}`);
+    spawnSync('mv', [file + '.tmp', file]);
+    log(`  ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+    return file;
+}
+
+// --- reporting ----------------------------------------------------------------
+const fmt = (x, d = 1) => (x === null || x === undefined ? '–' : Number(x).toFixed(d));
+
+// Marks every run `identical`: each prompt's text equals the reference
+// server's on the same fixture (from its lowest-concurrency run that had the
+// prompt), every request of a prompt got the same text, no request failed
+// and each produced max_tokens.
+function mark_identical(runs, a) {
+    for (const fixture of a.fixtures) {
+        const ref_runs = runs.filter((r) => r.fixture === fixture && r.server === a.reference && r.errors === 0)
+            .sort((x, y) => x.concurrency - y.concurrency);
+        const ref = ref_runs.length > 0 ? { texts: {} } : null;
+        for (const r of ref_runs) for (const [p, t] of Object.entries(r.texts)) if (!(p in ref.texts)) ref.texts[p] = t;
+        for (const r of runs.filter((x) => x.fixture === fixture)) {
+            const why = [];
+            if (!ref) why.push(`no reference (${a.reference}) run`);
+            if (r.errors > 0) why.push(`${r.errors} failed requests`);
+            if (!r.consistent) why.push('requests of one prompt differ');
+            if (r.completion_tokens !== r.requests * a.max_tokens) why.push(`${r.completion_tokens} tokens, expected ${r.requests * a.max_tokens}`);
+            if (ref) {
+                const compared = Object.keys(r.texts).filter((p) => p in ref.texts);
+                const differ = compared.filter((p) => r.texts[p] !== ref.texts[p]);
+                if (differ.length > 0) why.push(`${differ.length} of ${compared.length} prompts differ from ${a.reference}`);
+                if (compared.length < Object.keys(r.texts).length) why.push(`${Object.keys(r.texts).length - compared.length} prompts not in the reference runs`);
+            }
+            r.identical = why.length === 0;
+            r.identical_why = why.join('; ');
+        }
+    }
+}
+
+function markdown(runs, a, meta) {
+    const out = [];
+    const v = meta.versions ?? {};
+    const head = [`Measured ${meta.finished} on ${meta.host}`];
+    if (v.commit) head.push(`commit ${v.commit}`);
+    if (v.specdec) head.push(v.specdec);
+    if (v.llama_server) head.push(`llama-server ${v.llama_server}`);
+    out.push(head.join('; ') + '.');
+    out.push('');
+    out.push(`${a.max_tokens} tokens a request, requests per run ` +
+             `${a.requests === 'auto' ? `max(${a.min_requests}, ${a.requests_per_client} x C)` : a.requests}, ` +
+             `-t ${a.threads}, ${a.slots} slot${a.slots > 1 ? 's' : ''} of ${a.ctx} tokens, fixtures ${a.shape} ${a.type}; ` +
+             `reference for \`identical\`: ${a.reference}. Whole run: ${(meta.elapsed_s / 60).toFixed(1)} min.`);
+    out.push('');
+    for (const fixture of a.fixtures) {
+        out.push(`**${fixture} drafter**`, '');
+        out.push('| server | C | requests | tok/s | TTFT mean / p50 / p99 ms | ITL p50 / p99 ms | TPOT ms | acceptance | identical |');
+        out.push('|---|---|---|---|---|---|---|---|---|');
+        for (const s of a.servers) {
+            for (const c of a.concurrency) {
+                const r = runs.find((x) => x.fixture === fixture && x.server === s && x.concurrency === c);
+                if (!r) { out.push(`| ${s} | ${c} | – | not run | | | | | |`); continue; }
+                const acc = r.draft && r.draft.acceptance !== null ? r.draft.acceptance.toFixed(2) : '–';
+                out.push(`| ${s} | ${c} | ${r.requests} | ${fmt(r.tokens_per_s)} | ${fmt(r.ttft_ms.mean, 0)} / ${fmt(r.ttft_ms.p50, 0)} / ${fmt(r.ttft_ms.p99, 0)} | ` +
+                         `${fmt(r.itl_ms.p50)} / ${fmt(r.itl_ms.p99)} | ${fmt(r.tpot_ms.mean)} | ${acc} | ${r.identical ? 'yes' : `**no**: ${r.identical_why}`} |`);
+            }
+        }
+        out.push('');
+    }
+    const present = RATIOS.filter(([x, y]) => a.servers.includes(x) && a.servers.includes(y));
+    if (present.length > 0) {
+        out.push('**Ratios of tokens/s, from this one run**', '');
+        out.push(`| fixture | C | ${present.map((p) => p[2]).join(' | ')} |`);
+        out.push(`|---|---|${present.map(() => '---').join('|')}|`);
+        for (const fixture of a.fixtures) {
+            for (const c of a.concurrency) {
+                const tps = (s) => runs.find((x) => x.fixture === fixture && x.server === s && x.concurrency === c)?.tokens_per_s;
+                const cells = present.map(([x, y]) => (tps(x) && tps(y) ? (tps(x) / tps(y)).toFixed(2) : '–'));
+                out.push(`| ${fixture} | ${c} | ${cells.join(' | ')} |`);
+            }
+        }
+        out.push('');
+    }
+    out.push('Servers:', '');
+    for (const s of a.servers) out.push(`- \`${s}\`: ${SERVERS[s].title}: \`${meta.commands[s] ?? '(not started)'}\``);
+    out.push('');
+    return out.join('\n');
+}
+
+// tok/s against concurrency, one panel per fixture, one line per server.
+function svg_chart(runs, a) {
+    const colors = { 'specdec-none': '#1f77b4', 'specdec-mtp': '#d62728', 'llama-plain': '#7f7f7f', 'llama-mtp': '#ff7f0e' };
+    const dashes = { 'specdec-none': '', 'specdec-mtp': '', 'llama-plain': '6 4', 'llama-mtp': '6 4' };
+    const W = 340, H = 260, ml = 52, mr = 12, mt = 30, mb = 42, legend_h = 18 * a.servers.length + 10;
+    const total_w = W * a.fixtures.length, total_h = H + legend_h;
+    const ymax_all = Math.max(1, ...runs.map((r) => r.tokens_per_s ?? 0));
+    const nice = (v) => { const p = 10 ** Math.floor(Math.log10(v)); return [1, 2, 2.5, 5, 10].map((m) => m * p).find((m) => m >= v); };
+    const ymax = nice(ymax_all * 1.05);
+    const cs = a.concurrency;
+    const lx = (c) => (cs.length === 1 ? 0.5 : (Math.log2(c) - Math.log2(cs[0])) / (Math.log2(cs[cs.length - 1]) - Math.log2(cs[0])));
+    const esc = (s) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;');
+    const el = [];
+    el.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${total_w}" height="${total_h}" viewBox="0 0 ${total_w} ${total_h}" font-family="sans-serif" font-size="11">`);
+    el.push(`<rect width="100%" height="100%" fill="white"/>`);
+    a.fixtures.forEach((fixture, fi) => {
+        const x0 = fi * W + ml, y0 = mt, pw = W - ml - mr, ph = H - mt - mb;
+        const X = (c) => x0 + lx(c) * pw, Y = (v) => y0 + ph - (v / ymax) * ph;
+        el.push(`<text x="${x0 + pw / 2}" y="18" text-anchor="middle" font-size="13" font-weight="bold">${esc(fixture)} drafter</text>`);
+        for (let k = 0; k <= 5; k++) {
+            const v = (ymax * k) / 5, y = Y(v);
+            el.push(`<line x1="${x0}" y1="${y}" x2="${x0 + pw}" y2="${y}" stroke="#ddd"/>`);
+            el.push(`<text x="${x0 - 5}" y="${y + 4}" text-anchor="end">${Number(v.toFixed(1))}</text>`);
+        }
+        for (const c of cs) {
+            el.push(`<line x1="${X(c)}" y1="${y0 + ph}" x2="${X(c)}" y2="${y0 + ph + 4}" stroke="black"/>`);
+            el.push(`<text x="${X(c)}" y="${y0 + ph + 16}" text-anchor="middle">${c}</text>`);
+        }
+        el.push(`<rect x="${x0}" y="${y0}" width="${pw}" height="${ph}" fill="none" stroke="black"/>`);
+        el.push(`<text x="${x0 + pw / 2}" y="${y0 + ph + 32}" text-anchor="middle">concurrent clients</text>`);
+        el.push(`<text x="${x0 - 5}" y="${y0 - 6}" text-anchor="end">tok/s</text>`);
+        for (const s of a.servers) {
+            const pts = cs.map((c) => runs.find((r) => r.fixture === fixture && r.server === s && r.concurrency === c))
+                .filter((r) => r && r.tokens_per_s !== null).map((r) => [X(r.concurrency), Y(r.tokens_per_s)]);
+            if (pts.length === 0) continue;
+            el.push(`<polyline fill="none" stroke="${colors[s]}" stroke-width="2" ${dashes[s] ? `stroke-dasharray="${dashes[s]}"` : ''} points="${pts.map((p) => p.map((v) => v.toFixed(1)).join(',')).join(' ')}"/>`);
+            for (const [px, py] of pts) el.push(`<circle cx="${px.toFixed(1)}" cy="${py.toFixed(1)}" r="3" fill="${colors[s]}"/>`);
+        }
+    });
+    a.servers.forEach((s, i) => {
+        const lx0 = 20, ly = H + 8 + 18 * i;
+        el.push(`<line x1="${lx0}" y1="${ly}" x2="${lx0 + 28}" y2="${ly}" stroke="${colors[s]}" stroke-width="2" ${dashes[s] ? `stroke-dasharray="${dashes[s]}"` : ''}/>`);
+        el.push(`<text x="${lx0 + 34}" y="${ly + 4}">${esc(SERVERS[s].title)}</text>`);
+    });
+    el.push('</svg>');
+    return el.join('\n') + '\n';
+}
+
+// --- the matrix -----------------------------------------------------------------
+const BEGIN = '<!-- serve-bench results begin -->', END = '<!-- serve-bench results end -->';
+
+function write_reports(dir, a, runs, meta, failures, docs) {
+    const md = markdown(runs, a, meta) + (failures.length ? `\nFailures:\n\n${failures.map((f) => `- ${f}`).join('\n')}\n` : '');
+    writeFileSync(path.join(dir, 'results.md'), md);
+    writeFileSync(path.join(dir, 'tokens-per-s.svg'), svg_chart(runs, a));
+    if (!docs) return;
+    const text = readFileSync(docs, 'utf8');
+    const b = text.indexOf(BEGIN), e = text.indexOf(END);
+    if (b < 0 || e < b) throw new Error(`${docs} has no ${BEGIN} ... ${END} markers`);
+    const assets = path.join(path.dirname(docs), 'serving');
+    mkdirSync(assets, { recursive: true });
+    copyFileSync(path.join(dir, 'tokens-per-s.svg'), path.join(assets, 'tokens-per-s.svg'));
+    copyFileSync(path.join(dir, 'summary.json'), path.join(assets, 'summary.json'));
+    const block = `${BEGIN}\n${md}\n![tokens/s against concurrent clients](serving/tokens-per-s.svg)\n\n` +
+                  `Every run's numbers and texts: [serving/summary.json](serving/summary.json).\n${END}`;
+    writeFileSync(docs, text.slice(0, b) + block + text.slice(e + END.length));
+    log(`results written into ${docs}, chart and summary in ${assets}/`);
+}
+
+// What was measured: the repository's commit and both servers' versions.
+function versions(a) {
+    const first_line = (bin, args) => {
+        if (!bin) return null;
+        const r = spawnSync(bin, args, { encoding: 'utf8', timeout: 30000 });
+        const out = `${r.stdout ?? ''}\n${r.stderr ?? ''}`.split('\n').map((l) => l.trim()).filter((l) => /version|specdec \d/.test(l));
+        return out[0] ?? null;
+    };
+    const repo = path.dirname(fileURLToPath(import.meta.url));
+    const git = (args) => spawnSync('git', ['-C', repo, ...args], { encoding: 'utf8' }).stdout?.trim() || null;
+    const commit = git(['rev-parse', '--short', 'HEAD']);
+    return {
+        commit: commit ? commit + (git(['status', '--porcelain', '--untracked-files=no']) ? ' (modified)' : '') : null,
+        specdec: first_line(a.specdec, ['--version']),
+        llama_server: first_line(a.llama_server, ['--version']),
+    };
+}
+
+async function main() {
+    const ri = process.argv.indexOf('--report');
+    if (ri >= 0) {
+        const dir = process.argv[ri + 1];
+        const { readFileSync } = await import('node:fs');
+        const s = JSON.parse(readFileSync(path.join(dir, 'summary.json'), 'utf8'));
+        mark_identical(s.runs, s.options);
+        const di = process.argv.indexOf('--docs');
+        write_reports(dir, s.options, s.runs, s.meta, s.failures, di >= 0 ? process.argv[di + 1] : null);
+        log(`rewrote ${dir}/results.md and tokens-per-s.svg`);
+        return;
+    }
+    let a;
+    try { a = parse_args(process.argv.slice(2)); } catch (e) { console.error(`serve-bench: ${e.message}\n${USAGE}`); process.exit(2); }
+    const t_begin = performance.now();
+    mkdirSync(path.join(a.out, 'raw'), { recursive: true });
+    mkdirSync(path.join(a.out, 'logs'), { recursive: true });
+    const own_fixture_dir = a.fixture_dir === null;
+    const fixture_dir = a.fixture_dir ?? path.join(a.out, 'fixtures');
+    mkdirSync(fixture_dir, { recursive: true });
+    const n_runs = a.fixtures.length * a.servers.length * a.concurrency.length;
+    log(`${a.fixtures.length} fixtures x ${a.servers.length} servers x ${a.concurrency.length} concurrencies = ${n_runs} runs into ${a.out}`);
+
+    const runs = [];
+    const commands = {};
+    const failures = [];
+    try {
+        // All fixtures first, so that every server runs on the same files.
+        const models = {};
+        for (const f of a.fixtures) models[f] = make_fixture(a, f, fixture_dir);
+        for (const fixture of a.fixtures) {
+            for (const name of a.servers) {
+                const log_path = path.join(a.out, 'logs', `${fixture}-${name}.log`);
+                // The host should be quiet: what else runs shares its cores.
+                const [load1] = os.loadavg();
+                if (load1 > 0.7) log(`warning: load average ${load1.toFixed(2)} before starting ${name}: other processes share the CPU`);
+                let srv;
+                try {
+                    srv = await start_server(a, name, models[fixture], log_path);
+                } catch (e) {
+                    log(`${fixture} / ${name}: ${e.message}`);
+                    failures.push(`${fixture} / ${name}: could not start (${log_path})`);
+                    continue;
+                }
+                commands[name] = srv.cmd.replace(models[fixture], 'FIXTURE.gguf').replace(/--port [1-9][0-9]*/, '--port PORT');
+                log(`${fixture} / ${name}: ready at ${srv.url} in ${srv.startup_s.toFixed(1)} s`);
+                try {
+                    for (const c of a.concurrency) {
+                        const n = requests_for(a, c);
+                        const r = await run_load({ url: srv.url, concurrency: c, requests: n, max_tokens: a.max_tokens, prompts: DEFAULT_PROMPTS,
+                                                   model: srv.model_id, timeout_ms: a.request_timeout_s * 1000,
+                                                   warmup: a.warmup ?? c, warmup_tokens: 8, metrics: true });
+                        Object.assign(r, { fixture, server: name, command: commands[name], loadavg_after: os.loadavg().map((x) => Number(x.toFixed(2))) });
+                        writeFileSync(path.join(a.out, 'raw', `${fixture}-${name}-c${c}.json`), JSON.stringify({ ...r, prompts: DEFAULT_PROMPTS }, null, 1) + '\n');
+                        const acc = r.draft?.acceptance != null ? `, acceptance ${r.draft.acceptance.toFixed(2)}` : '';
+                        log(`${fixture} / ${name} / C=${c}: ${r.tokens_per_s} tok/s, TTFT p50 ${r.ttft_ms.p50} ms, ITL p50/p99 ` +
+                            `${r.itl_ms.p50}/${r.itl_ms.p99} ms${acc}${r.errors ? `, ${r.errors} errors: ${r.first_error}` : ''} (${r.wall_s} s)`);
+                        delete r.records;
+                        runs.push(r);
+                    }
+                } catch (e) {
+                    log(`${fixture} / ${name}: ${e.message}`);
+                    failures.push(`${fixture} / ${name}: ${e.message}`);
+                } finally {
+                    await srv.stop();
+                }
+            }
+        }
+    } finally {
+        if (own_fixture_dir) rmSync(fixture_dir, { recursive: true, force: true });
+    }
+
+    mark_identical(runs, a);
+    const meta = {
+        finished: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+        host: `${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? 'unknown'})`,
+        elapsed_s: (performance.now() - t_begin) / 1000,
+        versions: versions(a),
+        commands,
+    };
+    const summary = { options: a, meta, failures, runs };
+    writeFileSync(path.join(a.out, 'summary.json'), JSON.stringify(summary, null, 1) + '\n');
+    write_reports(a.out, a, runs, meta, failures, a.docs);
+    log(`done in ${(meta.elapsed_s / 60).toFixed(1)} min: ${a.out}/results.md, summary.json, tokens-per-s.svg, raw/, logs/`);
+    const not_identical = runs.filter((r) => !r.identical);
+    if (not_identical.length > 0) log(`NOT identical: ${not_identical.map((r) => `${r.fixture}/${r.server}/C=${r.concurrency} (${r.identical_why})`).join(', ')}`);
+    if (failures.length > 0) { log(`failures: ${failures.join('; ')}`); process.exit(1); }
+    process.exit(not_identical.length > 0 ? 3 : 0);
+}
+
+main().catch((e) => { log(e.stack ?? String(e)); kill_all(); process.exit(1); });

@@ -1,0 +1,364 @@
+#!/usr/bin/env node
+// Closed-loop load generator for OpenAI-compatible completion servers
+// (specdec serve, llama-server): C clients each send their next streamed
+// request as soon as the previous one finished, until R requests are done.
+// Greedy (temperature 0), fixed prompts, fixed max_tokens; records every
+// request's full text so that servers can be compared token for token.
+// Node 20, no dependencies: built-in fetch and web streams.
+//
+// How tokens are timed (see docs/serving.md):
+//  - every SSE event's arrival time is the time the read that completed it
+//    returned (events that arrive in one read share it);
+//  - an event carries k tokens: the count the server states (a `tokens`
+//    array or number, or a cumulative `usage.completion_tokens` /
+//    `timings.predicted_n` in a non-final event), else 1 when it carries
+//    text, else 0; when no event states a count and the final usage counts
+//    more tokens than that, the final count is spread over the text events
+//    in proportion to their text (the record says which method it used);
+//  - TTFT: from sending the request to the first event carrying a token;
+//  - ITL: the gaps between successive tokens' arrivals; the k - 1 tokens that
+//    arrive with another in one event have gap 0 (llama-server sends one event
+//    per token, so a speculative step's accepted tokens arrive microseconds
+//    apart, and a server that packs them into one event measures the same);
+//  - TPOT: per request, (last token - first token) / (tokens - 1);
+//  - throughput: all completion tokens (the final usage count when the server
+//    gives one) over the wall time from the first request sent to the last
+//    one finished.
+
+import { writeFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
+import { pathToFileURL } from 'node:url';
+
+// Fixed prompts of varied lengths; request i uses prompt i mod their count.
+export const DEFAULT_PROMPTS = [
+    'The quick brown fox jumps over the lazy dog.',
+    'Once upon a time',
+    'In a distant galaxy, a small crew of explorers found a signal that repeated every seven minutes.',
+    'List the first ten prime numbers:',
+    'def fibonacci(n):',
+    'The capital of France is',
+    'Speculative decoding lets a small drafter propose tokens that a large target verifies in one batch, so that',
+    'Hello',
+];
+
+// p in [0, 100]; linear interpolation between closest ranks (numpy's default).
+export function percentile(values, p) {
+    if (values.length === 0) return null;
+    const v = [...values].sort((a, b) => a - b);
+    const rank = (p / 100) * (v.length - 1);
+    const lo = Math.floor(rank), hi = Math.ceil(rank);
+    return v[lo] + (v[hi] - v[lo]) * (rank - lo);
+}
+
+export function mean(values) {
+    return values.length === 0 ? null : values.reduce((a, b) => a + b, 0) / values.length;
+}
+
+// Splits an SSE byte stream into events; feed() returns the complete ones.
+export class SseParser {
+    constructor() { this.buf = ''; this.decoder = new TextDecoder(); }
+    feed(bytes) {
+        this.buf += this.decoder.decode(bytes, { stream: true });
+        const events = [];
+        for (;;) {
+            const m = /\r?\n\r?\n/.exec(this.buf);
+            if (!m) break;
+            const block = this.buf.slice(0, m.index);
+            this.buf = this.buf.slice(m.index + m[0].length);
+            const data = block.split(/\r?\n/).filter((l) => l.startsWith('data:')).map((l) => l.slice(5).replace(/^ /, ''));
+            if (data.length > 0) events.push(data.join('\n'));
+        }
+        return events;
+    }
+}
+
+// What one event carries: {text, tokens (null = not stated), cumulative, final_usage, finish_reason, timings}.
+export function read_event(obj, endpoint) {
+    const choice = Array.isArray(obj.choices) && obj.choices.length > 0 ? obj.choices[0] : null;
+    let text = '';
+    if (choice) {
+        text = endpoint === 'chat' ? (choice.delta?.content ?? '') : (choice.text ?? '');
+    }
+    const finish = choice?.finish_reason ?? null;
+    let tokens = null, cumulative = null;
+    const stated = choice?.tokens ?? obj.tokens;
+    if (Array.isArray(stated)) tokens = stated.length;
+    else if (typeof stated === 'number') tokens = stated;
+    const usage = obj.usage && typeof obj.usage.completion_tokens === 'number' ? obj.usage.completion_tokens : null;
+    // A usage in an event with a finish reason or no choices is the final count.
+    const is_final = finish !== null || choice === null;
+    if (!is_final && usage !== null) cumulative = usage;
+    else if (obj.timings && typeof obj.timings.predicted_n === 'number' && !is_final) cumulative = obj.timings.predicted_n;
+    return { text, tokens, cumulative, final_usage: is_final ? usage : null, finish_reason: finish,
+             timings: obj.timings ?? null, specdec: obj.specdec ?? null };
+}
+
+// One streamed request. Returns its record (never throws; errors are recorded).
+export async function run_request(opt, index, prompt_index) {
+    const endpoint = opt.endpoint ?? 'completions';
+    const body = {
+        model: opt.model ?? 'default',
+        max_tokens: opt.max_tokens,
+        temperature: 0,
+        stream: true,
+        stream_options: { include_usage: true },
+        ...(opt.extra_body ?? {}),
+    };
+    const prompt = opt.prompts[prompt_index];
+    if (endpoint === 'chat') body.messages = [{ role: 'user', content: prompt }];
+    else body.prompt = prompt;
+    const path = endpoint === 'chat' ? '/v1/chat/completions' : '/v1/completions';
+
+    const rec = { index, prompt_index, start_ms: 0, ttft_ms: null, end_ms: 0, completion_tokens: 0, streamed_tokens: 0,
+                  events: 0, text_events: 0, text: '', finish_reason: null, token_times_ms: [], token_count_method: null,
+                  timings: null, specdec: null, error: null };
+    const t0 = performance.now();
+    rec.start_ms = t0;
+    let cum_prev = 0;
+    try {
+        const res = await fetch(opt.url.replace(/\/$/, '') + path, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+            body: JSON.stringify(body),
+            signal: opt.timeout_ms ? AbortSignal.timeout(opt.timeout_ms) : undefined,
+        });
+        if (!res.ok) {
+            rec.error = `HTTP ${res.status}: ${(await res.text()).slice(0, 500)}`;
+        } else {
+            const parser = new SseParser();
+            let done = false, final_usage = null, stated = false;
+            const text_events = []; // [arrival ms, text length]
+            for await (const chunk of res.body) {
+                const now = performance.now();
+                for (const data of parser.feed(chunk)) {
+                    if (data.trim() === '[DONE]') { done = true; continue; }
+                    let obj;
+                    try { obj = JSON.parse(data); } catch { rec.error = `bad SSE data: ${data.slice(0, 200)}`; continue; }
+                    if (obj.error) { rec.error = `server error: ${JSON.stringify(obj.error).slice(0, 500)}`; continue; }
+                    const ev = read_event(obj, endpoint);
+                    rec.events++;
+                    if (ev.text.length > 0 || (ev.tokens ?? 0) > 0) rec.text_events++;
+                    let k;
+                    if (ev.tokens !== null) { k = ev.tokens; stated = true; }
+                    else if (ev.cumulative !== null) { k = Math.max(0, ev.cumulative - cum_prev); cum_prev = ev.cumulative; stated = true; }
+                    else k = ev.text.length > 0 ? 1 : 0;
+                    if (ev.text.length > 0) text_events.push([now - t0, ev.text.length]);
+                    rec.text += ev.text;
+                    for (let j = 0; j < k; j++) rec.token_times_ms.push(now - t0);
+                    rec.streamed_tokens += k;
+                    if (ev.final_usage !== null) final_usage = ev.final_usage;
+                    if (ev.finish_reason !== null) rec.finish_reason = ev.finish_reason;
+                    if (ev.timings) rec.timings = ev.timings;
+                    if (ev.specdec) rec.specdec = ev.specdec;
+                }
+            }
+            if (!done && rec.error === null) rec.error = 'stream ended without data: [DONE]';
+            rec.completion_tokens = final_usage ?? rec.streamed_tokens;
+            rec.token_count_method = stated ? 'stated' : 'one per event';
+            if (!stated && final_usage !== null && final_usage > rec.streamed_tokens && text_events.length > 0) {
+                // Events carried several tokens without saying so: spread the
+                // final count over them by text length (the first gets >= 1).
+                const total = text_events.reduce((a, e) => a + e[1], 0);
+                rec.token_times_ms = [];
+                let chars = 0, given = 0;
+                for (const [t, len] of text_events) {
+                    chars += len;
+                    const upto = Math.ceil((final_usage * chars) / total);
+                    for (; given < upto; given++) rec.token_times_ms.push(t);
+                }
+                rec.streamed_tokens = rec.token_times_ms.length;
+                rec.token_count_method = 'estimated from text length';
+            }
+        }
+    } catch (e) {
+        rec.error = `${e.name}: ${e.message}${e.cause ? ` (${e.cause.message ?? e.cause})` : ''}`;
+    }
+    rec.end_ms = performance.now();
+    if (rec.token_times_ms.length > 0) rec.ttft_ms = rec.token_times_ms[0];
+    return rec;
+}
+
+// Fetches Prometheus text and returns {name{labels}: value} (null when unavailable).
+export async function scrape_metrics(url) {
+    try {
+        const res = await fetch(url.replace(/\/$/, '') + '/metrics', { signal: AbortSignal.timeout(10000) });
+        if (!res.ok) return null;
+        const out = {};
+        for (const line of (await res.text()).split('\n')) {
+            if (line.startsWith('#') || line.trim() === '') continue;
+            const m = /^(\S+)\s+(\S+)/.exec(line);
+            if (m && !Number.isNaN(Number(m[2]))) out[m[1]] = Number(m[2]);
+        }
+        return out;
+    } catch { return null; }
+}
+
+// The measured run: C closed-loop clients over R requests. opt: url, concurrency,
+// requests, max_tokens, prompts, model, endpoint, timeout_ms, warmup (requests,
+// unmeasured, sent C at a time with warmup_tokens each), metrics (bool).
+export async function run_load(opt) {
+    const prompts = opt.prompts ?? DEFAULT_PROMPTS;
+    const o = { ...opt, prompts };
+    const warmup = opt.warmup ?? 0;
+    if (warmup > 0) {
+        const w = { ...o, max_tokens: opt.warmup_tokens ?? Math.min(8, opt.max_tokens) };
+        let next = 0;
+        const errors = [];
+        await Promise.all(Array.from({ length: Math.min(opt.concurrency, warmup) }, async () => {
+            while (next < warmup) {
+                const i = next++;
+                const r = await run_request(w, i, i % prompts.length);
+                if (r.error) errors.push(r.error);
+            }
+        }));
+        if (errors.length > 0) throw new Error(`warm-up failed: ${errors[0]}`);
+    }
+    const before = opt.metrics ? await scrape_metrics(opt.url) : null;
+    const records = new Array(opt.requests);
+    let next = 0;
+    const t_start = performance.now();
+    await Promise.all(Array.from({ length: opt.concurrency }, async () => {
+        while (next < opt.requests) {
+            const i = next++;
+            records[i] = await run_request(o, i, i % prompts.length);
+        }
+    }));
+    const t_end = performance.now();
+    const after = opt.metrics ? await scrape_metrics(opt.url) : null;
+    const result = summarize(records, t_end - t_start, o);
+    if (before && after) {
+        result.metrics_delta = {};
+        for (const [k, v] of Object.entries(after)) {
+            if (k in before && v !== before[k]) result.metrics_delta[k] = v - before[k];
+        }
+    }
+    return result;
+}
+
+// Aggregates request records into the run's numbers.
+export function summarize(records, wall_ms, opt) {
+    const ok = records.filter((r) => r.error === null);
+    const ttft = ok.map((r) => r.ttft_ms).filter((x) => x !== null);
+    const itl = [], chunk_gaps = [], tpot = [];
+    for (const r of ok) {
+        const t = r.token_times_ms;
+        for (let j = 1; j < t.length; j++) {
+            itl.push(t[j] - t[j - 1]);
+            if (t[j] !== t[j - 1]) chunk_gaps.push(t[j] - t[j - 1]);
+        }
+        if (t.length > 1) tpot.push((t[t.length - 1] - t[0]) / (t.length - 1));
+    }
+    const total_tokens = ok.reduce((a, r) => a + r.completion_tokens, 0);
+    // Each prompt's text; `consistent` when every request of a prompt got the same.
+    const texts = {};
+    let consistent = true;
+    for (const r of ok) {
+        if (!(r.prompt_index in texts)) texts[r.prompt_index] = r.text;
+        else if (texts[r.prompt_index] !== r.text) consistent = false;
+    }
+    // Drafting statistics as each server reports them in its final event:
+    // llama-server's timings.draft_n / draft_n_accepted, specdec's specdec.drafted / accepted.
+    let draft_n = 0, draft_accepted = 0, has_draft = false;
+    for (const r of ok) {
+        if (r.timings && typeof r.timings.draft_n === 'number') {
+            has_draft = true;
+            draft_n += r.timings.draft_n;
+            draft_accepted += r.timings.draft_n_accepted ?? 0;
+        } else if (r.specdec && typeof r.specdec.drafted === 'number') {
+            has_draft = true;
+            draft_n += r.specdec.drafted;
+            draft_accepted += r.specdec.accepted ?? 0;
+        }
+    }
+    const methods = [...new Set(ok.map((r) => r.token_count_method))];
+    const round = (x, d = 2) => (x === null ? null : Number(x.toFixed(d)));
+    return {
+        url: opt.url,
+        endpoint: opt.endpoint ?? 'completions',
+        concurrency: opt.concurrency,
+        requests: records.length,
+        max_tokens: opt.max_tokens,
+        errors: records.length - ok.length,
+        first_error: records.find((r) => r.error !== null)?.error ?? null,
+        wall_s: round(wall_ms / 1000, 3),
+        completion_tokens: total_tokens,
+        tokens_per_s: round(total_tokens / (wall_ms / 1000)),
+        requests_per_s: round(ok.length / (wall_ms / 1000), 3),
+        ttft_ms: { mean: round(mean(ttft)), p50: round(percentile(ttft, 50)), p99: round(percentile(ttft, 99)) },
+        itl_ms: { mean: round(mean(itl), 3), p50: round(percentile(itl, 50), 3), p99: round(percentile(itl, 99), 3), samples: itl.length },
+        chunk_gap_ms: { p50: round(percentile(chunk_gaps, 50), 3), p99: round(percentile(chunk_gaps, 99), 3), samples: chunk_gaps.length },
+        tpot_ms: { mean: round(mean(tpot), 3), p50: round(percentile(tpot, 50), 3) },
+        token_count_method: methods.join(', '),
+        // Tokens per event that carried any (1 for llama-server; more for a server that packs them).
+        tokens_per_event: round(ok.reduce((a, r) => a + r.streamed_tokens, 0) / Math.max(1, ok.reduce((a, r) => a + r.text_events, 0)), 3),
+        draft: has_draft ? { drafted: draft_n, accepted: draft_accepted, acceptance: draft_n > 0 ? round(draft_accepted / draft_n, 4) : null } : null,
+        consistent,
+        texts,
+        records: records.map(({ token_times_ms, specdec, ...r }) => ({ ...r, start_ms: undefined, end_ms: undefined,
+                                                            specdec: specdec ? { ...specdec, tokens: undefined } : null,
+                                                            latency_ms: round(r.end_ms - r.start_ms), tokens_at_ms: token_times_ms.map((x) => round(x, 3)) })),
+    };
+}
+
+function parse_args(argv) {
+    const a = { url: null, concurrency: 1, requests: 8, max_tokens: 64, endpoint: 'completions', model: 'default',
+                timeout_s: 600, warmup: 0, warmup_tokens: 8, metrics: false, out: null, label: null, prompts: null, extra: null };
+    const need = (i) => { if (i >= argv.length) throw new Error(`${argv[i - 1]} needs a value`); return argv[i]; };
+    for (let i = 0; i < argv.length; i++) {
+        const k = argv[i];
+        switch (k) {
+            case '--url': a.url = need(++i); break;
+            case '-c': case '--concurrency': a.concurrency = Number(need(++i)); break;
+            case '-n': case '--requests': a.requests = Number(need(++i)); break;
+            case '--max-tokens': a.max_tokens = Number(need(++i)); break;
+            case '--endpoint': a.endpoint = need(++i); break;
+            case '--model': a.model = need(++i); break;
+            case '--timeout-s': a.timeout_s = Number(need(++i)); break;
+            case '--warmup': a.warmup = Number(need(++i)); break;
+            case '--warmup-tokens': a.warmup_tokens = Number(need(++i)); break;
+            case '--metrics': a.metrics = true; break;
+            case '--out': a.out = need(++i); break;
+            case '--label': a.label = need(++i); break;
+            case '--prompts': a.prompts = need(++i); break;
+            case '--extra-body': a.extra = JSON.parse(need(++i)); break;
+            case '-h': case '--help':
+                console.log(`usage: loadgen.mjs --url URL [-c C] [-n R] [--max-tokens N] [--endpoint completions|chat]
+  [--model NAME] [--warmup W] [--warmup-tokens N] [--metrics] [--prompts FILE.json] [--extra-body JSON]
+  [--timeout-s S] [--label L] [--out FILE.json]
+Closed loop: C clients, R streamed greedy requests in all; prints one JSON object (or writes --out).`);
+                process.exit(0);
+            default: throw new Error(`unknown option ${k}`);
+        }
+    }
+    if (!a.url) throw new Error('--url is required');
+    for (const [name, v] of [['concurrency', a.concurrency], ['requests', a.requests], ['max-tokens', a.max_tokens]]) {
+        if (!Number.isInteger(v) || v < 1) throw new Error(`--${name} must be a positive integer`);
+    }
+    if (!['completions', 'chat'].includes(a.endpoint)) throw new Error('--endpoint is completions or chat');
+    return a;
+}
+
+async function main() {
+    let a;
+    try { a = parse_args(process.argv.slice(2)); } catch (e) { console.error(`loadgen: ${e.message}`); process.exit(2); }
+    let prompts = DEFAULT_PROMPTS;
+    if (a.prompts) {
+        const { readFileSync } = await import('node:fs');
+        prompts = JSON.parse(readFileSync(a.prompts, 'utf8'));
+    }
+    const result = await run_load({ url: a.url, concurrency: a.concurrency, requests: a.requests, max_tokens: a.max_tokens,
+                                    endpoint: a.endpoint, model: a.model, timeout_ms: a.timeout_s * 1000, warmup: a.warmup,
+                                    warmup_tokens: a.warmup_tokens, metrics: a.metrics, prompts, extra_body: a.extra });
+    if (a.label) result.label = a.label;
+    result.prompts = prompts;
+    const text = JSON.stringify(result, null, 1);
+    if (a.out) writeFileSync(a.out, text + '\n');
+    else console.log(text);
+    console.error(`loadgen: c=${a.concurrency} n=${a.requests}: ${result.tokens_per_s} tok/s, TTFT p50 ${result.ttft_ms.p50} ms, ` +
+                  `ITL p50/p99 ${result.itl_ms.p50}/${result.itl_ms.p99} ms, errors ${result.errors}`);
+    process.exit(result.errors > 0 ? 1 : 0);
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+    main().catch((e) => { console.error(`loadgen: ${e.stack ?? e}`); process.exit(1); });
+}
