@@ -636,7 +636,13 @@ SPECDEC_API specdec_generation_times specdec_generation_get_times(const specdec_
  * prompt drafts and is verified in one target batch, then emits its tokens;
  * finished requests leave, and their slots are free for the next step.
  * A request's output equals what specdec_generate gives its prompt alone
- * with the same parameters (greedy or seeded), whatever else runs beside it.
+ * with the same parameters (greedy or seeded), whatever else runs beside it,
+ * as far as llama.cpp's logits do: its kernels are not batch-invariant, so
+ * the same position decoded in a batch of another size can differ in the
+ * last bits, which may change a draw between two almost equally likely
+ * tokens (greedy output on the tests' fixtures and a seeded draw alone are
+ * exact; the lossless guarantee, that each token is what the target's
+ * logits in that batch give, always holds).
  *
  * Threads: specdec_engine_cancel may be called from any thread at any time
  * while the engine lives. Every other engine function, and the callback,
