@@ -52,8 +52,12 @@ std::vector<double> adaptive_draft_length::cost_curve(int32_t n_active) const {
         for (size_t m = 0; m < cells.size(); ++m) {
             // One measurement may be a hiccup of the machine: a size counts
             // once it has been measured twice (the curve's optimism sends the
-            // loop back to it).
-            if (cells[m].n >= 2) {
+            // loop back to it). Steps that draft nothing count at once: a
+            // hiccup there only makes drafting look better, so the loop
+            // drafts and measures, while guessing their cost from the prior
+            // below a large measured size can make plain decoding look
+            // several times dearer than it is.
+            if (cells[m].n >= (m == 0 ? 1u : 2u)) {
                 seen.emplace_back(static_cast<double>(m), cells[m].lowest());
             }
         }

@@ -121,7 +121,8 @@ struct engine_core::step_plan {
     int32_t n_active = 0;
     bool    learn_cost = false;  // the controller planned every length of this batch
     clock_type::time_point t_step;
-    double  step_us = 0;
+    double  step_us = 0;       // drafting, verification and processing
+    double  shadow_us = 0;     // of which drafting shadows alone (not part of the planned cost)
 };
 
 engine_core::engine_core(generation_backend & backend, const engine_params & params, event_callback on_event)
@@ -371,6 +372,7 @@ void engine_core::draft(step_plan & plan) {
     const auto n_shadows = static_cast<int32_t>(std::count(plan.shadow.begin(), plan.shadow.end(), true));
     if (adaptive_ && n_shadows > 0 && n_shadows == static_cast<int32_t>(requests.size())) {
         adaptive_->observe_shadow_cost(n_shadows, static_cast<double>(draft_us));
+        plan.shadow_us = static_cast<double>(draft_us);
     }
     for (const draft_request & q : requests) {
         const auto p = b_.proposal(q.seq_id);
@@ -424,7 +426,7 @@ void engine_core::accept(step_plan & plan) {
         }
     }
     if (plan.learn_cost) {
-        adaptive_->observe_cost(plan.n_active, n_proposed, plan.step_us);
+        adaptive_->observe_cost(plan.n_active, n_proposed, plan.step_us - plan.shadow_us);
     }
 }
 

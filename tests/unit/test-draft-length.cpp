@@ -123,6 +123,25 @@ TEST(DraftLength, PriorsBeforeAnyEvidence) {
     EXPECT_DOUBLE_EQ(c.step_cost(4, 4), 1.0 + adaptive_draft_length::prior_cost_slope);
 }
 
+TEST(DraftLength, APlainStepCountsAfterOneMeasurement) {
+    // Four sequences whose drafts are all kept, where drafting 8 tokens each
+    // costs 9.4 plain steps for 9 tokens each: plain decoding is faster. A
+    // single plain measurement must stand against the prior's guess below
+    // the large measured size (which would put a plain step at a third of it).
+    adaptive_draft_length c(4, 8);
+    for (int i = 0; i < 10; ++i) {
+        for (size_t s = 0; s < 4; ++s) {
+            c.observe(s, 8, 8);
+        }
+    }
+    c.observe_cost(4, 32, 940.0);
+    c.observe_cost(4, 32, 940.0);
+    EXPECT_GT(c.choose(std::vector<int32_t>{8, 8, 8, 8})[0], 0); // plain unmeasured: the prior says draft
+    c.observe_cost(4, 0, 100.0);
+    EXPECT_DOUBLE_EQ(c.step_cost(4, 0), 100.0);
+    EXPECT_EQ(c.choose(std::vector<int32_t>{8, 8, 8, 8}), (std::vector<int32_t>{0, 0, 0, 0}));
+}
+
 TEST(DraftLength, CostCurveInterpolatesAndNeverFalls) {
     adaptive_draft_length c(1, 8);
     for (int i = 0; i < 2; ++i) {
