@@ -184,8 +184,11 @@ int adaptive_draft_length::shadow_wait(int misses, int32_t n_active) const {
     if (hits_ > 0) {
         return (1 << std::min(std::max(misses - 1, 0), 3)) - 1; // 0, 1, 3, 7
     }
-    // Never right: every miss of every sequence is evidence against it.
-    const uint64_t n = std::max<uint64_t>({static_cast<uint64_t>(std::max(misses, 0)), misses_, 1}) - 1;
+    // Never right: the misses of the other sequences are evidence too (per
+    // active sequence, so that sequences starting together each wait as one
+    // sequence would, and a new one joining a never-right drafter waits long).
+    const uint64_t all = misses_ / static_cast<uint64_t>(std::max(n_active, 1));
+    const uint64_t n = std::max<uint64_t>({static_cast<uint64_t>(std::max(misses, 0)), all, 1}) - 1;
     return std::min((1 << std::min<uint64_t>(2 * n, 6)) - 1, cap); // 0, 3, 15, 63
 }
 

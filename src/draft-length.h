@@ -89,8 +89,8 @@ public:
     // misses at position 0 the shadows thin out. Once the drafter has been
     // right anywhere (any sequence, any request), it is likely to be right
     // again soon: waits of 0, 1, 3, then 7 steps. While it has never been
-    // right, waits of 0, 3, 15, 63 steps after 1, 2, 3, 4 misses (of all
-    // sequences together: four sequences that each missed once wait 63),
+    // right, waits of 0, 3, 15, 63 steps after 1, 2, 3, 4 misses (its own,
+    // or those of all sequences per active sequence, whichever are more),
     // capped at the interval at which
     // shadows cost shadow_budget of the throughput (from
     // observe_shadow_cost and the measured cost of a step without drafts;

@@ -227,8 +227,10 @@ TEST_P(AdaptiveLossless, OutputEqualsPlainDecoding) {
             drafted += out.sequences[i].stats.n_drafted;
             accepted += out.sequences[i].stats.n_accepted;
         }
-        EXPECT_GT(drafted, 0u);
+        // Greedy, the drafters agree with the target and auto drafts; at
+        // temperature 4 they rarely do, and auto may rightly draft nothing.
         if (temperature == 0.0f) {
+            EXPECT_GT(drafted, 0u);
             EXPECT_GT(accepted, 0u);
         }
         EXPECT_TRUE(s.is_quiescent());

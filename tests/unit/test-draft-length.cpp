@@ -263,9 +263,9 @@ TEST(DraftLength, ShadowsOfANeverRightDrafterProbeAsRarelyAsTheirCostRequires) {
         }
     }
     EXPECT_EQ(due_steps, (std::vector<int>{0, 1, 5, 21, 51, 81}));
-    // Another sequence, of four, after those misses: the drafter has never
-    // been right, so it waits the longest at once. Each shadow is 15% of a
-    // step of four: together within 1% when each shadows every 60 steps.
+    // Another sequence, of four, after those misses (six: 1.5 per active
+    // sequence). Each shadow is 15% of a step of four: together within 1%
+    // when each shadows every 60 steps.
     due_steps.clear();
     for (int step = 0; step < 200; ++step) {
         if (c.shadow_due(1, 4)) {
@@ -273,26 +273,27 @@ TEST(DraftLength, ShadowsOfANeverRightDrafterProbeAsRarelyAsTheirCostRequires) {
             due_steps.push_back(step);
         }
     }
-    EXPECT_EQ(due_steps, (std::vector<int>{0, 60, 120, 180}));
+    EXPECT_EQ(due_steps, (std::vector<int>{0, 1, 5, 21, 81, 141}));
 }
 
-TEST(DraftLength, SequencesThatAllMissTogetherBackOffTogether) {
-    // Four sequences start together and all miss their first probe: four
-    // misses of a drafter never right, so each waits as one sequence would
-    // after four (the 7-step cap while no cost is measured).
-    adaptive_draft_length c(4, 4);
-    for (size_t s = 0; s < 4; ++s) {
-        ASSERT_TRUE(c.shadow_due(s, 4));
-        c.observe(s, 1, 0);
+TEST(DraftLength, ASequenceJoiningANeverRightDrafterWaitsLong) {
+    // Two sequences have missed four times each; a new one, of three
+    // active, counts 9 / 3 = 3 misses after its own first miss.
+    adaptive_draft_length c(3, 4);
+    for (int i = 0; i < 4; ++i) {
+        c.observe(0, 1, 0);
+        c.observe(1, 1, 0);
     }
+    ASSERT_TRUE(c.shadow_due(2, 3)); // fresh
+    c.observe(2, 1, 0);
     std::vector<int> due_steps;
-    for (int step = 1; step <= 16; ++step) {
-        if (c.shadow_due(2, 4)) {
+    for (int step = 1; step <= 12; ++step) {
+        if (c.shadow_due(2, 3)) {
             due_steps.push_back(step);
             c.observe(2, 1, 0);
         }
     }
-    EXPECT_EQ(due_steps, (std::vector<int>{8, 16}));
+    EXPECT_EQ(due_steps, (std::vector<int>{8})); // a wait of 15, capped at 7 while no cost is measured
 }
 
 TEST(DraftLength, AFreshSequenceProbesBeforeItVerifiesADraft) {
