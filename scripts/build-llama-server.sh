@@ -26,6 +26,11 @@ mkdir -p "$build_dir"
 build_log="$build_dir/build.log"
 
 start=$(date +%s)
+# A cache configured from another checkout of this repository: start it
+# again (the objects stay in ccache).
+if [ -f "$build_dir/CMakeCache.txt" ] && ! grep -qxF "CMAKE_HOME_DIRECTORY:INTERNAL=$repo/tools/serve-bench/llama-server" "$build_dir/CMakeCache.txt"; then
+    rm -rf "$build_dir/CMakeCache.txt" "$build_dir/CMakeFiles"
+fi
 if ! cmake -S "$repo/tools/serve-bench/llama-server" -B "$build_dir" -G Ninja \
         -DSPECDEC_LLAMA_DIR="$llama_dir" -DSPECDEC_CPU="$cpu" >"$build_log" 2>&1; then
     log "configuring $build_dir failed; the end of $build_log:"
