@@ -44,63 +44,65 @@ double adaptive_draft_length::p_keep_through(size_t seq, int32_t i) const {
     return cumulative(seq)[static_cast<size_t>(i)];
 }
 
-std::vector<double> adaptive_draft_length::cost_curve(int32_t n_active) const {
-    const size_t n = static_cast<size_t>(n_active) * static_cast<size_t>(n_max_) + 1;
-    std::vector<std::pair<double, double>> seen; // (m, measured cost), ascending m
-    if (static_cast<size_t>(n_active) < cost_.size()) {
-        const auto & cells = cost_[static_cast<size_t>(n_active)];
-        for (size_t m = 0; m < cells.size(); ++m) {
-            // One measurement may be a hiccup of the machine: a size counts
-            // once it has been measured twice (the curve's optimism sends the
-            // loop back to it). Steps that draft nothing count at once: a
-            // hiccup there only makes drafting look better, so the loop
-            // drafts and measures, while guessing their cost from the prior
-            // below a large measured size can make plain decoding look
-            // several times dearer than it is.
-            if (cells[m].n >= (m == 0 ? 1u : 2u)) {
-                seen.emplace_back(static_cast<double>(m), cells[m].lowest());
-            }
+std::vector<double> adaptive_draft_length::curve(const std::vector<cost_cell> & cells, size_t n,
+                                                 const std::vector<double> * fallback) {
+    std::vector<std::pair<double, double>> seen; // (size, measured cost), ascending size
+    for (size_t x = 1; x < cells.size(); ++x) {
+        if (cells[x].counts()) {
+            seen.emplace_back(static_cast<double>(x), cells[x].lowest());
         }
     }
     // The prior's shape through a measured point (x0, c0).
-    // (The prior's slope is per drafted token of one sequence's share.)
-    const double slope = prior_cost_slope / n_active;
-    auto prior_through = [slope](double x0, double c0, double x) { return c0 * (1.0 + slope * x) / (1.0 + slope * x0); };
-    std::vector<double> curve(n);
-    for (size_t m = 0; m < n; ++m) {
-        const double x = static_cast<double>(m);
+    auto prior_through = [](double x0, double c0, double x) {
+        return c0 * (1.0 + prior_row_cost * (x - 1.0)) / (1.0 + prior_row_cost * (x0 - 1.0));
+    };
+    std::vector<double> out(n, 0.0);
+    for (size_t i = 1; i < n; ++i) {
+        const double x = static_cast<double>(i);
         if (seen.empty()) {
-            curve[m] = prior_through(0.0, 1.0, x);
+            out[i] = fallback != nullptr ? (*fallback)[i] : prior_through(1.0, 1.0, x);
         } else if (x <= seen.front().first) {
             // Below every measurement: the prior's shape, which never makes a
-            // shorter draft look dearer than it may be.
-            curve[m] = prior_through(seen.front().first, seen.front().second, x);
+            // smaller size look dearer than it may be.
+            out[i] = prior_through(seen.front().first, seen.front().second, x);
         } else if (x >= seen.back().first) {
-            // Above: the last measured segment extended (never downhill) or
-            // the prior's shape, whichever is cheaper: verification costs
-            // less per token in larger batches, and an optimistic guess
-            // sends the loop to measure the size.
+            // Above: the prior's shape through a single measurement; through
+            // several, the average slope between the smallest and the largest
+            // (never downhill), which one noisy neighbour cannot tilt.
+            const auto & [x0, c0] = seen.front();
             const auto & [x1, c1] = seen.back();
-            curve[m] = prior_through(x1, c1, x);
-            if (seen.size() >= 2) {
-                const auto & [x0, c0] = seen[seen.size() - 2];
-                curve[m] = std::min(curve[m], c1 + std::max(0.0, (c1 - c0) / (x1 - x0)) * (x - x1));
-            }
+            out[i] = seen.size() == 1 ? prior_through(x1, c1, x) : c1 + std::max(0.0, (c1 - c0) / (x1 - x0)) * (x - x1);
         } else {
             const auto hi = std::lower_bound(seen.begin(), seen.end(), x, [](const auto & p, double v) { return p.first < v; });
             const auto lo = hi - 1;
-            curve[m] = lo->second + (hi->second - lo->second) * (x - lo->first) / (hi->first - lo->first);
+            out[i] = lo->second + (hi->second - lo->second) * (x - lo->first) / (hi->first - lo->first);
         }
     }
-    // A step never gets cheaper by drafting more.
-    for (size_t m = 1; m < n; ++m) {
-        curve[m] = std::max(curve[m], curve[m - 1]);
+    // More rows never cost less.
+    for (size_t i = 2; i < n; ++i) {
+        out[i] = std::max(out[i], out[i - 1]);
     }
-    return curve;
+    return out;
 }
 
-double adaptive_draft_length::step_cost(int32_t n_active, int32_t m) const {
-    return cost_curve(n_active)[static_cast<size_t>(m)];
+std::vector<double> adaptive_draft_length::verify_curve(size_t n) const {
+    return curve(verify_, n, nullptr);
+}
+
+std::vector<double> adaptive_draft_length::pass_curve(size_t n) const {
+    std::vector<double> fallback = verify_curve(n);
+    for (double & c : fallback) {
+        c *= prior_pass_share;
+    }
+    return curve(pass_, n, &fallback);
+}
+
+double adaptive_draft_length::verify_cost(int32_t rows) const {
+    return verify_curve(static_cast<size_t>(std::max(rows, 1)) + 1).back();
+}
+
+double adaptive_draft_length::pass_cost(int32_t rows) const {
+    return pass_curve(static_cast<size_t>(std::max(rows, 1)) + 1).back();
 }
 
 std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps, int32_t n_min) {
@@ -125,18 +127,49 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
     std::sort(slots.begin(), slots.end(), [](const auto & a, const auto & b) {
         return std::get<0>(a) != std::get<0>(b) ? std::get<0>(a) > std::get<0>(b) : std::get<1>(a) < std::get<1>(b);
     });
-    const std::vector<double> cost = cost_curve(n_active);
-    std::vector<double> rate(slots.size() + 1);
-    double expected = n_active; // every active sequence gets the target's own token
-    size_t best_m = 0;
-    for (size_t m = 0; m <= slots.size(); ++m) {
-        expected += m > 0 ? std::get<0>(slots[m - 1]) : 0.0;
-        rate[m] = expected / cost[m];
-        best_m = rate[m] > rate[best_m] ? m : best_m;
+    // Growing steps: at most max_growth times the most rows measured yet.
+    size_t largest = static_cast<size_t>(n_active);
+    for (size_t x = 1; x < verify_.size(); ++x) {
+        largest = verify_[x].n > 0 ? std::max(largest, x) : largest;
     }
+    const size_t n_rows = static_cast<size_t>(max_growth) * largest;
+    const std::vector<double> verify = verify_curve(static_cast<size_t>(n_active) * static_cast<size_t>(n_max_ + 1) + 1);
+    const std::vector<double> pass = pass_curve(static_cast<size_t>(n_active) + 1);
+    // Expected tokens per cost of the first m slots of `order` for every m
+    // the growth limit allows, p(slot) being each slot's probability.
+    const auto rates = [&](const auto & order, auto p) {
+        std::vector<double> rate(1, n_active / verify[static_cast<size_t>(n_active)]);
+        std::vector<int32_t> rows_at(static_cast<size_t>(n_max_), 0); // rows of each drafting pass
+        double expected = n_active; // every active sequence gets the target's own token
+        double drafting = 0;
+        for (size_t m = 1; m <= order.size() && static_cast<size_t>(n_active) + m <= n_rows; ++m) {
+            const auto & slot = order[m - 1];
+            int32_t & r = rows_at[static_cast<size_t>(std::get<1>(slot))];
+            drafting += pass[static_cast<size_t>(r + 1)] - pass[static_cast<size_t>(r)];
+            ++r;
+            expected += p(slot);
+            rate.push_back(expected / (verify[static_cast<size_t>(n_active) + m] + drafting));
+        }
+        return rate;
+    };
+    const std::vector<double> rate = rates(slots, [](const auto & slot) { return std::get<0>(slot); });
+    const size_t best_m = static_cast<size_t>(std::max_element(rate.begin(), rate.end()) - rate.begin());
     for (size_t j = 0; j < best_m; ++j) {
         lengths[std::get<2>(slots[j])]++;
     }
+    // Could a drafter that is always right beat plain decoding here (every
+    // sequence's slots, position by position)? If not, no shadow can change
+    // a choice (shadow_due).
+    std::vector<std::tuple<double, int32_t, size_t>> perfect;
+    for (int32_t i = 0; i < n_max_; ++i) {
+        for (size_t s = 0; s < caps.size(); ++s) {
+            if (i < caps[s]) {
+                perfect.emplace_back(1.0, i, s);
+            }
+        }
+    }
+    const std::vector<double> best_case = rates(perfect, [](const auto &) { return 1.0; });
+    drafting_may_pay_ = std::any_of(best_case.begin() + 1, best_case.end(), [&](double r) { return r > best_case[0]; });
     for (size_t s = 0; s < caps.size(); ++s) {
         if (lengths[s] > 0 && lengths[s] < n_min) {
             lengths[s] = caps[s] >= n_min ? n_min : 0;
@@ -171,14 +204,13 @@ void adaptive_draft_length::observe(size_t seq, int32_t proposed, int32_t kept) 
 
 int adaptive_draft_length::shadow_wait(int misses, int32_t n_active) const {
     int cap = 7;
-    const double plain = shadow_cost_.n > 0 && n_active > 0 && static_cast<size_t>(n_active) < cost_.size() &&
-                                 !cost_[static_cast<size_t>(n_active)].empty() && cost_[static_cast<size_t>(n_active)][0].n > 0
-                             ? cost_[static_cast<size_t>(n_active)][0].lowest()
-                             : 0.0;
-    if (plain > 0.0) {
-        // n_active sequences each shadowing every (wait + 1) steps cost
-        // n_active * shadow / (wait + 1) of a step that costs `plain`.
-        const double steps = n_active * shadow_cost_.lowest() / (shadow_budget * plain);
+    const auto n_seq = static_cast<size_t>(std::max(n_active, 1));
+    const bool measured = n_seq < verify_.size() && verify_[n_seq].n > 0 &&
+                          std::any_of(pass_.begin(), pass_.end(), [](const cost_cell & c) { return c.n > 0; });
+    if (measured) {
+        // n_active sequences missing together shadow together: one pass over
+        // n_active rows every (wait + 1) steps, against a plain step's cost.
+        const double steps = pass_cost(n_active) / (shadow_budget * verify_[n_seq].lowest());
         cap = static_cast<int>(std::clamp(std::ceil(steps) - 1.0, 7.0, static_cast<double>(max_shadow_wait)));
     }
     if (hits_ > 0) {
@@ -194,35 +226,37 @@ int adaptive_draft_length::shadow_wait(int misses, int32_t n_active) const {
 
 bool adaptive_draft_length::shadow_due(size_t seq, int32_t n_active) {
     sequence_evidence & e = acceptance_[seq];
-    if (e.fresh || e.idle >= shadow_wait(e.misses, n_active)) {
+    if (drafting_may_pay_ && (e.fresh || e.idle >= shadow_wait(e.misses, n_active))) {
         return true;
     }
     e.idle++;
     return false;
 }
 
-void adaptive_draft_length::observe_shadow_cost(int32_t n_shadows, double microseconds) {
-    if (n_shadows <= 0) {
-        return;
+void adaptive_draft_length::record(std::vector<cost_cell> & cells, size_t size, double microseconds, bool sure) {
+    if (cells.size() <= size) {
+        cells.resize(size + 1);
     }
-    shadow_cost_.samples[shadow_cost_.n % cost_cell::window] = std::max(microseconds / n_shadows, 1.0);
-    shadow_cost_.n++;
-}
-
-void adaptive_draft_length::observe_cost(int32_t n_active, int32_t m, double microseconds) {
-    if (n_active <= 0 || m < 0 || m > n_active * n_max_) {
-        return;
-    }
-    if (cost_.size() <= static_cast<size_t>(n_active)) {
-        cost_.resize(static_cast<size_t>(n_active) + 1);
-    }
-    auto & cells = cost_[static_cast<size_t>(n_active)];
-    if (cells.size() <= static_cast<size_t>(m)) {
-        cells.resize(static_cast<size_t>(m) + 1);
-    }
-    cost_cell & c = cells[static_cast<size_t>(m)];
+    cost_cell & c = cells[size];
     c.samples[c.n % cost_cell::window] = std::max(microseconds, 1.0); // a clock that read 0 must not make a step free
     c.n++;
+    c.sure = c.sure || sure;
+}
+
+void adaptive_draft_length::observe_verify(int32_t n_active, int32_t rows, double microseconds) {
+    if (n_active <= 0 || rows < n_active || rows > n_active * (n_max_ + 1)) {
+        return;
+    }
+    record(verify_, static_cast<size_t>(rows), microseconds, rows == n_active);
+}
+
+void adaptive_draft_length::observe_draft(int32_t passes, int32_t rows, double microseconds) {
+    if (passes <= 0 || rows < passes) {
+        return;
+    }
+    // The passes' average size stands for each of them.
+    const auto size = static_cast<size_t>(std::lround(static_cast<double>(rows) / passes));
+    record(pass_, size, microseconds / passes, true);
 }
 
 } // namespace specdec::detail

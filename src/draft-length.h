@@ -14,18 +14,27 @@
 //    the text. A position with little evidence leans on the position before
 //    it (and position 0 on a prior: optimistic after a hit, pessimistic
 //    after a miss, since acceptance comes in runs).
-//  - per number of active sequences, the measured cost of a step (drafting +
-//    verification) against the number of drafted tokens in it: the lowest of
-//    the recent measurements of each size measured at least twice, since
-//    interference from the rest of the machine only ever adds time. Other
-//    sizes are interpolated between measured ones, or extrapolated
-//    optimistically (so that the loop goes and measures them); before there
-//    are two measured sizes a prior slope stands in.
+//  - what a step costs, in two measured curves shared by every batch size:
+//    verifying a batch of r rows (the target's decode plus the drafter's
+//    processing of it: a plain step of r sequences and a step of one
+//    sequence drafting r - 1 tokens measure the same point), and one
+//    drafting pass over r rows (a step drafting k tokens for some sequences
+//    makes k passes, pass j over the sequences drafting more than j). Each
+//    point is the lowest of its recent measurements, since interference
+//    from the rest of the machine only ever adds time; a verification size
+//    counts once it has been measured twice (a plain step's at once).
+//    Sizes between measured ones are interpolated; below the smallest, and
+//    above a single measured size, the prior's shape (optimistic, so that
+//    the loop goes and measures them) scales through it; above several, the
+//    average measured slope goes on. Before anything is measured the prior
+//    shape stands in. A step never
+//    verifies more than max_growth times the most rows measured so far, so
+//    larger sizes are explored in growing steps, not in one expensive leap.
 //
-// Verification cost depends only on the batch totals, and each sequence's
-// cumulative acceptance probabilities fall with position, so the best plan for
-// a total of m drafted tokens drafts the m (sequence, position) slots with the
-// highest probabilities; the controller tries every m and keeps the best.
+// Each sequence's cumulative acceptance probabilities fall with position, so
+// the controller drafts the (sequence, position) slots in falling order of
+// probability and keeps the prefix with the best expected tokens per cost
+// (verification of the whole batch plus the drafting passes it needs).
 // The choice never changes which tokens are emitted, only how fast.
 #pragma once
 
@@ -47,11 +56,15 @@ public:
     static constexpr double prior_acceptance_after_miss = 0.2;
     // Pseudo-observations behind each prior.
     static constexpr double prior_weight = 1.0;
-    // Cost of one more drafted token for each active sequence, as a share of
-    // a step's cost, assumed until two step sizes have been measured (and
-    // above the largest measured size when cheaper than the last measured
-    // segment extended).
-    static constexpr double prior_cost_slope = 0.25;
+    // Cost of verifying one more row, as a share of a one-row step, assumed
+    // where nothing is measured (and above the largest measured size when
+    // cheaper than the last measured segment extended).
+    static constexpr double prior_row_cost = 0.25;
+    // Cost of a drafting pass over r rows, as a share of verifying r rows,
+    // assumed before any pass is measured.
+    static constexpr double prior_pass_share = 0.25;
+    // A step verifies at most this many times the most rows measured so far.
+    static constexpr int32_t max_growth = 4;
     // Share of the throughput the shadows of sequences that draft nothing
     // may cost (bounds how rarely they probe: see shadow_due).
     static constexpr double shadow_budget = 0.01;
@@ -78,9 +91,13 @@ public:
     // its slot); the cost measurements stay.
     void reset(size_t seq);
 
-    // A step with n_active sequences and m drafted tokens in total took
-    // `microseconds` of drafting and verification.
-    void observe_cost(int32_t n_active, int32_t m, double microseconds);
+    // A step with n_active sequences verified `rows` rows (n_active plus
+    // what they drafted) in `microseconds` (decode and drafter processing).
+    void observe_verify(int32_t n_active, int32_t rows, double microseconds);
+
+    // A step drafted for `rows` rows in all (shadows included) in `passes`
+    // drafting passes (its longest draft), in `microseconds`.
+    void observe_draft(int32_t passes, int32_t rows, double microseconds);
 
     // Whether sequence `seq`, given length 0 for this step of n_active
     // sequences, should draft a shadow token (see observe). A sequence with
@@ -92,24 +109,25 @@ public:
     // right, waits of 0, 3, 15, 63 steps after 1, 2, 3, 4 misses (its own,
     // or those of all sequences per active sequence, whichever are more),
     // capped at the interval at which
-    // shadows cost shadow_budget of the throughput (from
-    // observe_shadow_cost and the measured cost of a step without drafts;
-    // 7 before both are measured), so that a drafter that is never right
-    // costs close to nothing. A hit brings them back every step. Counts the
-    // step as one without a shadow when it returns false.
+    // shadows cost shadow_budget of the throughput (a pass over n_active
+    // rows against a plain step of n_active sequences, both measured; 7
+    // before they are), so that a drafter that is never right
+    // costs close to nothing. A hit brings them back every step. No
+    // sequence shadows when the last choose() found that even a drafter
+    // that is always right would not beat plain decoding at the measured
+    // costs of this batch size (a shadow could not change any choice then).
+    // Counts the step as one without a shadow when it returns false.
     bool shadow_due(size_t seq, int32_t n_active);
-
-    // A step drafted `n_shadows` shadow tokens and nothing else, in
-    // `microseconds` of drafting.
-    void observe_shadow_cost(int32_t n_shadows, double microseconds);
 
     // Estimated probability that sequence `seq` keeps its drafted tokens
     // 0..i (all of them) at its next step, for i < n_max.
     double p_keep_through(size_t seq, int32_t i) const;
 
-    // Estimated cost of a step with n_active sequences and m drafted tokens,
-    // in microseconds (or prior units before any measurement).
-    double step_cost(int32_t n_active, int32_t m) const;
+    // Estimated cost of verifying `rows` rows, and of one drafting pass over
+    // `rows` rows, in microseconds (or prior units, a one-row verification
+    // being 1, before any measurement). rows >= 1.
+    double verify_cost(int32_t rows) const;
+    double pass_cost(int32_t rows) const;
 
 private:
     struct position_counts {
@@ -123,26 +141,34 @@ private:
         int idle = 0;                          // steps since the last draft or shadow
         bool fresh = true;                     // nothing observed yet
     };
-    // The most recent measurements of one step size, oldest overwritten first.
+    // The most recent measurements of one size, oldest overwritten first.
     struct cost_cell {
         static constexpr size_t window = 8;
         double samples[window] = {};
-        size_t n = 0; // measurements so far
+        size_t n = 0;        // measurements so far
+        bool   sure = false; // one measurement counts (a plain step's, a drafting pass's)
         double lowest() const;
+        bool   counts() const { return n >= (sure ? 1u : 2u); }
     };
 
     std::vector<double> cumulative(size_t seq) const;
-    std::vector<double> cost_curve(int32_t n_active) const;
+    // Cost of sizes [0, n) (0 costs 0) from the cells that count: see the
+    // header comment. `fallback` (may be null) stands in for an empty curve.
+    static std::vector<double> curve(const std::vector<cost_cell> & cells, size_t n, const std::vector<double> * fallback);
+    std::vector<double> verify_curve(size_t n) const;
+    std::vector<double> pass_curve(size_t n) const;
+    static void record(std::vector<cost_cell> & cells, size_t size, double microseconds, bool sure);
 
     // Most steps a sequence with `misses` consecutive misses waits between shadows.
     int shadow_wait(int misses, int32_t n_active) const;
 
     int32_t n_max_;
-    cost_cell shadow_cost_;     // microseconds per shadow token
     uint64_t  hits_ = 0;        // first draft tokens kept, over every sequence and request
     uint64_t  misses_ = 0;      // ... and rejected
-    std::vector<sequence_evidence>      acceptance_; // [seq]
-    std::vector<std::vector<cost_cell>> cost_;       // [n_active][m]
+    bool      drafting_may_pay_ = true; // the last choose(): some draft beats plain at acceptance 1
+    std::vector<sequence_evidence> acceptance_; // [seq]
+    std::vector<cost_cell>         verify_;     // [rows verified]
+    std::vector<cost_cell>         pass_;       // [rows of one drafting pass]
 };
 
 } // namespace specdec::detail

@@ -119,10 +119,6 @@ struct engine_core::step_plan {
     std::vector<std::vector<llama_token>> guesses; // shadow proposals, not verified
     std::vector<int32_t> row0;   // batch row of its id_last; -1: not in the batch
     int32_t n_active = 0;
-    bool    learn_cost = false;  // the controller planned every length of this batch
-    clock_type::time_point t_step;
-    double  step_us = 0;       // drafting, verification and processing
-    double  shadow_us = 0;     // of which drafting shadows alone (not part of the planned cost)
 };
 
 engine_core::engine_core(generation_backend & backend, const engine_params & params, event_callback on_event)
@@ -333,12 +329,9 @@ engine_core::step_plan engine_core::plan_lengths() {
     // never verified, only compared with the token the target picks: it
     // keeps the acceptance estimate current for the price of drafting alone.
     std::vector<int32_t> adaptive_caps(slots_.size(), -1);
-    bool all_adaptive = true;
     for (size_t s = 0; s < slots_.size(); ++s) {
         if (plan.caps[s] >= 0 && slots_[s]->adaptive) {
             adaptive_caps[s] = plan.caps[s];
-        } else if (plan.caps[s] >= 0) {
-            all_adaptive = false;
         }
     }
     if (std::all_of(adaptive_caps.begin(), adaptive_caps.end(), [](int32_t c) { return c < 0; })) {
@@ -351,7 +344,6 @@ engine_core::step_plan engine_core::plan_lengths() {
             plan.asked[s] = plan.shadow[s] ? std::min(plan.caps[s], std::max(1, b_.n_draft_min())) : lengths[s];
         }
     }
-    plan.learn_cost = all_adaptive; // a step with fixed lengths in it says nothing of the controller's choice
     return plan;
 }
 
@@ -363,21 +355,24 @@ void engine_core::draft(step_plan & plan) {
             requests.push_back({r.result.seq_id, r.n_past, r.id_last, plan.asked[s]});
         }
     }
-    plan.t_step = clock_type::now();
+    const auto t = clock_type::now();
     if (!requests.empty()) {
         b_.draft(requests);
     }
-    const int64_t draft_us = since_us(plan.t_step);
+    const int64_t draft_us = since_us(t);
     times_.t_draft_us += draft_us;
-    const auto n_shadows = static_cast<int32_t>(std::count(plan.shadow.begin(), plan.shadow.end(), true));
-    if (adaptive_ && n_shadows > 0 && n_shadows == static_cast<int32_t>(requests.size())) {
-        adaptive_->observe_shadow_cost(n_shadows, static_cast<double>(draft_us));
-        plan.shadow_us = static_cast<double>(draft_us);
-    }
+    int32_t passes = 0; // the longest proposal
+    int32_t rows = 0;
     for (const draft_request & q : requests) {
         const auto p = b_.proposal(q.seq_id);
         const size_t s = static_cast<size_t>(q.seq_id);
         (plan.shadow[s] ? plan.guesses[s] : plan.proposals[s]).assign(p.begin(), p.end());
+        passes = std::max(passes, static_cast<int32_t>(p.size()));
+        rows += static_cast<int32_t>(p.size());
+    }
+    // Costs are physical: every step measures them, whoever chose its lengths.
+    if (adaptive_ && passes > 0) {
+        adaptive_->observe_draft(passes, rows, static_cast<double>(draft_us));
     }
 }
 
@@ -395,26 +390,28 @@ void engine_core::verify(step_plan & plan) {
             batch_->add(plan.proposals[s][k], r.n_past + 1 + static_cast<llama_pos>(k), r.result.seq_id, true);
         }
     }
-    auto t = clock_type::now();
+    const auto t0 = clock_type::now();
     b_.decode(batch_->b);
-    times_.t_verify_us += since_us(t);
-    t = clock_type::now();
+    const int64_t decode_us = since_us(t0);
+    times_.t_verify_us += decode_us;
+    const auto t1 = clock_type::now();
     b_.process(batch_->b);
-    times_.t_draft_us += since_us(t);
-    plan.step_us = static_cast<double>(since_us(plan.t_step));
+    const int64_t process_us = since_us(t1);
+    times_.t_draft_us += process_us;
+    if (adaptive_) {
+        adaptive_->observe_verify(plan.n_active, batch_->size(), static_cast<double>(decode_us + process_us));
+    }
 }
 
 // Each request keeps its agreeing prefix plus the target's token; the
 // adaptive controller learns from what was kept and what the step cost.
 void engine_core::accept(step_plan & plan) {
-    int32_t n_proposed = 0;
     for (size_t s = 0; s < slots_.size(); ++s) {
         if (plan.row0[s] < 0) {
             continue;
         }
         request_state & r = *slots_[s];
         const int32_t kept = accept_one(r, plan.proposals[s], plan.row0[s]);
-        n_proposed += static_cast<int32_t>(plan.proposals[s].size());
         if (!plan.guesses[s].empty()) {
             // The target's token is id_last now; nothing of the guess was
             // decoded. (Synthetic acceptance decides shadows as it decides drafts.)
@@ -424,9 +421,6 @@ void engine_core::accept(step_plan & plan) {
         } else if (r.adaptive) {
             adaptive_->observe(s, static_cast<int32_t>(plan.proposals[s].size()), kept);
         }
-    }
-    if (plan.learn_cost) {
-        adaptive_->observe_cost(plan.n_active, n_proposed, plan.step_us - plan.shadow_us);
     }
 }
 

@@ -462,11 +462,14 @@ SPECDEC_API specdec_session_stats specdec_session_get_stats(const specdec_sessio
  * expected tokens per second largest, from running estimates of that
  * sequence's acceptance at each draft position (recent steps weigh most, and
  * they are kept apart for steps after a kept and after a rejected first
- * token, so the choice turns with the text) and the step cost measured in
- * this call for each number of drafted tokens. A sequence given length 0
- * still drafts one "shadow" token now and then (every step while they hit,
- * thinning to every 8th while they miss) that is never verified, only compared
- * with the target's token. Output is the same as with any fixed length; a
+ * token, so the choice turns with the text) and the costs measured in this
+ * call: verifying a batch of each number of rows, and a drafting pass over
+ * each number of rows. A sequence given length 0 still drafts one "shadow"
+ * token now and then (every step while they hit, thinning to every 8th while
+ * they miss, or as far as every 64th while the drafter has never been right;
+ * never while even an always-right drafter would not beat plain
+ * decoding at the measured costs) that is never verified, only compared with
+ * the target's token. Output is the same as with any fixed length; a
  * length below the session's n_draft_min is raised to it (or to 0 when that
  * does not fit). Sequence statistics count verified drafts only; the
  * session's statistics also count shadow drafts.

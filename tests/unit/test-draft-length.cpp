@@ -93,7 +93,9 @@ throughput simulate_adaptive(int steps, const std::function<double(int)> & accep
             } else if (c.shadow_due(0, 1)) {
                 c.observe(0, 1, simulate_kept(1, acceptance(step), shadow_rng));
             }
-            c.observe_cost(1, k, cost(k));
+            // The whole step's cost as verification; drafting is free.
+            c.observe_verify(1, 1 + k, cost(k));
+            c.observe_draft(std::max(k, 1), std::max(k, 1), 0.0);
         },
         seed);
 }
@@ -107,20 +109,58 @@ TEST(DraftLength, PriorsBeforeAnyEvidence) {
     adaptive_draft_length c(2, 4);
     EXPECT_DOUBLE_EQ(c.p_keep_through(0, 0), adaptive_draft_length::prior_acceptance);
     EXPECT_DOUBLE_EQ(c.p_keep_through(1, 2), std::pow(adaptive_draft_length::prior_acceptance, 3));
-    EXPECT_DOUBLE_EQ(c.step_cost(1, 0), 1.0);
-    EXPECT_DOUBLE_EQ(c.step_cost(1, 4), 1.0 + 4 * adaptive_draft_length::prior_cost_slope);
-    // One measurement scales the prior's shape.
-    c.observe_cost(1, 2, 300.0);
-    EXPECT_DOUBLE_EQ(c.step_cost(1, 2), 1.0 + 2 * adaptive_draft_length::prior_cost_slope); // one sample is not trusted yet
-    c.observe_cost(1, 2, 310.0);
-    EXPECT_DOUBLE_EQ(c.step_cost(1, 2), 300.0);
-    EXPECT_DOUBLE_EQ(c.step_cost(1, 0), 300.0 / (1.0 + 2 * adaptive_draft_length::prior_cost_slope));
-    // Another number of active sequences has its own curve; the prior's slope
-    // is per sequence, so four sequences drafting one token each cost what
-    // one sequence drafting one token does.
-    EXPECT_DOUBLE_EQ(c.step_cost(2, 0), 1.0);
-    EXPECT_DOUBLE_EQ(c.step_cost(4, 4), c.step_cost(3, 3));
-    EXPECT_DOUBLE_EQ(c.step_cost(4, 4), 1.0 + adaptive_draft_length::prior_cost_slope);
+    EXPECT_DOUBLE_EQ(c.verify_cost(1), 1.0);
+    EXPECT_DOUBLE_EQ(c.verify_cost(5), 1.0 + 4 * adaptive_draft_length::prior_row_cost);
+    EXPECT_DOUBLE_EQ(c.pass_cost(5), adaptive_draft_length::prior_pass_share * c.verify_cost(5));
+    // Two measurements of a step that drafted scale the prior's shape.
+    c.observe_verify(1, 3, 300.0);
+    EXPECT_DOUBLE_EQ(c.verify_cost(3), 1.0 + 2 * adaptive_draft_length::prior_row_cost); // one sample is not trusted yet
+    c.observe_verify(1, 3, 310.0);
+    EXPECT_DOUBLE_EQ(c.verify_cost(3), 300.0);
+    EXPECT_DOUBLE_EQ(c.verify_cost(1), 300.0 / (1.0 + 2 * adaptive_draft_length::prior_row_cost));
+    // Until a pass is measured, a pass costs its share of a verification.
+    EXPECT_DOUBLE_EQ(c.pass_cost(3), adaptive_draft_length::prior_pass_share * 300.0);
+    c.observe_draft(2, 2, 80.0); // two passes of one row
+    EXPECT_DOUBLE_EQ(c.pass_cost(1), 40.0);
+    EXPECT_DOUBLE_EQ(c.pass_cost(3), 40.0 * (1.0 + 2 * adaptive_draft_length::prior_row_cost));
+}
+
+TEST(DraftLength, EveryBatchSizeSharesOneVerificationCurve) {
+    // Plain steps of one and of three sequences: one sequence drafting two
+    // tokens verifies three rows, as three plain sequences do.
+    adaptive_draft_length c(3, 4);
+    c.observe_verify(1, 1, 100.0);
+    c.observe_verify(3, 3, 160.0);
+    EXPECT_DOUBLE_EQ(c.verify_cost(3), 160.0);
+    EXPECT_DOUBLE_EQ(c.verify_cost(2), 130.0);
+    c.observe(0, 1, 1); // a hit
+    // Drafting is free here, and a second row costs 30% of a step: one
+    // sequence drafts.
+    c.observe_draft(1, 1, 1.0);
+    EXPECT_GT(c.choose(std::vector<int32_t>{4, -1, -1})[0], 0);
+    // Where verification grows linearly (each row costs as much as a plain
+    // step's share), three sequences drafting cannot beat plain decoding.
+    adaptive_draft_length d(3, 4);
+    for (size_t s = 0; s < 3; ++s) {
+        d.observe(s, 4, 4);
+    }
+    d.observe_verify(1, 1, 50.0);
+    d.observe_verify(3, 3, 150.0);
+    d.observe_draft(1, 3, 1.0);
+    EXPECT_EQ(d.choose(std::vector<int32_t>{4, 4, 4}), (std::vector<int32_t>{0, 0, 0}));
+}
+
+TEST(DraftLength, LargerBatchesAreExploredInGrowingSteps) {
+    // A drafter that is always right, with nothing but a one-row step
+    // measured: the first draft verifies at most max_growth rows.
+    adaptive_draft_length c(1, 8);
+    c.observe(0, 1, 1);
+    c.observe_verify(1, 1, 100.0);
+    c.observe_draft(1, 1, 1.0);
+    EXPECT_EQ(c.choose(std::vector<int32_t>{8})[0], adaptive_draft_length::max_growth - 1);
+    c.observe(0, 3, 3);
+    c.observe_verify(1, 4, 130.0);
+    EXPECT_EQ(c.choose(std::vector<int32_t>{8})[0], 8);
 }
 
 TEST(DraftLength, APlainStepCountsAfterOneMeasurement) {
@@ -134,37 +174,61 @@ TEST(DraftLength, APlainStepCountsAfterOneMeasurement) {
             c.observe(s, 8, 8);
         }
     }
-    c.observe_cost(4, 32, 940.0);
-    c.observe_cost(4, 32, 940.0);
+    c.observe_verify(4, 36, 940.0);
+    c.observe_verify(4, 36, 940.0);
     EXPECT_GT(c.choose(std::vector<int32_t>{8, 8, 8, 8})[0], 0); // plain unmeasured: the prior says draft
-    c.observe_cost(4, 0, 100.0);
-    EXPECT_DOUBLE_EQ(c.step_cost(4, 0), 100.0);
+    c.observe_verify(4, 4, 100.0);
+    EXPECT_DOUBLE_EQ(c.verify_cost(4), 100.0);
     EXPECT_EQ(c.choose(std::vector<int32_t>{8, 8, 8, 8}), (std::vector<int32_t>{0, 0, 0, 0}));
+}
+
+TEST(DraftLength, NoShadowsWhereEvenAPerfectDrafterLoses) {
+    // Four sequences whose drafts were always kept, at costs where drafting
+    // anything is slower than plain decoding: a shadow cannot change a choice.
+    adaptive_draft_length c(4, 8);
+    for (size_t s = 0; s < 4; ++s) {
+        c.observe(s, 8, 8);
+    }
+    c.observe_verify(4, 4, 100.0);
+    c.observe_verify(4, 36, 940.0);
+    c.observe_verify(4, 36, 940.0);
+    const std::vector<int32_t> caps{8, 8, 8, 8};
+    EXPECT_EQ(c.choose(caps), (std::vector<int32_t>{0, 0, 0, 0}));
+    for (size_t s = 0; s < 4; ++s) {
+        EXPECT_FALSE(c.shadow_due(s, 4)) << s;
+    }
+    // One sequence alone, where a plain step costs 40 and a second row 20:
+    // drafting may pay, so the sequence without a draft shadows again.
+    c.observe_verify(1, 1, 40.0);
+    c.observe_draft(1, 1, 1.0);
+    c.observe(0, 8, 0); // a miss: the controller drafts nothing next, and shadows at once
+    EXPECT_EQ(c.choose(std::vector<int32_t>{8, -1, -1, -1}), (std::vector<int32_t>{0, 0, 0, 0}));
+    EXPECT_TRUE(c.shadow_due(0, 1));
 }
 
 TEST(DraftLength, CostCurveInterpolatesAndNeverFalls) {
     adaptive_draft_length c(1, 8);
     for (int i = 0; i < 2; ++i) {
-        c.observe_cost(1, 2, 120.0);
-        c.observe_cost(1, 6, 200.0);
+        c.observe_verify(1, 3, 120.0);
+        c.observe_verify(1, 7, 200.0);
     }
     // A hiccup of the machine: the lowest recent measurement stands.
-    c.observe_cost(1, 2, 500.0);
-    EXPECT_DOUBLE_EQ(c.step_cost(1, 4), 160.0);
-    EXPECT_DOUBLE_EQ(c.step_cost(1, 8), 240.0); // the nearest segment, extended
-    EXPECT_DOUBLE_EQ(c.step_cost(1, 0), 80.0);
-    // A noisy measurement that makes a longer draft look cheaper does not
+    c.observe_verify(1, 3, 500.0);
+    EXPECT_DOUBLE_EQ(c.verify_cost(5), 160.0);
+    EXPECT_DOUBLE_EQ(c.verify_cost(9), 240.0); // the measured slope, extended
+    EXPECT_DOUBLE_EQ(c.verify_cost(1), 80.0);
+    // A noisy measurement that makes a larger batch look cheaper does not
     // make the curve fall.
-    c.observe_cost(1, 7, 100.0);
-    c.observe_cost(1, 7, 100.0);
-    for (int32_t m = 1; m <= 8; ++m) {
-        EXPECT_GE(c.step_cost(1, m), c.step_cost(1, m - 1)) << m;
+    c.observe_verify(1, 8, 100.0);
+    c.observe_verify(1, 8, 100.0);
+    for (int32_t rows = 2; rows <= 9; ++rows) {
+        EXPECT_GE(c.verify_cost(rows), c.verify_cost(rows - 1)) << rows;
     }
-    // The mean follows new measurements (older ones fade geometrically).
+    // New measurements replace old ones (the window holds the recent ones).
     for (int i = 0; i < 30; ++i) {
-        c.observe_cost(1, 2, 60.0);
+        c.observe_verify(1, 3, 60.0);
     }
-    EXPECT_NEAR(c.step_cost(1, 2), 60.0, 1.0);
+    EXPECT_NEAR(c.verify_cost(3), 60.0, 1.0);
 }
 
 TEST(DraftLength, AcceptanceEstimatesFollowTheEvidence) {
@@ -250,11 +314,10 @@ TEST(DraftLength, ShadowsOfANeverRightDrafterProbeAsRarelyAsTheirCostRequires) {
     // A shadow costs 30% of a plain step: within a 1% budget one sequence
     // shadows at most every 30 steps.
     adaptive_draft_length c(4, 4);
-    for (int i = 0; i < 2; ++i) {
-        c.observe_cost(1, 0, 100.0);
-        c.observe_cost(4, 0, 200.0);
-        c.observe_shadow_cost(2, 60.0); // two shadows in one step: 30 each
-    }
+    c.observe_verify(1, 1, 100.0);
+    c.observe_verify(4, 4, 200.0);
+    c.observe_draft(1, 1, 30.0);  // one shadow
+    c.observe_draft(1, 4, 120.0); // four shadows in one pass: 30 each
     std::vector<int> due_steps;
     for (int step = 0; step < 100; ++step) {
         if (c.shadow_due(0, 1)) {
@@ -264,8 +327,8 @@ TEST(DraftLength, ShadowsOfANeverRightDrafterProbeAsRarelyAsTheirCostRequires) {
     }
     EXPECT_EQ(due_steps, (std::vector<int>{0, 1, 5, 21, 51, 81}));
     // Another sequence, of four, after those misses (six: 1.5 per active
-    // sequence). Each shadow is 15% of a step of four: together within 1%
-    // when each shadows every 60 steps.
+    // sequence). Four shadows in one pass cost 60% of a step of four:
+    // within 1% when they come every 60 steps.
     due_steps.clear();
     for (int step = 0; step < 200; ++step) {
         if (c.shadow_due(1, 4)) {
@@ -301,6 +364,11 @@ TEST(DraftLength, AFreshSequenceProbesBeforeItVerifiesADraft) {
     for (int i = 0; i < 10; ++i) {
         c.observe(1, 8, 8);
     }
+    // Verifying 18 rows costs little more than 2, drafting nothing.
+    c.observe_verify(2, 2, 100.0);
+    c.observe_verify(2, 18, 130.0);
+    c.observe_verify(2, 18, 130.0);
+    c.observe_draft(1, 2, 1.0);
     // Sequence 0 has no evidence: length 0 and a shadow, whatever the prior says.
     EXPECT_EQ(c.choose(std::vector<int32_t>{8, 8})[0], 0);
     EXPECT_TRUE(c.shadow_due(0, 2));
@@ -327,7 +395,8 @@ TEST(DraftLength, ChoosesTheLengthThatMaximisesExpectedTokensPerCost) {
             for (int step = 0; step < 400; ++step) {
                 const int32_t k = step % (n_max + 1);
                 c.observe(0, k, simulate_kept(k, a, rng));
-                c.observe_cost(1, k, cost(k));
+                c.observe_verify(1, 1 + k, cost(k));
+                c.observe_draft(std::max(k, 1), std::max(k, 1), 0.0);
             }
             const int32_t want = best_fixed_length(a, cost, n_max);
             const int32_t got = c.choose(caps)[0];
@@ -357,9 +426,10 @@ TEST(DraftLength, RespectsCapsInactiveSequencesAndTheMinimum) {
     for (int i = 0; i < 30; ++i) {
         poor.observe(0, 1, i % 4 < 2 ? 1 : 0); // kept half the time, after a hit or a miss alike
         poor.observe(1, 1, i % 4 < 2 ? 1 : 0);
-        poor.observe_cost(2, 0, 100.0);
-        poor.observe_cost(2, 2, 140.0);
-        poor.observe_cost(2, 4, 300.0);
+        poor.observe_verify(2, 2, 100.0);
+        poor.observe_verify(2, 4, 140.0);
+        poor.observe_verify(2, 6, 300.0);
+        poor.observe_draft(1, 2, 1.0);
     }
     const std::vector<int32_t> lengths = poor.choose(std::vector<int32_t>{8, 8});
     ASSERT_EQ(lengths, (std::vector<int32_t>{1, 1}));
@@ -373,8 +443,9 @@ TEST(DraftLength, SharesOneBatchBetweenAGoodAndAPoorSequence) {
         c.observe(0, 8, 8);
         c.observe(1, 1, 0);
         for (int32_t m : {1, 4, 9, 16}) {
-            c.observe_cost(2, m, cost(m));
+            c.observe_verify(2, 2 + m, cost(m));
         }
+        c.observe_draft(1, 1, 1.0);
     }
     const std::vector<int32_t> lengths = c.choose(std::vector<int32_t>{8, 8});
     EXPECT_EQ(lengths[0], 8);
@@ -389,7 +460,7 @@ TEST(DraftLength, SeveralGoodSequencesDraftBeforeLongerStepsAreMeasured) {
         for (size_t s = 0; s < 4; ++s) {
             c.observe(s, 1, 1);
         }
-        c.observe_cost(4, 0, 400.0);
+        c.observe_verify(4, 4, 400.0);
     }
     for (int32_t length : c.choose(std::vector<int32_t>{8, 8, 8, 8})) {
         EXPECT_GT(length, 0);
