@@ -256,7 +256,7 @@ void adaptive_draft_length::observe_draft(int32_t passes, int32_t rows, double m
     }
     // The passes' average size stands for each of them.
     const auto size = static_cast<size_t>(std::lround(static_cast<double>(rows) / passes));
-    record(pass_, size, microseconds / passes, true);
+    record(pass_, size, microseconds / passes, false);
 }
 
 } // namespace specdec::detail

@@ -21,8 +21,11 @@
 //    drafting pass over r rows (a step drafting k tokens for some sequences
 //    makes k passes, pass j over the sequences drafting more than j). Each
 //    point is the lowest of its recent measurements, since interference
-//    from the rest of the machine only ever adds time; a verification size
-//    counts once it has been measured twice (a plain step's at once).
+//    from the rest of the machine only ever adds time; a size counts once
+//    it has been measured twice (a plain step's at once: a high one only
+//    makes drafting look better, and plain steps come back), since one slow
+//    first pass (buffers allocated, a prompt caught up) must not stop
+//    drafting for good.
 //    Sizes between measured ones are interpolated; below the smallest, and
 //    above a single measured size, the prior's shape (optimistic, so that
 //    the loop goes and measures them) scales through it; above several, the
@@ -146,7 +149,7 @@ private:
         static constexpr size_t window = 8;
         double samples[window] = {};
         size_t n = 0;        // measurements so far
-        bool   sure = false; // one measurement counts (a plain step's, a drafting pass's)
+        bool   sure = false; // one measurement counts (a plain step's)
         double lowest() const;
         bool   counts() const { return n >= (sure ? 1u : 2u); }
     };

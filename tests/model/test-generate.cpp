@@ -227,11 +227,17 @@ TEST_P(AdaptiveLossless, OutputEqualsPlainDecoding) {
             drafted += out.sequences[i].stats.n_drafted;
             accepted += out.sequences[i].stats.n_accepted;
         }
-        // Greedy, the drafters agree with the target and auto drafts; at
-        // temperature 4 they rarely do, and auto may rightly draft nothing.
-        if (temperature == 0.0f) {
+        // Whether auto verifies drafts depends on what this host measures:
+        // on these 2-block targets a model drafter's pass costs about a
+        // target step, so auto may rightly verify none. The n-gram drafters
+        // cost next to nothing and agree greedy, so auto drafts with them;
+        // with the others it probes (shadow drafts, counted by the session):
+        // every fresh sequence does, before anything is measured.
+        if (temperature == 0.0f && c.draft.empty() && c.strategy != SPECDEC_STRATEGY_MTP) {
             EXPECT_GT(drafted, 0u);
             EXPECT_GT(accepted, 0u);
+        } else if (temperature == 0.0f) {
+            EXPECT_GT(s.stats().n_drafted, 0u);
         }
         EXPECT_TRUE(s.is_quiescent());
     }
@@ -296,8 +302,9 @@ TEST(Generate, ExactDrafterAcceptsAlmostEverything) {
 
 // The engine on real kernels: requests added at different steps of an MTP
 // session, two slots for four requests (so slots are reused and a request
-// waits), a long prompt read in chunks; each equals plain decoding of its
-// prompt alone.
+// waits), a long prompt read in chunks, each with its own draft length (4,
+// 1, 0, 3: one batch mixes lengths, and a slot that drafted nothing drafts
+// again for its next request); each equals plain decoding of its prompt alone.
 class EngineLossless : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EngineLossless, RequestsJoiningAtDifferentStepsEqualPlainDecoding) {
@@ -337,14 +344,19 @@ TEST_P(EngineLossless, RequestsJoiningAtDifferentStepsEqualPlainDecoding) {
         }
         return true;
     });
+    const auto with_length = [&](int32_t n_draft) {
+        generate_params p = gp;
+        p.n_draft = n_draft;
+        return p;
+    };
     std::vector<request_id> ids;
-    ids.push_back(e.add(inputs[0], gp));
+    ids.push_back(e.add(inputs[0], with_length(4)));
     e.step();
     e.step();
-    ids.push_back(e.add(inputs[1], gp));
-    ids.push_back(e.add(inputs[2], gp)); // waits for a slot
+    ids.push_back(e.add(inputs[1], with_length(1)));
+    ids.push_back(e.add(inputs[2], with_length(0))); // waits for a slot
     e.step();
-    ids.push_back(e.add(inputs[3], gp));
+    ids.push_back(e.add(inputs[3], with_length(3)));
     e.run_until_idle();
     uint64_t accepted = 0;
     for (size_t i = 0; i < inputs.size(); ++i) {

@@ -121,6 +121,8 @@ TEST(DraftLength, PriorsBeforeAnyEvidence) {
     // Until a pass is measured, a pass costs its share of a verification.
     EXPECT_DOUBLE_EQ(c.pass_cost(3), adaptive_draft_length::prior_pass_share * 300.0);
     c.observe_draft(2, 2, 80.0); // two passes of one row
+    EXPECT_DOUBLE_EQ(c.pass_cost(3), adaptive_draft_length::prior_pass_share * 300.0); // one sample is not trusted yet
+    c.observe_draft(1, 1, 45.0);
     EXPECT_DOUBLE_EQ(c.pass_cost(1), 40.0);
     EXPECT_DOUBLE_EQ(c.pass_cost(3), 40.0 * (1.0 + 2 * adaptive_draft_length::prior_row_cost));
 }
@@ -137,6 +139,7 @@ TEST(DraftLength, EveryBatchSizeSharesOneVerificationCurve) {
     // Drafting is free here, and a second row costs 30% of a step: one
     // sequence drafts.
     c.observe_draft(1, 1, 1.0);
+    c.observe_draft(1, 1, 1.0);
     EXPECT_GT(c.choose(std::vector<int32_t>{4, -1, -1})[0], 0);
     // Where verification grows linearly (each row costs as much as a plain
     // step's share), three sequences drafting cannot beat plain decoding.
@@ -147,6 +150,7 @@ TEST(DraftLength, EveryBatchSizeSharesOneVerificationCurve) {
     d.observe_verify(1, 1, 50.0);
     d.observe_verify(3, 3, 150.0);
     d.observe_draft(1, 3, 1.0);
+    d.observe_draft(1, 3, 1.0);
     EXPECT_EQ(d.choose(std::vector<int32_t>{4, 4, 4}), (std::vector<int32_t>{0, 0, 0}));
 }
 
@@ -156,6 +160,7 @@ TEST(DraftLength, LargerBatchesAreExploredInGrowingSteps) {
     adaptive_draft_length c(1, 8);
     c.observe(0, 1, 1);
     c.observe_verify(1, 1, 100.0);
+    c.observe_draft(1, 1, 1.0);
     c.observe_draft(1, 1, 1.0);
     EXPECT_EQ(c.choose(std::vector<int32_t>{8})[0], adaptive_draft_length::max_growth - 1);
     c.observe(0, 3, 3);
@@ -200,6 +205,7 @@ TEST(DraftLength, NoShadowsWhereEvenAPerfectDrafterLoses) {
     // One sequence alone, where a plain step costs 40 and a second row 20:
     // drafting may pay, so the sequence without a draft shadows again.
     c.observe_verify(1, 1, 40.0);
+    c.observe_draft(1, 1, 1.0);
     c.observe_draft(1, 1, 1.0);
     c.observe(0, 8, 0); // a miss: the controller drafts nothing next, and shadows at once
     EXPECT_EQ(c.choose(std::vector<int32_t>{8, -1, -1, -1}), (std::vector<int32_t>{0, 0, 0, 0}));
@@ -317,7 +323,9 @@ TEST(DraftLength, ShadowsOfANeverRightDrafterProbeAsRarelyAsTheirCostRequires) {
     c.observe_verify(1, 1, 100.0);
     c.observe_verify(4, 4, 200.0);
     c.observe_draft(1, 1, 30.0);  // one shadow
+    c.observe_draft(1, 1, 30.0);
     c.observe_draft(1, 4, 120.0); // four shadows in one pass: 30 each
+    c.observe_draft(1, 4, 120.0);
     std::vector<int> due_steps;
     for (int step = 0; step < 100; ++step) {
         if (c.shadow_due(0, 1)) {
@@ -368,6 +376,7 @@ TEST(DraftLength, AFreshSequenceProbesBeforeItVerifiesADraft) {
     c.observe_verify(2, 2, 100.0);
     c.observe_verify(2, 18, 130.0);
     c.observe_verify(2, 18, 130.0);
+    c.observe_draft(1, 2, 1.0);
     c.observe_draft(1, 2, 1.0);
     // Sequence 0 has no evidence: length 0 and a shadow, whatever the prior says.
     EXPECT_EQ(c.choose(std::vector<int32_t>{8, 8})[0], 0);
