@@ -7,6 +7,9 @@
 namespace specdec::detail {
 
 adaptive_draft_length::adaptive_draft_length(size_t n_seq, int32_t n_max) : n_max_(std::max(n_max, 1)), acceptance_(n_seq) {
+    for (auto & table : pooled_) {
+        table.resize(static_cast<size_t>(n_max_));
+    }
     for (size_t s = 0; s < n_seq; ++s) {
         reset(s);
     }
@@ -15,9 +18,10 @@ adaptive_draft_length::adaptive_draft_length(size_t n_seq, int32_t n_max) : n_ma
 void adaptive_draft_length::reset(size_t seq) {
     sequence_evidence & e = acceptance_[seq];
     e = sequence_evidence{};
-    for (auto & table : e.after) {
-        table.resize(static_cast<size_t>(n_max_));
+    for (int k = 0; k < 2; ++k) {
+        e.after[k] = pooled_[k];
     }
+    e.fresh = pooled_[0][0].reached + pooled_[1][0].reached == 0.0;
 }
 
 double adaptive_draft_length::cost_cell::lowest() const {
@@ -183,15 +187,16 @@ void adaptive_draft_length::observe(size_t seq, int32_t proposed, int32_t kept) 
         return;
     }
     sequence_evidence & e = acceptance_[seq];
-    auto & table = e.after[e.last_kept];
-    for (position_counts & c : table) {
-        c.reached *= decay;
-        c.kept *= decay;
-    }
-    // Position i was decided only when every token before it was kept.
-    for (int32_t i = 0; i < std::min(proposed, n_max_) && i <= kept; ++i) {
-        table[static_cast<size_t>(i)].reached += 1.0;
-        table[static_cast<size_t>(i)].kept += i < kept ? 1.0 : 0.0;
+    for (auto * table : {&e.after[e.last_kept], &pooled_[e.last_kept]}) {
+        for (position_counts & c : *table) {
+            c.reached *= decay;
+            c.kept *= decay;
+        }
+        // Position i was decided only when every token before it was kept.
+        for (int32_t i = 0; i < std::min(proposed, n_max_) && i <= kept; ++i) {
+            (*table)[static_cast<size_t>(i)].reached += 1.0;
+            (*table)[static_cast<size_t>(i)].kept += i < kept ? 1.0 : 0.0;
+        }
     }
     hits_ += kept > 0 ? 1 : 0;
     misses_ += kept > 0 ? 0 : 1;

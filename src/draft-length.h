@@ -90,8 +90,12 @@ public:
     // it): else what it learnt last about position 0 never changes.
     void observe(size_t seq, int32_t proposed, int32_t kept);
 
-    // Forgets the acceptance evidence of sequence `seq` (a new request takes
-    // its slot); the cost measurements stay.
+    // A new request takes the slot of sequence `seq`: its acceptance
+    // evidence becomes the drafter's recent acceptance over every sequence
+    // (the same decayed counts, pooled), so that it drafts at once where the
+    // drafter has been right and probes rarely where it has not; before any
+    // evidence at all the sequence is fresh (see shadow_due). The cost
+    // measurements stay.
     void reset(size_t seq);
 
     // A step with n_active sequences verified `rows` rows (n_active plus
@@ -170,6 +174,7 @@ private:
     uint64_t  misses_ = 0;      // ... and rejected
     bool      drafting_may_pay_ = true; // the last choose(): some draft beats plain at acceptance 1
     std::vector<sequence_evidence> acceptance_; // [seq]
+    std::vector<position_counts>   pooled_[2];  // every sequence's observations, as in sequence_evidence::after
     std::vector<cost_cell>         verify_;     // [rows verified]
     std::vector<cost_cell>         pass_;       // [rows of one drafting pass]
 };

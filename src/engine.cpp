@@ -253,7 +253,7 @@ void engine_core::admit() {
         r->result.seq_id = static_cast<llama_seq_id>(s);
         b_.clear(r->result.seq_id);
         if (adaptive_) {
-            adaptive_->reset(s); // the last request's acceptance says nothing of this one
+            adaptive_->reset(s); // from the drafter's recent acceptance over every request
         }
         slots_[s] = std::move(r);
     }

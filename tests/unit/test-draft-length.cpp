@@ -383,14 +383,45 @@ TEST(DraftLength, AFreshSequenceProbesBeforeItVerifiesADraft) {
     EXPECT_TRUE(c.shadow_due(0, 2));
     c.observe(0, 1, 1); // the shadow was right
     EXPECT_GT(c.choose(std::vector<int32_t>{8, 8})[0], 0);
-    c.reset(0); // a new request in the slot
-    EXPECT_EQ(c.choose(std::vector<int32_t>{8, 8})[0], 0);
 
     // A probe that missed says little of what follows a miss, but acceptance
     // comes in runs: the next step probes again rather than verifying.
     adaptive_draft_length d(1, 8);
     d.observe(0, 1, 0);
     EXPECT_EQ(d.choose(std::vector<int32_t>{8})[0], 0);
+}
+
+TEST(DraftLength, ANewRequestStartsFromTheDraftersRecentAcceptance) {
+    // A drafter that has been right for every request: the next request in
+    // a slot drafts long at once, without probing first.
+    adaptive_draft_length c(2, 8);
+    c.observe_verify(2, 2, 100.0);
+    c.observe_verify(2, 18, 130.0);
+    c.observe_verify(2, 18, 130.0);
+    c.observe_draft(1, 2, 1.0);
+    c.observe_draft(1, 2, 1.0);
+    for (int i = 0; i < 20; ++i) {
+        c.observe(0, 8, 8);
+        c.observe(1, 8, 8);
+    }
+    c.reset(0);
+    EXPECT_EQ(c.choose(std::vector<int32_t>{8, 8})[0], 8);
+    EXPECT_NEAR(c.p_keep_through(0, 0), c.p_keep_through(1, 0), 0.02);
+
+    // A drafter that has never been right: a new request neither drafts nor
+    // probes at once; it waits as the others' misses say.
+    adaptive_draft_length d(2, 8);
+    d.observe_verify(1, 1, 100.0);
+    d.observe_verify(1, 9, 300.0);
+    d.observe_verify(1, 9, 300.0);
+    d.observe_draft(1, 1, 30.0);
+    d.observe_draft(1, 1, 30.0);
+    for (int i = 0; i < 6; ++i) {
+        d.observe(1, 1, 0);
+    }
+    d.reset(0);
+    EXPECT_EQ(d.choose(std::vector<int32_t>{8, -1})[0], 0);
+    EXPECT_FALSE(d.shadow_due(0, 1));
 }
 
 TEST(DraftLength, ChoosesTheLengthThatMaximisesExpectedTokensPerCost) {
