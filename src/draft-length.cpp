@@ -157,7 +157,8 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
         return rate;
     };
     const std::vector<double> rate = rates(slots, [](const auto & slot) { return std::get<0>(slot); });
-    const size_t best_m = static_cast<size_t>(std::max_element(rate.begin(), rate.end()) - rate.begin());
+    size_t best_m = static_cast<size_t>(std::max_element(rate.begin(), rate.end()) - rate.begin());
+    best_m = rate[best_m] > (1.0 + min_gain) * rate[0] ? best_m : 0;
     for (size_t j = 0; j < best_m; ++j) {
         lengths[std::get<2>(slots[j])]++;
     }
@@ -173,7 +174,8 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
         }
     }
     const std::vector<double> best_case = rates(perfect, [](const auto &) { return 1.0; });
-    drafting_may_pay_ = std::any_of(best_case.begin() + 1, best_case.end(), [&](double r) { return r > best_case[0]; });
+    drafting_may_pay_ =
+        std::any_of(best_case.begin() + 1, best_case.end(), [&](double r) { return r > (1.0 + min_gain) * best_case[0]; });
     for (size_t s = 0; s < caps.size(); ++s) {
         if (lengths[s] > 0 && lengths[s] < n_min) {
             lengths[s] = caps[s] >= n_min ? n_min : 0;

@@ -68,6 +68,12 @@ public:
     static constexpr double prior_pass_share = 0.25;
     // A step verifies at most this many times the most rows measured so far.
     static constexpr int32_t max_growth = 4;
+    // Drafting must promise this much more throughput than plain decoding:
+    // where verification grows linearly with the rows (a CPU with several
+    // sequences) drafting is break-even at best, and the estimates' noise
+    // would otherwise decide, losing more on a wrong draft than a right one
+    // gains.
+    static constexpr double min_gain = 0.05;
     // Share of the throughput the shadows of sequences that draft nothing
     // may cost (bounds how rarely they probe: see shadow_due).
     static constexpr double shadow_budget = 0.01;
@@ -121,8 +127,9 @@ public:
     // before they are), so that a drafter that is never right
     // costs close to nothing. A hit brings them back every step. No
     // sequence shadows when the last choose() found that even a drafter
-    // that is always right would not beat plain decoding at the measured
-    // costs of this batch size (a shadow could not change any choice then).
+    // that is always right would not beat plain decoding by min_gain at the
+    // measured costs of this batch size (a shadow could not change any
+    // choice then).
     // Counts the step as one without a shadow when it returns false.
     bool shadow_due(size_t seq, int32_t n_active);
 

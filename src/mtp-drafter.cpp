@@ -21,18 +21,20 @@ struct top_choice {
 
 top_choice choose(const float * logits, int32_t n_vocab, bool want_p) {
     top_choice c;
-    float best = logits[0];
-    for (int32_t t = 1; t < n_vocab; ++t) {
-        if (logits[t] > best) {
-            best = logits[t];
-            c.token = t;
-        }
-    }
     if (!want_p) {
+        float best = logits[0];
+        for (int32_t t = 1; t < n_vocab; ++t) {
+            if (logits[t] > best) {
+                best = logits[t];
+                c.token = t;
+            }
+        }
         return c;
     }
-    // The top_k largest logits: a small sorted array, largest first.
+    // The top_k largest logits, largest first (on ties the lower id first,
+    // as the argmax above): a small sorted array, in one pass.
     float top[mtp_drafter::top_k];
+    llama_token id[mtp_drafter::top_k];
     int n = 0;
     for (int32_t t = 0; t < n_vocab; ++t) {
         const float v = logits[t];
@@ -42,14 +44,17 @@ top_choice choose(const float * logits, int32_t n_vocab, bool want_p) {
         int i = n < mtp_drafter::top_k ? n++ : n - 1;
         while (i > 0 && top[i - 1] < v) {
             top[i] = top[i - 1];
+            id[i] = id[i - 1];
             --i;
         }
         top[i] = v;
+        id[i] = t;
     }
     double sum = 0;
     for (int i = 0; i < n; ++i) {
-        sum += std::exp(static_cast<double>(top[i] - best));
+        sum += std::exp(static_cast<double>(top[i] - top[0]));
     }
+    c.token = id[0];
     c.p = static_cast<float>(1.0 / sum);
     return c;
 }
@@ -182,18 +187,22 @@ void mtp_drafter::decode_batch(const char * what) {
     }
 }
 
-void mtp_drafter::add_recorded(sequence & s, llama_seq_id seq) {
+void mtp_drafter::add_recorded(sequence & s, llama_seq_id seq, size_t count) {
     const size_t row = static_cast<size_t>(n_embd_);
-    for (size_t k = 0; k < s.tokens.size(); ++k) {
+    count = std::min(count, s.tokens.size());
+    if (count == 0) {
+        return;
+    }
+    for (size_t k = 0; k < count; ++k) {
         const float * embd = k == 0 ? s.h_prev.data() : s.h.data() + (k - 1) * row;
         add_row(s.tokens[k], s.n_run + static_cast<llama_pos>(k), seq, embd, false);
     }
-    if (!s.tokens.empty()) {
-        std::copy(s.h.end() - static_cast<std::ptrdiff_t>(row), s.h.end(), s.h_prev.begin());
-    }
-    s.n_run = s.end();
-    s.tokens.clear();
-    s.h.clear();
+    // The batch holds copies now: the rows run leave the record.
+    const auto rows = static_cast<std::ptrdiff_t>(count * row);
+    std::copy(s.h.begin() + rows - static_cast<std::ptrdiff_t>(row), s.h.begin() + rows, s.h_prev.begin());
+    s.n_run += static_cast<llama_pos>(count);
+    s.tokens.erase(s.tokens.begin(), s.tokens.begin() + static_cast<std::ptrdiff_t>(count));
+    s.h.erase(s.h.begin(), s.h.begin() + rows);
 }
 
 void mtp_drafter::drop_cells(llama_seq_id seq, llama_pos p) {
@@ -203,22 +212,11 @@ void mtp_drafter::drop_cells(llama_seq_id seq, llama_pos p) {
 
 void mtp_drafter::flush(llama_seq_id seq) {
     sequence & s = seqs_[static_cast<size_t>(seq)];
-    const size_t row = static_cast<size_t>(n_embd_);
     while (!s.tokens.empty()) {
-        // A chunk of at most n_batch rows, run as a sequence of its own.
-        const size_t m = std::min(s.tokens.size(), static_cast<size_t>(n_batch_));
-        sequence chunk;
-        chunk.n_run  = s.n_run;
-        chunk.h_prev = s.h_prev;
-        chunk.tokens.assign(s.tokens.begin(), s.tokens.begin() + static_cast<std::ptrdiff_t>(m));
-        chunk.h.assign(s.h.begin(), s.h.begin() + static_cast<std::ptrdiff_t>(m * row));
+        // A chunk of at most n_batch rows, run as a batch of its own.
         drop_cells(seq, s.n_run);
         clear_batch();
-        add_recorded(chunk, seq);
-        s.tokens.erase(s.tokens.begin(), s.tokens.begin() + static_cast<std::ptrdiff_t>(m));
-        s.h.erase(s.h.begin(), s.h.begin() + static_cast<std::ptrdiff_t>(m * row));
-        s.n_run  = chunk.n_run;
-        s.h_prev = chunk.h_prev;
+        add_recorded(s, seq, static_cast<size_t>(n_batch_));
         decode_batch("running recorded rows");
     }
 }
@@ -244,7 +242,7 @@ void mtp_drafter::draft(std::span<const request> requests, std::vector<std::vect
         const request & q = requests[r];
         sequence & s = seqs_[static_cast<size_t>(q.seq)];
         drop_cells(q.seq, s.n_run);
-        add_recorded(s, q.seq);
+        add_recorded(s, q.seq, s.tokens.size());
         i_out[r] = static_cast<int32_t>(b_token_.size());
         add_row(q.id_last, q.pos0, q.seq, s.h_prev.data(), true);
     }

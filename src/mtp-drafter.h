@@ -94,8 +94,9 @@ private:
     void clear_batch();
     void add_row(llama_token token, llama_pos pos, llama_seq_id seq, const float * embd, bool output);
     void decode_batch(const char * what);
-    // Appends the recorded rows of `seq` to the batch and marks them run.
-    void add_recorded(sequence & s, llama_seq_id seq);
+    // Appends the first `count` recorded rows of `seq` (all, when fewer) to
+    // the batch and marks them run.
+    void add_recorded(sequence & s, llama_seq_id seq, size_t count);
     // Drops any cells of `seq` from position p onwards in the draft cache.
     void drop_cells(llama_seq_id seq, llama_pos p);
 
