@@ -173,9 +173,12 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
             }
         }
     }
+    // A shadow step costs a drafting pass over the batch on top of a plain
+    // step: shadows are worth it only where drafting may gain more than that.
     const std::vector<double> best_case = rates(perfect, [](const auto &) { return 1.0; });
-    drafting_may_pay_ =
-        std::any_of(best_case.begin() + 1, best_case.end(), [&](double r) { return r > (1.0 + min_gain) * best_case[0]; });
+    const double shadow_share = pass[static_cast<size_t>(n_active)] / verify[static_cast<size_t>(n_active)];
+    drafting_may_pay_ = std::any_of(best_case.begin() + 1, best_case.end(),
+                                    [&](double r) { return r > (1.0 + min_gain + shadow_share) * best_case[0]; });
     for (size_t s = 0; s < caps.size(); ++s) {
         if (lengths[s] > 0 && lengths[s] < n_min) {
             lengths[s] = caps[s] >= n_min ? n_min : 0;
@@ -233,7 +236,7 @@ int adaptive_draft_length::shadow_wait(int misses, int32_t n_active) const {
 
 bool adaptive_draft_length::shadow_due(size_t seq, int32_t n_active) {
     sequence_evidence & e = acceptance_[seq];
-    if (drafting_may_pay_ && (e.fresh || e.idle >= shadow_wait(e.misses, n_active))) {
+    if (e.fresh || (drafting_may_pay_ && e.idle >= shadow_wait(e.misses, n_active))) {
         return true;
     }
     e.idle++;

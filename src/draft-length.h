@@ -125,11 +125,13 @@ public:
     // shadows cost shadow_budget of the throughput (a pass over n_active
     // rows against a plain step of n_active sequences, both measured; 7
     // before they are), so that a drafter that is never right
-    // costs close to nothing. A hit brings them back every step. No
-    // sequence shadows when the last choose() found that even a drafter
-    // that is always right would not beat plain decoding by min_gain at the
-    // measured costs of this batch size (a shadow could not change any
-    // choice then).
+    // costs close to nothing. A hit brings them back every step. Apart from
+    // a fresh sequence's first probe (which also measures what drafting
+    // costs), no sequence shadows when the last choose() found that even a drafter
+    // that is always right would not beat plain decoding by min_gain plus
+    // what a shadow step costs (a drafting pass over the batch, against a
+    // plain step) at the measured costs of this batch size: shadows could
+    // not pay for themselves then.
     // Counts the step as one without a shadow when it returns false.
     bool shadow_due(size_t seq, int32_t n_active);
 
