@@ -21,6 +21,16 @@ struct linear_cost {
     double operator()(int32_t m) const { return base + per_token * m; }
 };
 
+// A size counts once it is measured twice: both measurements at once.
+void measure_verify(adaptive_draft_length & c, int32_t n_active, int32_t rows, double microseconds) {
+    c.observe_verify(n_active, rows, microseconds);
+    c.observe_verify(n_active, rows, microseconds);
+}
+void measure_draft(adaptive_draft_length & c, int32_t passes, int32_t rows, double microseconds) {
+    c.observe_draft(passes, rows, microseconds);
+    c.observe_draft(passes, rows, microseconds);
+}
+
 // Expected tokens of a step that drafts k tokens when each is kept with
 // probability a given the ones before it were.
 double expected_tokens(double a, int32_t k) {
@@ -138,8 +148,7 @@ TEST(DraftLength, EveryBatchSizeSharesOneVerificationCurve) {
     c.observe(0, 1, 1); // a hit
     // Drafting is free here, and a second row costs 30% of a step: one
     // sequence drafts.
-    c.observe_draft(1, 1, 1.0);
-    c.observe_draft(1, 1, 1.0);
+    measure_draft(c, 1, 1, 1.0);
     EXPECT_GT(c.choose(std::vector<int32_t>{4, -1, -1})[0], 0);
     // Where verification grows linearly (each row costs as much as a plain
     // step's share), three sequences drafting cannot beat plain decoding.
@@ -149,8 +158,7 @@ TEST(DraftLength, EveryBatchSizeSharesOneVerificationCurve) {
     }
     d.observe_verify(1, 1, 50.0);
     d.observe_verify(3, 3, 150.0);
-    d.observe_draft(1, 3, 1.0);
-    d.observe_draft(1, 3, 1.0);
+    measure_draft(d, 1, 3, 1.0);
     EXPECT_EQ(d.choose(std::vector<int32_t>{4, 4, 4}), (std::vector<int32_t>{0, 0, 0}));
 }
 
@@ -160,8 +168,7 @@ TEST(DraftLength, LargerBatchesAreExploredInGrowingSteps) {
     adaptive_draft_length c(1, 8);
     c.observe(0, 1, 1);
     c.observe_verify(1, 1, 100.0);
-    c.observe_draft(1, 1, 1.0);
-    c.observe_draft(1, 1, 1.0);
+    measure_draft(c, 1, 1, 1.0);
     EXPECT_EQ(c.choose(std::vector<int32_t>{8})[0], adaptive_draft_length::max_growth - 1);
     c.observe(0, 3, 3);
     c.observe_verify(1, 4, 130.0);
@@ -179,8 +186,7 @@ TEST(DraftLength, APlainStepCountsAfterOneMeasurement) {
             c.observe(s, 8, 8);
         }
     }
-    c.observe_verify(4, 36, 940.0);
-    c.observe_verify(4, 36, 940.0);
+    measure_verify(c, 4, 36, 940.0);
     EXPECT_GT(c.choose(std::vector<int32_t>{8, 8, 8, 8})[0], 0); // plain unmeasured: the prior says draft
     c.observe_verify(4, 4, 100.0);
     EXPECT_DOUBLE_EQ(c.verify_cost(4), 100.0);
@@ -195,8 +201,7 @@ TEST(DraftLength, NoShadowsWhereEvenAPerfectDrafterLoses) {
         c.observe(s, 8, 8);
     }
     c.observe_verify(4, 4, 100.0);
-    c.observe_verify(4, 36, 940.0);
-    c.observe_verify(4, 36, 940.0);
+    measure_verify(c, 4, 36, 940.0);
     const std::vector<int32_t> caps{8, 8, 8, 8};
     EXPECT_EQ(c.choose(caps), (std::vector<int32_t>{0, 0, 0, 0}));
     for (size_t s = 0; s < 4; ++s) {
@@ -205,8 +210,7 @@ TEST(DraftLength, NoShadowsWhereEvenAPerfectDrafterLoses) {
     // One sequence alone, where a plain step costs 40 and a second row 20:
     // drafting may pay, so the sequence without a draft shadows again.
     c.observe_verify(1, 1, 40.0);
-    c.observe_draft(1, 1, 1.0);
-    c.observe_draft(1, 1, 1.0);
+    measure_draft(c, 1, 1, 1.0);
     c.observe(0, 8, 0); // a miss: the controller drafts nothing next, and shadows at once
     EXPECT_EQ(c.choose(std::vector<int32_t>{8, -1, -1, -1}), (std::vector<int32_t>{0, 0, 0, 0}));
     EXPECT_TRUE(c.shadow_due(0, 1));
@@ -225,8 +229,7 @@ TEST(DraftLength, CostCurveInterpolatesAndNeverFalls) {
     EXPECT_DOUBLE_EQ(c.verify_cost(1), 80.0);
     // A noisy measurement that makes a larger batch look cheaper does not
     // make the curve fall.
-    c.observe_verify(1, 8, 100.0);
-    c.observe_verify(1, 8, 100.0);
+    measure_verify(c, 1, 8, 100.0);
     for (int32_t rows = 2; rows <= 9; ++rows) {
         EXPECT_GE(c.verify_cost(rows), c.verify_cost(rows - 1)) << rows;
     }
@@ -322,10 +325,8 @@ TEST(DraftLength, ShadowsOfANeverRightDrafterProbeAsRarelyAsTheirCostRequires) {
     adaptive_draft_length c(4, 4);
     c.observe_verify(1, 1, 100.0);
     c.observe_verify(4, 4, 200.0);
-    c.observe_draft(1, 1, 30.0);  // one shadow
-    c.observe_draft(1, 1, 30.0);
-    c.observe_draft(1, 4, 120.0); // four shadows in one pass: 30 each
-    c.observe_draft(1, 4, 120.0);
+    measure_draft(c, 1, 1, 30.0);  // one shadow
+    measure_draft(c, 1, 4, 120.0); // four shadows in one pass: 30 each
     std::vector<int> due_steps;
     for (int step = 0; step < 100; ++step) {
         if (c.shadow_due(0, 1)) {
@@ -374,10 +375,8 @@ TEST(DraftLength, AFreshSequenceProbesBeforeItVerifiesADraft) {
     }
     // Verifying 18 rows costs little more than 2, drafting nothing.
     c.observe_verify(2, 2, 100.0);
-    c.observe_verify(2, 18, 130.0);
-    c.observe_verify(2, 18, 130.0);
-    c.observe_draft(1, 2, 1.0);
-    c.observe_draft(1, 2, 1.0);
+    measure_verify(c, 2, 18, 130.0);
+    measure_draft(c, 1, 2, 1.0);
     // Sequence 0 has no evidence: length 0 and a shadow, whatever the prior says.
     EXPECT_EQ(c.choose(std::vector<int32_t>{8, 8})[0], 0);
     EXPECT_TRUE(c.shadow_due(0, 2));
@@ -396,10 +395,8 @@ TEST(DraftLength, ANewRequestStartsFromTheDraftersRecentAcceptance) {
     // a slot drafts long at once, without probing first.
     adaptive_draft_length c(2, 8);
     c.observe_verify(2, 2, 100.0);
-    c.observe_verify(2, 18, 130.0);
-    c.observe_verify(2, 18, 130.0);
-    c.observe_draft(1, 2, 1.0);
-    c.observe_draft(1, 2, 1.0);
+    measure_verify(c, 2, 18, 130.0);
+    measure_draft(c, 1, 2, 1.0);
     for (int i = 0; i < 20; ++i) {
         c.observe(0, 8, 8);
         c.observe(1, 8, 8);
@@ -412,10 +409,8 @@ TEST(DraftLength, ANewRequestStartsFromTheDraftersRecentAcceptance) {
     // probes at once; it waits as the others' misses say.
     adaptive_draft_length d(2, 8);
     d.observe_verify(1, 1, 100.0);
-    d.observe_verify(1, 9, 300.0);
-    d.observe_verify(1, 9, 300.0);
-    d.observe_draft(1, 1, 30.0);
-    d.observe_draft(1, 1, 30.0);
+    measure_verify(d, 1, 9, 300.0);
+    measure_draft(d, 1, 1, 30.0);
     for (int i = 0; i < 6; ++i) {
         d.observe(1, 1, 0);
     }
