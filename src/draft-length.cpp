@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <tuple>
+#include <iterator>
 
 namespace specdec::detail {
 
@@ -22,17 +22,17 @@ void adaptive_draft_length::reset(size_t seq) {
         e.after[k] = pooled_[k];
     }
     e.fresh = pooled_[0][0].reached + pooled_[1][0].reached == 0.0;
+    e.last_kept = pooled_[1][0].reached > 0.0 ? 1 : 0;
 }
 
 double adaptive_draft_length::cost_cell::lowest() const {
     return *std::min_element(samples, samples + std::min(n, window));
 }
 
-std::vector<double> adaptive_draft_length::cumulative(size_t seq) const {
-    const sequence_evidence & e = acceptance_[seq];
-    const std::vector<position_counts> & table = e.after[e.last_kept];
+std::vector<double> adaptive_draft_length::cumulative(size_t seq, int last_kept) const {
+    const std::vector<position_counts> & table = acceptance_[seq].after[last_kept];
     std::vector<double> out(static_cast<size_t>(n_max_));
-    double prior = e.last_kept ? prior_acceptance : prior_acceptance_after_miss;
+    double prior = last_kept ? prior_acceptance : prior_acceptance_after_miss;
     double through = 1.0;
     for (size_t i = 0; i < out.size(); ++i) {
         const position_counts & c = table[i];
@@ -45,7 +45,7 @@ std::vector<double> adaptive_draft_length::cumulative(size_t seq) const {
 }
 
 double adaptive_draft_length::p_keep_through(size_t seq, int32_t i) const {
-    return cumulative(seq)[static_cast<size_t>(i)];
+    return cumulative(seq, acceptance_[seq].last_kept)[static_cast<size_t>(i)];
 }
 
 std::vector<double> adaptive_draft_length::curve(const std::vector<cost_cell> & cells, size_t n,
@@ -70,12 +70,16 @@ std::vector<double> adaptive_draft_length::curve(const std::vector<cost_cell> & 
             // smaller size look dearer than it may be.
             out[i] = prior_through(seen.front().first, seen.front().second, x);
         } else if (x >= seen.back().first) {
-            // Above: the prior's shape through a single measurement; through
-            // several, the average slope between the smallest and the largest
-            // (never downhill), which one noisy neighbour cannot tilt.
+            // Above: the prior's shape through the largest measurement, or
+            // the average slope between the smallest and the largest
+            // (never downhill, and one noisy neighbour cannot tilt it) where
+            // that is cheaper (see the header comment).
             const auto & [x0, c0] = seen.front();
             const auto & [x1, c1] = seen.back();
-            out[i] = seen.size() == 1 ? prior_through(x1, c1, x) : c1 + std::max(0.0, (c1 - c0) / (x1 - x0)) * (x - x1);
+            out[i] = prior_through(x1, c1, x);
+            if (seen.size() > 1) {
+                out[i] = std::min(out[i], c1 + std::max(0.0, (c1 - c0) / (x1 - x0)) * (x - x1));
+            }
         } else {
             const auto hi = std::lower_bound(seen.begin(), seen.end(), x, [](const auto & p, double v) { return p.first < v; });
             const auto lo = hi - 1;
@@ -115,22 +119,6 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
     if (n_active == 0) {
         return lengths;
     }
-    // Every (probability, position, sequence) slot that may be drafted.
-    std::vector<std::tuple<double, int32_t, size_t>> slots;
-    for (size_t s = 0; s < caps.size(); ++s) {
-        if (caps[s] <= 0 || acceptance_[s].fresh) {
-            continue; // a fresh sequence probes first (shadow_due)
-        }
-        const std::vector<double> through = cumulative(s);
-        for (int32_t i = 0; i < std::min(caps[s], n_max_); ++i) {
-            slots.emplace_back(through[static_cast<size_t>(i)], i, s);
-        }
-    }
-    // Highest probability first; on ties the earlier position, so that every
-    // prefix of `slots` is a prefix of each sequence's positions.
-    std::sort(slots.begin(), slots.end(), [](const auto & a, const auto & b) {
-        return std::get<0>(a) != std::get<0>(b) ? std::get<0>(a) > std::get<0>(b) : std::get<1>(a) < std::get<1>(b);
-    });
     // Growing steps: at most max_growth times the most rows measured yet.
     size_t largest = static_cast<size_t>(n_active);
     for (size_t x = 1; x < verify_.size(); ++x) {
@@ -139,46 +127,83 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
     const size_t n_rows = static_cast<size_t>(max_growth) * largest;
     const std::vector<double> verify = verify_curve(static_cast<size_t>(n_active) * static_cast<size_t>(n_max_ + 1) + 1);
     const std::vector<double> pass = pass_curve(static_cast<size_t>(n_active) + 1);
-    // Expected tokens per cost of the first m slots of `order` for every m
-    // the growth limit allows, p(slot) being each slot's probability.
-    const auto rates = [&](const auto & order, auto p) {
+    // Expected tokens per cost of every prefix of `slots` (the (probability,
+    // position, sequence) slots that may be drafted) the growth limit
+    // allows, once sorted: highest probability first, on ties the earlier
+    // position, so that every prefix is a prefix of each sequence's
+    // positions. rate[0] is plain decoding's.
+    const auto prefix_rates = [&](std::vector<slot> & slots) {
+        std::sort(slots.begin(), slots.end(), [](const slot & a, const slot & b) {
+            return a.p != b.p ? a.p > b.p : a.position < b.position;
+        });
         std::vector<double> rate(1, n_active / verify[static_cast<size_t>(n_active)]);
         std::vector<int32_t> rows_at(static_cast<size_t>(n_max_), 0); // rows of each drafting pass
         double expected = n_active; // every active sequence gets the target's own token
         double drafting = 0;
-        for (size_t m = 1; m <= order.size() && static_cast<size_t>(n_active) + m <= n_rows; ++m) {
-            const auto & slot = order[m - 1];
-            int32_t & r = rows_at[static_cast<size_t>(std::get<1>(slot))];
+        for (size_t m = 1; m <= slots.size() && static_cast<size_t>(n_active) + m <= n_rows; ++m) {
+            int32_t & r = rows_at[static_cast<size_t>(slots[m - 1].position)];
             drafting += pass[static_cast<size_t>(r + 1)] - pass[static_cast<size_t>(r)];
             ++r;
-            expected += p(slot);
+            expected += slots[m - 1].p;
             rate.push_back(expected / (verify[static_cast<size_t>(n_active) + m] + drafting));
         }
         return rate;
     };
-    const std::vector<double> rate = rates(slots, [](const auto & slot) { return std::get<0>(slot); });
-    size_t best_m = static_cast<size_t>(std::max_element(rate.begin(), rate.end()) - rate.begin());
-    best_m = rate[best_m] > (1.0 + min_gain) * rate[0] ? best_m : 0;
-    for (size_t j = 0; j < best_m; ++j) {
-        lengths[std::get<2>(slots[j])]++;
-    }
-    // Could a drafter that is always right beat plain decoding here (every
-    // sequence's slots, position by position)? If not, no shadow can change
-    // a choice (shadow_due).
-    std::vector<std::tuple<double, int32_t, size_t>> perfect;
-    for (int32_t i = 0; i < n_max_; ++i) {
-        for (size_t s = 0; s < caps.size(); ++s) {
-            if (i < caps[s]) {
-                perfect.emplace_back(1.0, i, s);
-            }
+    // The length of the best prefix: 0 unless it beats plain decoding by min_gain.
+    const auto best_prefix = [&](std::vector<slot> & slots) {
+        const std::vector<double> rate = prefix_rates(slots);
+        const auto best = static_cast<size_t>(std::max_element(rate.begin(), rate.end()) - rate.begin());
+        return rate[best] > (1.0 + min_gain) * rate[0] ? best : 0;
+    };
+    // Each sequence's slots, from its evidence in the state `last_kept`.
+    const auto add_slots = [&](std::vector<slot> & out, size_t s, int last_kept) {
+        const std::vector<double> through = cumulative(s, last_kept);
+        for (int32_t i = 0; i < std::min(caps[s], n_max_); ++i) {
+            out.push_back({through[static_cast<size_t>(i)], i, s});
+        }
+    };
+    std::vector<slot> slots;
+    for (size_t s = 0; s < caps.size(); ++s) {
+        if (caps[s] > 0 && !acceptance_[s].fresh) { // a fresh sequence probes first (shadow_due)
+            add_slots(slots, s, acceptance_[s].last_kept);
         }
     }
-    // A shadow step costs a drafting pass over the batch on top of a plain
-    // step: shadows are worth it only where drafting may gain more than that.
-    const std::vector<double> best_case = rates(perfect, [](const auto &) { return 1.0; });
+    std::vector<slot> order = slots;
+    const size_t best_m = best_prefix(order);
+    for (size_t j = 0; j < best_m; ++j) {
+        lengths[order[j].seq]++;
+    }
+    // Could a drafter that is always right beat plain decoding here (every
+    // sequence's slots, position by position)? A shadow step costs a
+    // drafting pass over the batch on top of a plain step: shadows are worth
+    // it only where drafting may gain more than that (shadow_due).
+    std::vector<slot> perfect;
+    for (size_t s = 0; s < caps.size(); ++s) {
+        for (int32_t i = 0; i < std::min(caps[s], n_max_); ++i) {
+            perfect.push_back({1.0, i, s});
+        }
+    }
+    const std::vector<double> best_case = prefix_rates(perfect);
     const double shadow_share = pass[static_cast<size_t>(n_active)] / verify[static_cast<size_t>(n_active)];
     drafting_may_pay_ = std::any_of(best_case.begin() + 1, best_case.end(),
                                     [&](double r) { return r > (1.0 + min_gain + shadow_share) * best_case[0]; });
+    // For each sequence that drafts nothing: would a shadow that hits make
+    // it draft at the next step (its evidence after a kept token, the
+    // others' choices as they are)? If not, and that evidence is not thin,
+    // a shadow cannot change a choice: its shadows only follow drift.
+    for (size_t s = 0; s < caps.size(); ++s) {
+        acceptance_[s].hit_would_draft = true;
+        if (caps[s] <= 0 || lengths[s] > 0 || acceptance_[s].fresh || !drafting_may_pay_ ||
+            acceptance_[s].after[1][0].reached < settled_evidence) {
+            continue;
+        }
+        std::vector<slot> after_hit;
+        std::copy_if(slots.begin(), slots.end(), std::back_inserter(after_hit), [s](const slot & x) { return x.seq != s; });
+        add_slots(after_hit, s, 1);
+        const size_t m = best_prefix(after_hit);
+        acceptance_[s].hit_would_draft = std::any_of(after_hit.begin(), after_hit.begin() + static_cast<std::ptrdiff_t>(m),
+                                                     [s](const slot & x) { return x.seq == s; });
+    }
     for (size_t s = 0; s < caps.size(); ++s) {
         if (lengths[s] > 0 && lengths[s] < n_min) {
             lengths[s] = caps[s] >= n_min ? n_min : 0;
@@ -212,31 +237,38 @@ void adaptive_draft_length::observe(size_t seq, int32_t proposed, int32_t kept) 
     e.fresh = false;
 }
 
-int adaptive_draft_length::shadow_wait(int misses, int32_t n_active) const {
-    int cap = 7;
+int adaptive_draft_length::shadow_interval(int32_t n_active) const {
     const auto n_seq = static_cast<size_t>(std::max(n_active, 1));
     const bool measured = n_seq < verify_.size() && verify_[n_seq].n > 0 &&
                           std::any_of(pass_.begin(), pass_.end(), [](const cost_cell & c) { return c.n > 0; });
-    if (measured) {
-        // n_active sequences missing together shadow together: one pass over
-        // n_active rows every (wait + 1) steps, against a plain step's cost.
-        const double steps = pass_cost(n_active) / (shadow_budget * verify_[n_seq].lowest());
-        cap = static_cast<int>(std::clamp(std::ceil(steps) - 1.0, 7.0, static_cast<double>(max_shadow_wait)));
+    if (!measured) {
+        return 7;
+    }
+    // n_active sequences shadowing together: one pass over n_active rows
+    // every (wait + 1) steps, against a plain step's cost.
+    const double steps = pass_cost(n_active) / (shadow_budget * verify_[n_seq].lowest());
+    return static_cast<int>(std::clamp(std::ceil(steps) - 1.0, 7.0, static_cast<double>(max_shadow_wait)));
+}
+
+int adaptive_draft_length::shadow_wait(const sequence_evidence & e, int32_t n_active) const {
+    const int interval = shadow_interval(n_active);
+    if (!e.hit_would_draft) {
+        return interval; // a hit would change nothing: only drift is followed
     }
     if (hits_ > 0) {
-        return (1 << std::min(std::max(misses - 1, 0), 3)) - 1; // 0, 1, 3, 7
+        return (1 << std::min(std::max(e.misses - 1, 0), 3)) - 1; // 0, 1, 3, 7
     }
     // Never right: the misses of the other sequences are evidence too (per
     // active sequence, so that sequences starting together each wait as one
     // sequence would, and a new one joining a never-right drafter waits long).
     const uint64_t all = misses_ / static_cast<uint64_t>(std::max(n_active, 1));
-    const uint64_t n = std::max<uint64_t>({static_cast<uint64_t>(std::max(misses, 0)), all, 1}) - 1;
-    return std::min((1 << std::min<uint64_t>(2 * n, 6)) - 1, cap); // 0, 3, 15, 63
+    const uint64_t n = std::max<uint64_t>({static_cast<uint64_t>(std::max(e.misses, 0)), all, 1}) - 1;
+    return std::min((1 << std::min<uint64_t>(2 * n, 6)) - 1, interval); // 0, 3, 15, 63
 }
 
 bool adaptive_draft_length::shadow_due(size_t seq, int32_t n_active) {
     sequence_evidence & e = acceptance_[seq];
-    if (e.fresh || (drafting_may_pay_ && e.idle >= shadow_wait(e.misses, n_active))) {
+    if (e.fresh || (drafting_may_pay_ && e.idle >= shadow_wait(e, n_active))) {
         return true;
     }
     e.idle++;

@@ -26,13 +26,15 @@
 //    makes drafting look better, and plain steps come back), since one slow
 //    first pass (buffers allocated, a prompt caught up) must not stop
 //    drafting for good.
-//    Sizes between measured ones are interpolated; below the smallest, and
-//    above a single measured size, the prior's shape (optimistic, so that
-//    the loop goes and measures them) scales through it; above several, the
-//    average measured slope goes on. Before anything is measured the prior
-//    shape stands in. A step never
-//    verifies more than max_growth times the most rows measured so far, so
-//    larger sizes are explored in growing steps, not in one expensive leap.
+//    Sizes between measured ones are interpolated; below the smallest and
+//    above the largest, the prior's shape scales through the nearest one
+//    (above several, the average measured slope goes on where that is
+//    cheaper): optimistic, so that the loop goes and measures them, since a
+//    steep first row (one row to two costs more than any row after it on a
+//    CPU) extended would price every longer draft out for good. Before
+//    anything is measured the prior shape stands in. A step never verifies
+//    more than max_growth times the most rows measured so far, so larger
+//    sizes are explored in growing steps, not in one expensive leap.
 //
 // Each sequence's cumulative acceptance probabilities fall with position, so
 // the controller drafts the (sequence, position) slots in falling order of
@@ -52,10 +54,9 @@ public:
     // Share of the evidence kept at each new observation (memory ~ 1 / (1 - decay)).
     static constexpr double decay = 0.9;
     // Conditional acceptance assumed for a sequence's first draft position
-    // before evidence, after the last decided drafted token was kept (or
-    // before any draft) ...
-    static constexpr double prior_acceptance = 0.8;
-    // ... and after it was rejected.
+    // before evidence, after the last decided drafted token was kept ...
+    static constexpr double prior_acceptance = 0.9;
+    // ... and after it was rejected (or before any: see reset).
     static constexpr double prior_acceptance_after_miss = 0.2;
     // Pseudo-observations behind each prior.
     static constexpr double prior_weight = 1.0;
@@ -74,6 +75,10 @@ public:
     // would otherwise decide, losing more on a wrong draft than a right one
     // gains.
     static constexpr double min_gain = 0.05;
+    // Decayed observations of position 0 after a kept token from which
+    // the estimate is trusted to say that a hit would not make a sequence
+    // draft (see shadow_due).
+    static constexpr double settled_evidence = 3.0;
     // Share of the throughput the shadows of sequences that draft nothing
     // may cost (bounds how rarely they probe: see shadow_due).
     static constexpr double shadow_budget = 0.01;
@@ -100,8 +105,10 @@ public:
     // evidence becomes the drafter's recent acceptance over every sequence
     // (the same decayed counts, pooled), so that it drafts at once where the
     // drafter has been right and probes rarely where it has not; before any
-    // evidence at all the sequence is fresh (see shadow_due). The cost
-    // measurements stay.
+    // evidence at all the sequence is fresh (see shadow_due). It starts as
+    // after a kept token where the drafter has been observed after one
+    // before, else as after a miss (a first probe follows no hit, so it must
+    // not count against what follows one). The cost measurements stay.
     void reset(size_t seq);
 
     // A step with n_active sequences verified `rows` rows (n_active plus
@@ -121,17 +128,22 @@ public:
     // again soon: waits of 0, 1, 3, then 7 steps. While it has never been
     // right, waits of 0, 3, 15, 63 steps after 1, 2, 3, 4 misses (its own,
     // or those of all sequences per active sequence, whichever are more),
-    // capped at the interval at which
-    // shadows cost shadow_budget of the throughput (a pass over n_active
-    // rows against a plain step of n_active sequences, both measured; 7
-    // before they are), so that a drafter that is never right
-    // costs close to nothing. A hit brings them back every step. Apart from
-    // a fresh sequence's first probe (which also measures what drafting
-    // costs), no sequence shadows when the last choose() found that even a drafter
-    // that is always right would not beat plain decoding by min_gain plus
-    // what a shadow step costs (a drafting pass over the batch, against a
-    // plain step) at the measured costs of this batch size: shadows could
-    // not pay for themselves then.
+    // capped at the interval at which shadows cost shadow_budget of the
+    // throughput (a pass over n_active rows against a plain step of
+    // n_active sequences, both measured; 7 before they are), so that a
+    // drafter that is never right costs close to nothing.
+    // Shadows are for choices they can change. Where the last choose()
+    // found that a hit would not make the sequence draft at the next step
+    // (its acceptance after a kept token, from at least settled_evidence
+    // decayed observations, is too low for this batch's costs), it shadows
+    // only at that budget's interval, to follow drift: a drafter right
+    // seven times in ten where drafting needs nine would otherwise shadow
+    // after nearly every hit. And apart from a fresh sequence's first probe
+    // (which also measures what drafting costs), no sequence shadows when
+    // the last choose() found that even a drafter that is always right
+    // would not beat plain decoding by min_gain plus what a shadow step
+    // costs (a drafting pass over the batch, against a plain step) at the
+    // measured costs of this batch size.
     // Counts the step as one without a shadow when it returns false.
     bool shadow_due(size_t seq, int32_t n_active);
 
@@ -152,10 +164,16 @@ private:
     };
     struct sequence_evidence {
         std::vector<position_counts> after[2]; // [last first token kept][position]
-        int last_kept = 1;                     // the last decided drafted token was kept (optimistic before any)
+        int last_kept = 1;                     // the last decided drafted token was kept (see reset)
         int misses = 0;                        // consecutive misses at position 0
         int idle = 0;                          // steps since the last draft or shadow
         bool fresh = true;                     // nothing observed yet
+        bool hit_would_draft = true;           // the last choose(): a kept shadow could make it draft next
+    };
+    struct slot {
+        double  p;        // probability that the drafted token is kept (with every one before it)
+        int32_t position; // draft position
+        size_t  seq;
     };
     // The most recent measurements of one size, oldest overwritten first.
     struct cost_cell {
@@ -167,7 +185,8 @@ private:
         bool   counts() const { return n >= (sure ? 1u : 2u); }
     };
 
-    std::vector<double> cumulative(size_t seq) const;
+    // p_keep_through for every position, from the evidence in state last_kept.
+    std::vector<double> cumulative(size_t seq, int last_kept) const;
     // Cost of sizes [0, n) (0 costs 0) from the cells that count: see the
     // header comment. `fallback` (may be null) stands in for an empty curve.
     static std::vector<double> curve(const std::vector<cost_cell> & cells, size_t n, const std::vector<double> * fallback);
@@ -175,8 +194,11 @@ private:
     std::vector<double> pass_curve(size_t n) const;
     static void record(std::vector<cost_cell> & cells, size_t size, double microseconds, bool sure);
 
-    // Most steps a sequence with `misses` consecutive misses waits between shadows.
-    int shadow_wait(int misses, int32_t n_active) const;
+    // Steps between the shadows of n_active sequences at which they cost
+    // shadow_budget of the throughput (7 before the costs are measured).
+    int shadow_interval(int32_t n_active) const;
+    // Most steps sequence `e` waits between shadows (see shadow_due).
+    int shadow_wait(const sequence_evidence & e, int32_t n_active) const;
 
     int32_t n_max_;
     uint64_t  hits_ = 0;        // first draft tokens kept, over every sequence and request
