@@ -448,6 +448,10 @@ TEST(DraftLength, AFreshSequenceProbesBeforeItVerifiesADraft) {
     adaptive_draft_length d(1, 8);
     d.observe(0, 1, 0);
     EXPECT_EQ(d.choose(std::vector<int32_t>{8})[0], 0);
+    // That first miss followed no hit: after the next probe hits, the
+    // estimate of what follows a hit is still the prior alone.
+    d.observe(0, 1, 1);
+    EXPECT_DOUBLE_EQ(d.p_keep_through(0, 0), adaptive_draft_length::prior_acceptance);
 }
 
 TEST(DraftLength, ANewRequestStartsFromTheDraftersRecentAcceptance) {
