@@ -168,10 +168,9 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
             add_slots(slots, s, acceptance_[s].last_kept);
         }
     }
-    std::vector<slot> order = slots;
-    const size_t best_m = best_prefix(order);
+    const size_t best_m = best_prefix(slots);
     for (size_t j = 0; j < best_m; ++j) {
-        lengths[order[j].seq]++;
+        lengths[slots[j].seq]++;
     }
     // Could a drafter that is always right beat plain decoding here (every
     // sequence's slots, position by position)? A shadow step costs a

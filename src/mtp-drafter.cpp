@@ -13,26 +13,14 @@ namespace specdec::detail {
 namespace {
 
 // The most likely token of a logit row and its probability within the
-// top_k candidates (1 when p_min makes it irrelevant).
+// top_k candidates, in one pass: the top_k largest logits, largest first (on
+// ties the lower id first), in a small sorted array.
 struct top_choice {
     llama_token token = 0;
     float       p     = 1.0f;
 };
 
-top_choice choose(const float * logits, int32_t n_vocab, bool want_p) {
-    top_choice c;
-    if (!want_p) {
-        float best = logits[0];
-        for (int32_t t = 1; t < n_vocab; ++t) {
-            if (logits[t] > best) {
-                best = logits[t];
-                c.token = t;
-            }
-        }
-        return c;
-    }
-    // The top_k largest logits, largest first (on ties the lower id first,
-    // as the argmax above): a small sorted array, in one pass.
+top_choice choose(const float * logits, int32_t n_vocab) {
     float top[mtp_drafter::top_k];
     llama_token id[mtp_drafter::top_k];
     int n = 0;
@@ -54,9 +42,7 @@ top_choice choose(const float * logits, int32_t n_vocab, bool want_p) {
     for (int i = 0; i < n; ++i) {
         sum += std::exp(static_cast<double>(top[i] - top[0]));
     }
-    c.token = id[0];
-    c.p = static_cast<float>(1.0 / sum);
-    return c;
+    return {id[0], static_cast<float>(1.0 / sum)};
 }
 
 } // namespace
@@ -260,7 +246,7 @@ void mtp_drafter::draft(std::span<const request> requests, std::vector<std::vect
             if (logits == nullptr || h == nullptr) {
                 fail(SPECDEC_STATUS_NATIVE_FAILURE, "the MTP head produced no output for draft row ", i_out[r]);
             }
-            const top_choice c = choose(logits, n_vocab_, p_min_ > 0.0f);
+            const top_choice c = choose(logits, n_vocab_);
             i_out[r] = -1;
             if (c.p < p_min_) {
                 continue;
