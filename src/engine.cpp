@@ -101,8 +101,8 @@ struct request_state {
     text_stream          text;      // becomes result.output.text as it leaves
     const clock_type::time_point t_added = clock_type::now();
 
-    size_t      n_prefilled = 0;    // prompt tokens decoded (all but the last one are)
-    bool        prefilled = false;  // its prompt is in the contexts and the drafter began
+    size_t      n_prefilled = 0;    // prompt tokens decoded
+    bool        prefilled = false;  // its prompt is in the contexts, the drafter began, its first token is drawn
     llama_pos   n_past = 0;         // tokens in the target
     llama_token id_last = 0;        // next token to decode
     bool        done = false;       // finished; leaves at the end of the step
@@ -259,50 +259,66 @@ void engine_core::admit() {
     }
 }
 
-// Decodes the next chunk of every prompt still being read (all but its last
-// token, which becomes id_last), in batches of at most n_batch tokens that
-// may mix sequences; a prompt read to the end begins its drafter and joins
-// this step's verification.
+// Decodes the next chunk of every prompt still being read, in batches of at
+// most n_batch tokens that may mix sequences. A prompt read to the end has
+// its last row's logits drawn from at once: its first token is emitted here,
+// a prefill's time after it arrived, as plain decoding would, not after a
+// draft and its verification. The request then begins its drafter and
+// joins this step's verification with that token as id_last.
 void engine_core::prefill() {
     const auto t0 = clock_type::now();
     bool any = false;
+    std::vector<std::pair<request_state *, int32_t>> ending; // prompts whose last row is in the batch, and that row
+    const auto run = [&] {
+        b_.decode(batch_->b);
+        b_.process(batch_->b);
+        for (const auto & [r, row] : ending) {
+            start(*r, row);
+        }
+        ending.clear();
+        batch_->clear();
+    };
     batch_->clear();
     for (auto & r : slots_) {
         if (r == nullptr || r->prefilled) {
             continue;
         }
         any = true;
-        const size_t end = r->prompt.size() - 1;
+        const size_t end = r->prompt.size();
         const size_t until = p_.n_prefill_chunk > 0 ? std::min(end, r->n_prefilled + static_cast<size_t>(p_.n_prefill_chunk)) : end;
         for (; r->n_prefilled < until; ++r->n_prefilled) {
             if (batch_->room() == 0) {
-                b_.decode(batch_->b);
-                b_.process(batch_->b);
-                batch_->clear();
+                run();
             }
-            batch_->add(r->prompt[r->n_prefilled], static_cast<llama_pos>(r->n_prefilled), r->result.seq_id, false);
+            const bool last = r->n_prefilled + 1 == end;
+            if (last) {
+                ending.emplace_back(r.get(), batch_->size());
+            }
+            batch_->add(r->prompt[r->n_prefilled], static_cast<llama_pos>(r->n_prefilled), r->result.seq_id, last);
         }
     }
     if (batch_->size() > 0) {
-        b_.decode(batch_->b);
-        b_.process(batch_->b);
-        batch_->clear();
-    }
-    for (auto & r : slots_) {
-        if (r == nullptr || r->prefilled || r->n_prefilled + 1 < r->prompt.size()) {
-            continue;
-        }
-        b_.begin(r->result.seq_id, std::span<const llama_token>(r->prompt.data(), r->prompt.size() - 1));
-        r->prefilled = true;
-        r->n_past = static_cast<llama_pos>(r->prompt.size()) - 1;
-        r->id_last = r->prompt.back();
-        if (r->p.n_predict == 0) {
-            finish(*r, SPECDEC_STOP_BUDGET);
-        }
+        run();
     }
     if (any) {
         times_.t_prefill_us += since_us(t0);
     }
+}
+
+// A request whose whole prompt is decoded, its last token at batch row
+// `row`: the drafter begins, and the target's first token is drawn (counted
+// as a step: one target decode, nothing drafted) and emitted.
+void engine_core::start(request_state & r, int32_t row) {
+    b_.begin(r.result.seq_id, r.prompt);
+    r.prefilled = true;
+    r.n_past = static_cast<llama_pos>(r.prompt.size());
+    if (r.p.n_predict == 0) {
+        finish(r, SPECDEC_STOP_BUDGET);
+        return;
+    }
+    r.id_last = r.sampler.choose(b_.logits(row));
+    r.result.output.stats.n_steps++;
+    emit(r, r.id_last, r.n_past);
 }
 
 // How many tokens each decoding request drafts: within its token budget,

@@ -46,6 +46,7 @@ private:
     void apply_cancellations();
     void admit();
     void prefill();
+    void start(request_state & r, int32_t row);
     step_plan plan_lengths();
     void draft(step_plan & plan);
     void verify(step_plan & plan);

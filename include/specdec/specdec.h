@@ -517,7 +517,7 @@ typedef enum specdec_stop_reason {
 /* Per-sequence counters. */
 typedef struct specdec_sequence_stats {
     uint64_t n_generated;                       /* tokens in the output */
-    uint64_t n_steps;                           /* target verification passes */
+    uint64_t n_steps;                           /* target decodes that chose tokens: the prompt's, then one per step */
     uint64_t n_drafted;                         /* tokens proposed for verification */
     uint64_t n_accepted;                        /* proposed tokens the target kept */
     uint64_t n_proposed_at[SPECDEC_MAX_DRAFT];  /* [i]: proposals with a token at position i */
@@ -635,8 +635,11 @@ SPECDEC_API specdec_generation_times specdec_generation_get_times(const specdec_
  * waiting requests. Each step: cancelled requests leave; waiting requests
  * take free slots (lowest first; the slot's memory is cleared); prompts are
  * decoded, at most n_prefill_chunk tokens per request per step, so a long
- * prompt does not hold back the others' next token; every request past its
- * prompt drafts and is verified in one target batch, then emits its tokens;
+ * prompt does not hold back the others' next token; a request whose prompt
+ * is read to the end emits its first token from the last row's logits right
+ * away (time to first token: a prefill, as without speculation); every
+ * request past its prompt drafts and is verified in one target batch, then
+ * emits its tokens;
  * finished requests leave, and their slots are free for the next step.
  * A request's output equals what specdec_generate gives its prompt alone
  * with the same parameters (greedy or seeded), whatever else runs beside it,

@@ -125,14 +125,21 @@ inline std::vector<int> reference_mixed_run(int32_t t, int n_predict, uint32_t s
 }
 
 // The statistics specdec::generate must report for one greedy sequence with
-// a controlled drafter of opt.drafter (not random) from id_last `t` (`prev`
-// before it): every step drafts reference_proposal(), capped as the loop caps
-// it at the budget left after the step's own token (n_predict - generated - 1),
-// and keeps reference_accepted() of it, until n_predict tokens exist.
+// a controlled drafter of opt.drafter (not random) after a prompt ending in
+// `prev`, `t`: the prompt's decode yields the first token (a step that drafts
+// nothing); then every step drafts reference_proposal(), capped as the loop
+// caps it at the budget left after the step's own token (n_predict -
+// generated - 1), and keeps reference_accepted() of it, until n_predict
+// tokens exist.
 inline specdec_sequence_stats reference_generation(const fixtures::fixture_options & opt, int32_t prev, int32_t t, int n_draft,
                                                    int n_predict, bool chained_features) {
     specdec_sequence_stats st{};
-    for (int generated = 0; generated < n_predict;) {
+    if (n_predict > 0) {
+        st.n_steps = 1;
+        prev = t;
+        t = fixtures::successor(t, opt.n_vocab);
+    }
+    for (int generated = std::min(n_predict, 1); generated < n_predict;) {
         const int cap = std::min(n_draft, n_predict - generated - 1);
         const std::vector<int32_t> proposal = cap > 0 ? reference_proposal(opt, t, cap, prev, chained_features) : std::vector<int32_t>{};
         const int k = reference_accepted(proposal, t, opt.n_vocab);

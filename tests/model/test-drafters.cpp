@@ -355,7 +355,7 @@ TEST(Ngram, DraftsAreAcceptedAndRejected) {
     fixtures::fixture_options opt;
     opt.n_vocab = small_vocab;
     const std::string target = fixture("llama-target-v16", [&](const std::string & p) { fixtures::write_llama_target(p, opt); });
-    const std::vector<std::vector<llama_token>> prompts = {glitched_cycle_prompt(9, 5, small_vocab)};
+    const std::vector<std::vector<llama_token>> prompts = {glitched_cycle_prompt(9, 4, small_vocab)};
     for (const char * name : {"ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache"}) {
         for (const int n_draft : {1, 4}) {
             SCOPED_TRACE(std::string(name) + " n_draft " + std::to_string(n_draft));

@@ -237,6 +237,33 @@ TEST(Engine, TimeToFirstTokenIsReported) {
     EXPECT_EQ(log.finished.at(none).times.t_first_token_us, -1);
 }
 
+TEST(Engine, TheFirstTokenComesFromThePromptsOwnDecode) {
+    // Drafting and verifying must not delay the first token: it is drawn from
+    // the logits of the prompt's last row, before anything is drafted.
+    int drafts = 0;
+    fake_backend spec(4, [&](llama_seq_id s, llama_token t, int32_t cap) {
+        ++drafts;
+        return chained_drafter()(s, t, cap);
+    });
+    int decodes_at_first = -1;
+    int drafts_at_first = -1;
+    engine_core engine(spec, slots(1), [&](const engine_event & e) {
+        if (e.type == SPECDEC_ENGINE_EVENT_TOKEN && decodes_at_first < 0) {
+            decodes_at_first = spec.n_decodes;
+            drafts_at_first = drafts;
+            EXPECT_EQ(e.token, greedy_next(3));
+        }
+        return true;
+    });
+    engine.add({{1, 2, 3}}, greedy(10));
+    engine.step();
+    EXPECT_EQ(decodes_at_first, 1); // the prompt's, its last row with logits
+    EXPECT_EQ(drafts_at_first, 0);
+    ASSERT_EQ(spec.batches.size(), 2u); // then the same step drafts from that token and verifies
+    EXPECT_EQ(spec.batches[0], std::make_pair(3, 1));
+    EXPECT_EQ(spec.batches[1], std::make_pair(5, 5));
+}
+
 TEST(Engine, ChunkedPrefillInterleavesWithOthersDecoding) {
     constexpr int32_t chunk = 4;
     fake_backend spec(2, chained_drafter());
@@ -244,7 +271,7 @@ TEST(Engine, ChunkedPrefillInterleavesWithOthersDecoding) {
     engine_core engine(spec, slots(2, chunk), log.callback());
     const request_id a = engine.add({{1}}, greedy(200));
     engine.step();
-    std::vector<llama_token> long_prompt(41);
+    std::vector<llama_token> long_prompt(40);
     for (size_t i = 0; i < long_prompt.size(); ++i) {
         long_prompt[i] = static_cast<llama_token>(i % 14);
     }
@@ -266,7 +293,7 @@ TEST(Engine, ChunkedPrefillInterleavesWithOthersDecoding) {
         }
     }
     engine.step();
-    EXPECT_GT(log.n_tokens[b], 0) << "b joins the verification in the step that reads its last chunk";
+    EXPECT_GT(log.n_tokens[b], 1) << "b emits its first token as its last chunk is read, and joins that step's verification";
     engine.cancel(a);
     while (engine.has_work()) {
         engine.step();

@@ -40,11 +40,12 @@ TEST_P(GreedyLossless, EqualsPlainDecoding) {
         EXPECT_EQ(out.sequences[i].text.size(), 37u);
         const auto & st = out.sequences[i].stats;
         EXPECT_EQ(st.n_generated, 37u);
-        // Every step emits the kept prefix plus one target token (the last may overshoot the budget).
-        EXPECT_GE(st.n_accepted + st.n_steps, 37u);
+        // Every step emits the kept prefix plus one target token; the prompt's
+        // decode, counted as a step, emits the first.
+        EXPECT_EQ(st.n_accepted + st.n_steps, 37u);
         if (wrong_every == 0) {
             EXPECT_EQ(st.n_accepted, st.n_drafted);
-            EXPECT_EQ(st.n_steps, static_cast<uint64_t>((37 + n_draft) / (n_draft + 1)));
+            EXPECT_EQ(st.n_steps, 1 + static_cast<uint64_t>((36 + n_draft) / (n_draft + 1)));
         }
         EXPECT_EQ(std::accumulate(st.n_accepted_at, st.n_accepted_at + SPECDEC_MAX_DRAFT, uint64_t{0}), st.n_accepted);
         EXPECT_EQ(std::accumulate(st.n_proposed_at, st.n_proposed_at + SPECDEC_MAX_DRAFT, uint64_t{0}), st.n_drafted);
@@ -85,7 +86,7 @@ TEST(Generator, AcceptanceMatchesTheScriptedDrafter) {
     });
     const auto out = run_generation(spec_capped, {{{1}}}, greedy(30), {});
     ASSERT_EQ(caps.size(), spec_capped.accepted_calls.size());
-    llama_token t = 1;
+    llama_token t = greedy_next(1); // the prompt's decode emitted the first token
     size_t step = 0;
     uint64_t kept_total = 0;
     for (uint16_t kept : spec_capped.accepted_calls) {
@@ -144,7 +145,7 @@ TEST(Generator, SyntheticAcceptanceKeepsDraftsAtTheGivenRate) {
     fake_backend a(4, wrong);
     const auto kept_all = run_generation(a, {{{1}}}, all, {});
     EXPECT_EQ(kept_all.sequences[0].stats.n_accepted, kept_all.sequences[0].stats.n_drafted);
-    EXPECT_EQ(kept_all.sequences[0].stats.n_steps, 6u); // 5 tokens a step
+    EXPECT_EQ(kept_all.sequences[0].stats.n_steps, 7u); // the prompt's token, then 5 tokens a step
     EXPECT_NE(kept_all.sequences[0].tokens, expected(1, 30));
 
     generate_params none = all;
@@ -362,14 +363,14 @@ TEST(Generator, DraftsNeverReachBeyondTheBudget) {
     const auto out = run_generation(spec, {{{1}}}, greedy(12), {});
     EXPECT_EQ(out.sequences[0].tokens.size(), 12u);
     EXPECT_EQ(out.sequences[0].stats.n_generated, 12u);
-    EXPECT_LE(max_cap_at_end, 2); // 9 emitted after the first step, 3 left: at most 2 drafts
+    EXPECT_LE(max_cap_at_end, 1); // 1 from the prompt and 9 from the first step, 2 left: at most 1 draft
 }
 
 TEST(Generator, ZeroBudgetOnlyPrefills) {
     fake_backend spec(4, chained_drafter());
     const auto out = run_generation(spec, {{{1, 2, 3}}}, greedy(0), {});
     EXPECT_TRUE(out.sequences[0].tokens.empty());
-    EXPECT_EQ(spec.kv[0].size(), 2u);
+    EXPECT_EQ(spec.kv[0].size(), 3u); // the whole prompt, and no token drawn
 }
 
 // --- failures inside the loop --------------------------------------------------------
@@ -410,11 +411,8 @@ TEST(Generator, AFailedStepKeepsTheOutputSoFarAndLeavesTheBackendReusable) {
             const bool seq1_done = i == 1 && fail_at > 1; // stopped by its callback in the first step
             EXPECT_EQ(partial[i].stop, seq1_done ? SPECDEC_STOP_CALLBACK : SPECDEC_STOP_ERROR) << "sequence " << i;
         }
-        if (fail_at <= 1) { // no verification step completed
-            EXPECT_TRUE(partial[0].tokens.empty());
-        } else {
-            EXPECT_FALSE(partial[0].tokens.empty());
-        }
+        // The prefill emits each sequence's first token.
+        EXPECT_EQ(partial[0].tokens.empty(), fail_at == 0);
         // Quiescent, every sequence emptied.
         EXPECT_TRUE(spec.pending.empty());
         EXPECT_EQ(spec.n_resets, 3);

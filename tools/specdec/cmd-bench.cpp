@@ -138,7 +138,7 @@ run_result measure(const specdec::generation_result & g) {
 // sequences and every k <= k_max whose batch fits n_batch: the lowest of
 // `repeats` (at least 5) measurements of one decode, each after a fresh
 // prefill of the prompt (the rest of the machine only ever adds time).
-// Leaves the sequences holding the prompt.
+// Leaves the sequences holding the prompt and the last measured batch.
 std::vector<double> verify_cost_curve(llama_context * ctx, const std::vector<llama_token> & prompt, int32_t n_seq,
                                       int32_t k_max, int32_t repeats) {
     const auto n_prompt = static_cast<int32_t>(prompt.size());
@@ -150,18 +150,18 @@ std::vector<double> verify_cost_curve(llama_context * ctx, const std::vector<lla
     llama_batch & batch = owned.b;
     const std::vector<std::vector<llama_token>> prompts(static_cast<size_t>(n_seq), prompt);
     specdec::generate_params prefill = specdec_generate_default_params();
-    prefill.n_predict = 0; // clears each sequence and decodes its prompt but the last token, in chunks
+    prefill.n_predict = 0; // clears each sequence and decodes its prompt, in chunks
     std::vector<std::vector<double>> samples(static_cast<size_t>(k_max) + 1);
     for (int32_t round = 0; round < std::max(repeats, 5); ++round) {
         for (int32_t k = 0; k <= k_max; ++k) {
             specdec::generate_plain(ctx, prompts, prefill);
-            // The last prompt token and k more, varied so that expert routing costs what it would.
+            // k + 1 tokens after the prompt, varied so that expert routing costs what it would.
             batch.n_tokens = 0;
             for (llama_seq_id s = 0; s < n_seq; ++s) {
                 for (int32_t i = 0; i <= k; ++i) {
                     const int32_t j = batch.n_tokens++;
-                    batch.token[j] = prompt[static_cast<size_t>((n_prompt - 1 + i + s) % n_prompt)];
-                    batch.pos[j] = n_prompt - 1 + i;
+                    batch.token[j] = prompt[static_cast<size_t>((n_prompt + i + s) % n_prompt)];
+                    batch.pos[j] = n_prompt + i;
                     batch.n_seq_id[j] = 1;
                     batch.seq_id[j][0] = s;
                     batch.logits[j] = true;
