@@ -17,6 +17,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <span>
 #include <unistd.h>
 
 namespace cli {
@@ -84,9 +85,9 @@ struct config {
 };
 
 struct run_result {
-    double tokens_per_second = 0; // all sequences together
+    double tokens_per_second = 0; // all sequences together, after each one's first (see measure)
     double acceptance        = 0;
-    double tokens_per_step   = 0; // per sequence
+    double tokens_per_step   = 0; // per sequence and decoding step
     double verify_share      = 0; // of decode time (prefill excluded)
     double draft_share       = 0;
     double bookkeeping_share = 0;
@@ -102,9 +103,13 @@ double median(std::vector<double> v) {
     return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// Decoding speed: each sequence's first token comes from its prompt's decode
+// (prefill time, and a step that verified nothing), so the rates count the
+// tokens after it, over the decoding time and the steps after it.
 run_result measure(const specdec::generation_result & g) {
     specdec_sequence_stats st{};
     uint64_t n_steps = 0; // steps of the loop: every step verifies all sequences still running
+    uint64_t n_first = 0; // sequences whose prompt's decode yielded a token
     run_result r;
     for (const auto & s : g.sequences) {
         st.n_generated += s.stats.n_generated;
@@ -116,13 +121,17 @@ run_result measure(const specdec::generation_result & g) {
             st.n_accepted_at[i] += s.stats.n_accepted_at[i];
         }
         n_steps = std::max(n_steps, s.stats.n_steps);
+        n_first += s.stats.n_steps > 0 ? 1 : 0;
         r.tokens.push_back(s.tokens);
     }
     const auto & t = g.times;
     const double decode_us = static_cast<double>(std::max<int64_t>(1, t.t_total_us - t.t_prefill_us));
-    r.tokens_per_second = static_cast<double>(st.n_generated) * 1e6 / decode_us;
+    const uint64_t decoded = st.n_generated - n_first;
+    const uint64_t verified = st.n_steps - n_first; // per sequence
+    n_steps = n_steps > 0 ? n_steps - 1 : 0;
+    r.tokens_per_second = static_cast<double>(decoded) * 1e6 / decode_us;
     r.acceptance = st.n_drafted > 0 ? static_cast<double>(st.n_accepted) / static_cast<double>(st.n_drafted) : 0.0;
-    r.tokens_per_step = st.n_steps > 0 ? static_cast<double>(st.n_generated) / static_cast<double>(st.n_steps) : 0.0;
+    r.tokens_per_step = verified > 0 ? static_cast<double>(decoded) / static_cast<double>(verified) : 0.0;
     r.verify_share = static_cast<double>(t.t_verify_us) / decode_us;
     r.draft_share = static_cast<double>(t.t_draft_us) / decode_us;
     r.bookkeeping_share = std::max(0.0, 1.0 - r.verify_share - r.draft_share);
@@ -342,8 +351,8 @@ double interpolate(const std::map<int32_t, double> & points, int32_t k) {
 // drafting k tokens per sequence from this run: plain decoding's measured
 // step scaled by the measured verification cost of k + 1 tokens, plus the
 // drafting time per step of the fixed-length runs (interpolated between the
-// lengths run). Adds out["oracle"], out["agreement"] and each adaptive row's
-// "of_oracle".
+// lengths run), scaled to what a step of each length run cost in its run.
+// Adds out["oracle"], out["agreement"] and each adaptive row's "of_oracle".
 void add_oracles(nlohmann::json & out, const bench_options & o, const std::vector<specdec_strategy> & strategies,
                  const std::vector<config> & configs, const std::vector<std::vector<run_result>> & runs,
                  const std::vector<int32_t> & effective, const std::map<int32_t, size_t> & plain_of, llama_context * target,
@@ -371,26 +380,44 @@ void add_oracles(nlohmann::json & out, const bench_options & o, const std::vecto
                 }
             }
             std::map<int32_t, double> drafting = {{0, 0.0}};
+            std::map<int32_t, double> paid;   // what a step of each fixed length run cost
             for (size_t c = 0; c < configs.size(); ++c) {
                 if (configs[c].strategy == strategy && configs[c].n_draft > 0 && !configs[c].adaptive && configs[c].n_seq == n_seq) {
                     drafting[effective[c]] = median_of(runs[c], &run_result::draft_us_per_step);
+                    paid[effective[c]] = median_of(runs[c], &run_result::step_cost_us);
                 }
             }
-            if (relative.empty() || drafting.size() < 2 || plain_step <= 0 || plain_tps <= 0) {
-                continue; // no fixed length was run: nothing to build the curve from
+            if (relative.empty() || drafting.size() < 2 || plain_step <= 0 || plain_tps <= 0 || agreement.size() < 2) {
+                continue; // no fixed length was run (nothing to build the curve from), or no token after the first
             }
+            // The curve's shape, then scaled to what the run's steps paid at
+            // the lengths it ran (the direct measurements are each the
+            // lowest of several decodes of a short cache: a step in a run,
+            // after its drafting, pays more), interpolated between them.
             std::vector<double> step_cost;
             for (int32_t k = 0; k <= n_max && static_cast<size_t>(k) < relative.size(); ++k) {
                 step_cost.push_back(plain_step * relative[static_cast<size_t>(k)] + std::max(0.0, interpolate(drafting, k)));
             }
-            const oracle_result best = oracle_plan(agreement, step_cost);
-            const double tps = static_cast<double>(text.size()) * n_seq * 1e6 / best.cost;
+            std::map<int32_t, double> scale = {{0, 1.0}};
+            for (const auto & [k, cost] : paid) {
+                if (static_cast<size_t>(k) < step_cost.size() && cost > 0) {
+                    scale[k] = cost / step_cost[static_cast<size_t>(k)];
+                }
+            }
+            for (size_t k = 1; k < step_cost.size(); ++k) {
+                const auto at = static_cast<int32_t>(k);
+                step_cost[k] *= at >= scale.rbegin()->first ? scale.rbegin()->second : interpolate(scale, at);
+            }
+            // The first token is the prompt's decode's, in every policy.
+            const std::span<const int32_t> decoded(agreement.data() + 1, agreement.size() - 1);
+            const oracle_result best = oracle_plan(decoded, step_cost);
+            const double tps = static_cast<double>(decoded.size()) * n_seq * 1e6 / best.cost;
             const double speedup = tps / plain_tps;
             out["oracle"].push_back({{"strategy", name},
                                      {"n_seq", n_seq},
                                      {"tokens_per_second", tps},
                                      {"speedup", speedup},
-                                     {"tokens_per_step", static_cast<double>(text.size()) / static_cast<double>(best.steps)},
+                                     {"tokens_per_step", static_cast<double>(decoded.size()) / static_cast<double>(best.steps)},
                                      {"step_cost_us", step_cost}});
             for (auto & row : out["results"]) {
                 if (row["adaptive"].get<bool>() && row["strategy"] == name && row["n_seq"].get<int32_t>() == n_seq) {

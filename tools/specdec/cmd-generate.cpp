@@ -49,7 +49,7 @@ nlohmann::json to_json(const specdec::generation_result & r, const char * strate
     out["strategy"] = strategy;
     out["n_draft"] = n_draft;
     out["adaptive"] = adaptive;
-    uint64_t generated = 0;
+    uint64_t decoded = 0; // tokens after each sequence's first, which its prompt's decode yields
     for (const auto & s : r.sequences) {
         const auto & st = s.stats;
         nlohmann::json by_pos = nlohmann::json::array();
@@ -69,7 +69,7 @@ nlohmann::json to_json(const specdec::generation_result & r, const char * strate
               {"tokens_per_step", st.n_steps > 0 ? static_cast<double>(st.n_generated) / static_cast<double>(st.n_steps) : 0.0},
               {"acceptance_by_position", by_pos}}},
         });
-        generated += st.n_generated;
+        decoded += st.n_generated - (st.n_steps > 0 ? 1 : 0);
     }
     const auto & t = r.times;
     const int64_t decode_us = t.t_total_us - t.t_prefill_us;
@@ -81,7 +81,7 @@ nlohmann::json to_json(const specdec::generation_result & r, const char * strate
         {"bookkeeping", ms(decode_us - t.t_verify_us - t.t_draft_us)},
         {"total", ms(t.t_total_us)},
     };
-    out["tokens_per_second"] = decode_us > 0 ? static_cast<double>(generated) * 1e6 / static_cast<double>(decode_us) : 0.0;
+    out["tokens_per_second"] = decode_us > 0 ? static_cast<double>(decoded) * 1e6 / static_cast<double>(decode_us) : 0.0;
     return out;
 }
 
