@@ -173,11 +173,9 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
         lengths[slots[j].seq]++;
     }
     // Could a drafter that is always right beat plain decoding here (every
-    // sequence's slots, position by position)? If not, no shadow can change
-    // a choice (shadow_due). What shadows cost where it could is bounded by
-    // their waits, not here: a shadow step is occasional, and a drafting
-    // pass that costs half a plain step (a drafter with a vocabulary head of
-    // its own) must not rule out drafting that gains more than a third.
+    // sequence's slots, position by position)? A shadow step costs a
+    // drafting pass over the batch on top of a plain step: shadows are worth
+    // it only where drafting may gain more than that (shadow_due).
     std::vector<slot> perfect;
     for (size_t s = 0; s < caps.size(); ++s) {
         for (int32_t i = 0; i < std::min(caps[s], n_max_); ++i) {
@@ -185,8 +183,9 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
         }
     }
     const std::vector<double> best_case = prefix_rates(perfect);
+    const double shadow_share = pass[static_cast<size_t>(n_active)] / verify[static_cast<size_t>(n_active)];
     drafting_may_pay_ = std::any_of(best_case.begin() + 1, best_case.end(),
-                                    [&](double r) { return r > (1.0 + min_gain) * best_case[0]; });
+                                    [&](double r) { return r > (1.0 + min_gain + shadow_share) * best_case[0]; });
     // For each sequence that drafts nothing: would a shadow that hits make
     // it draft at the next step (its evidence after a kept token, the
     // others' choices as they are)? If not, and that evidence is not thin,

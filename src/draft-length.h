@@ -141,8 +141,9 @@ public:
     // after nearly every hit. And apart from a fresh sequence's first probe
     // (which also measures what drafting costs), no sequence shadows when
     // the last choose() found that even a drafter that is always right
-    // would not beat plain decoding by min_gain at the measured costs of
-    // this batch size (what shadows cost is bounded by the waits above).
+    // would not beat plain decoding by min_gain plus what a shadow step
+    // costs (a drafting pass over the batch, against a plain step) at the
+    // measured costs of this batch size.
     // Counts the step as one without a shadow when it returns false.
     bool shadow_due(size_t seq, int32_t n_active);
 

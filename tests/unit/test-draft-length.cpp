@@ -322,23 +322,6 @@ TEST(DraftLength, ADraftRejectedPartWayCountsAsAMiss) {
     EXPECT_GT(c.p_keep_through(0, 0), 0.75);
 }
 
-TEST(DraftLength, AnExpensiveDraftingPassStillLetsShadowsFindWhereDraftingPays) {
-    // One sequence; a plain step costs 100, nine rows 300, and a drafting pass
-    // 45 (a drafter with a vocabulary head of its own). Eight right tokens
-    // would yield 9 for 300 + 8 x 45 = 660: 1.36x plain, less than plain plus
-    // a shadow pass (1.45x) but well worth an occasional probe.
-    adaptive_draft_length c(1, 8);
-    c.observe_verify(1, 1, 100.0);
-    measure_verify(c, 1, 9, 300.0);
-    measure_draft(c, 1, 1, 45.0);
-    c.observe(0, 1, 0); // a missed shadow
-    const std::vector<int32_t> caps{8};
-    EXPECT_EQ(c.choose(caps), (std::vector<int32_t>{0}));
-    EXPECT_TRUE(c.shadow_due(0, 1)); // the wait after a first miss is 0
-    c.observe(0, 1, 1);               // it hits: the text turned
-    EXPECT_GT(c.choose(caps)[0], 0);
-}
-
 TEST(DraftLength, ShadowDraftsThinOutWhileTheyMissAndReturnOnAHit) {
     adaptive_draft_length c(2, 4);
     std::vector<int> due_steps;
