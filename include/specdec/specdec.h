@@ -469,9 +469,9 @@ SPECDEC_API specdec_session_stats specdec_session_get_stats(const specdec_sessio
  * they miss, or as far as every 64th while the drafter has never been right
  * or while even a hit would not make the sequence draft; never while even an
  * always-right drafter would not beat plain decoding at the measured costs)
- * that is never verified, only compared with the target's token. Output is the same as with any fixed length; a
- * length below the session's n_draft_min is raised to it (or to 0 when that
- * does not fit). Sequence statistics count verified drafts only; the
+ * that is never verified, only compared with the target's token. Output is
+ * the same as with any fixed length; a length below the session's
+ * n_draft_min is raised to it (or to 0 when that does not fit). Sequence statistics count verified drafts only; the
  * session's statistics also count shadow drafts.
  */
 #define SPECDEC_N_DRAFT_AUTO (-2)

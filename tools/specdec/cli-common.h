@@ -54,6 +54,12 @@ llama_model_ptr load_model(const std::string & path, bool load_mtp, const placem
 // batches of 512 tokens, and n_threads CPU threads (0: every hardware thread).
 llama_context_params context_params(uint32_t n_ctx_per_seq, uint32_t n_seq, int32_t n_threads);
 
+// Tokens of a sequence that decoding steps produced: all but the first,
+// which its prompt's own decode yields (in prefill time, nothing drafted).
+inline uint64_t decoded_tokens(const specdec_sequence_stats & st) {
+    return st.n_generated - (st.n_steps > 0 ? 1 : 0);
+}
+
 // The model's tokens for `text`, with its BOS (or other special tokens the
 // vocabulary adds). `parse_special`: text such as "<|im_start|>" becomes that
 // special token (for chat templates) instead of its characters. Throws

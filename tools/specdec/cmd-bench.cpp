@@ -109,7 +109,7 @@ double median(std::vector<double> v) {
 run_result measure(const specdec::generation_result & g) {
     specdec_sequence_stats st{};
     uint64_t n_steps = 0; // steps of the loop: every step verifies all sequences still running
-    uint64_t n_first = 0; // sequences whose prompt's decode yielded a token
+    uint64_t decoded = 0; // see decoded_tokens
     run_result r;
     for (const auto & s : g.sequences) {
         st.n_generated += s.stats.n_generated;
@@ -121,13 +121,12 @@ run_result measure(const specdec::generation_result & g) {
             st.n_accepted_at[i] += s.stats.n_accepted_at[i];
         }
         n_steps = std::max(n_steps, s.stats.n_steps);
-        n_first += s.stats.n_steps > 0 ? 1 : 0;
+        decoded += decoded_tokens(s.stats);
         r.tokens.push_back(s.tokens);
     }
     const auto & t = g.times;
     const double decode_us = static_cast<double>(std::max<int64_t>(1, t.t_total_us - t.t_prefill_us));
-    const uint64_t decoded = st.n_generated - n_first;
-    const uint64_t verified = st.n_steps - n_first; // per sequence
+    const uint64_t verified = st.n_steps - (st.n_generated - decoded); // steps after each sequence's first
     n_steps = n_steps > 0 ? n_steps - 1 : 0;
     r.tokens_per_second = static_cast<double>(decoded) * 1e6 / decode_us;
     r.acceptance = st.n_drafted > 0 ? static_cast<double>(st.n_accepted) / static_cast<double>(st.n_drafted) : 0.0;

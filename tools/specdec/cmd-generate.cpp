@@ -49,7 +49,7 @@ nlohmann::json to_json(const specdec::generation_result & r, const char * strate
     out["strategy"] = strategy;
     out["n_draft"] = n_draft;
     out["adaptive"] = adaptive;
-    uint64_t decoded = 0; // tokens after each sequence's first, which its prompt's decode yields
+    uint64_t decoded = 0; // see decoded_tokens
     for (const auto & s : r.sequences) {
         const auto & st = s.stats;
         nlohmann::json by_pos = nlohmann::json::array();
@@ -69,7 +69,7 @@ nlohmann::json to_json(const specdec::generation_result & r, const char * strate
               {"tokens_per_step", st.n_steps > 0 ? static_cast<double>(st.n_generated) / static_cast<double>(st.n_steps) : 0.0},
               {"acceptance_by_position", by_pos}}},
         });
-        decoded += st.n_generated - (st.n_steps > 0 ? 1 : 0);
+        decoded += decoded_tokens(st);
     }
     const auto & t = r.times;
     const int64_t decode_us = t.t_total_us - t.t_prefill_us;
