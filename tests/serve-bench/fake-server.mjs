@@ -7,9 +7,10 @@
 // Environment, for the test's failure cases: FAKE_PID_DIR (write the pid
 // there), FAKE_FAIL_ARG (exit at start when this argument is given),
 // FAKE_WRONG_ARG (change one token when it is given), FAKE_TOKEN_MS (delay
-// between events, default 2).
+// between events, default 2), FAKE_REQUEST_LOG (append "SERVER MAX_TOKENS"
+// there for each completion request, SERVER as the driver names it).
 import { createServer } from 'node:http';
-import { writeFileSync } from 'node:fs';
+import { appendFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 const argv = process.argv.slice(2);
@@ -23,6 +24,7 @@ if (env.FAKE_PID_DIR) writeFileSync(path.join(env.FAKE_PID_DIR, String(process.p
 if (env.FAKE_FAIL_ARG && argv.includes(env.FAKE_FAIL_ARG)) { console.error('fake-server: failing on purpose'); process.exit(3); }
 const wrong = env.FAKE_WRONG_ARG && argv.includes(env.FAKE_WRONG_ARG);
 const token_ms = Number(env.FAKE_TOKEN_MS ?? 2);
+const name = specdec ? `specdec-${opt('--spec', 'none')}` : argv.includes('--spec-type') ? 'llama-mtp' : 'llama-plain';
 
 const token = (prompt, i) => (wrong && i === 1 ? 'X ' : `${prompt.length % 7}${i} `);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -35,6 +37,7 @@ const server = createServer(async (req, res) => {
     const q = JSON.parse(body);
     if (q.model !== 'fake') { res.writeHead(400); res.end('model'); return; }
     server.n = (server.n ?? 0) + 1;
+    if (env.FAKE_REQUEST_LOG) appendFileSync(env.FAKE_REQUEST_LOG, `${name} ${q.max_tokens}\n`);
     res.writeHead(200, { 'content-type': 'text/event-stream' });
     await sleep(5);
     for (let i = 0; i < q.max_tokens; i += per_event) {

@@ -1,7 +1,7 @@
 // The serving benchmark's driver end to end with stand-in servers and a
 // stand-in fixture tool (tests/serve-bench/fake-server.mjs): the matrix,
-// the reports, `identical`, a server that fails to start, and that no
-// server outlives the driver, on success or when the driver is killed.
+// its rounds, the reports, `identical`, a server that fails to start, and
+// that no server outlives the driver, on success or when the driver is killed.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -54,7 +54,8 @@ test('the matrix, its reports and identical', async () => {
     for (const run of summary.runs) {
         assert.equal(run.identical, true, `${run.fixture}/${run.server}/${run.concurrency}: ${run.identical_why}`);
         assert.equal(run.completion_tokens, run.requests * 6);
-        assert.equal(run.requests, Math.max(3, run.concurrency));
+        assert.equal(run.requests, 2 * Math.max(3, run.concurrency)); // two rounds by default
+        assert.deepEqual(run.rounds.map((x) => x.requests), [Math.max(3, run.concurrency), Math.max(3, run.concurrency)]);
     }
     const mtp = summary.runs.find((x) => x.server === 'specdec-mtp');
     assert.equal(mtp.token_count_method, 'estimated from text length'); // two tokens an event, unstated
@@ -62,7 +63,7 @@ test('the matrix, its reports and identical', async () => {
     assert.match(summary.meta.commands['llama-mtp'], /--spec-type draft-mtp --spec-draft-n-max 3/);
     assert.match(summary.meta.commands['specdec-mtp'], /serve -m FIXTURE.gguf --spec mtp --n-draft auto -np 2 -c 512 -t 2/);
     const md = readFileSync(path.join(out, 'results.md'), 'utf8');
-    assert.match(md, /\| specdec-mtp \| 2 \| 3 \| [0-9.]+ \|/);
+    assert.match(md, /\| specdec-mtp \| 2 \| 6 \| [0-9.]+ \([0-9.]+–[0-9.]+\) \|/);
     assert.match(md, /\| random \| 2 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|/); // four ratios
     assert.doesNotMatch(md, /\*\*no\*\*/);
     const svg = readFileSync(path.join(out, 'tokens-per-s.svg'), 'utf8');
@@ -75,6 +76,35 @@ test('the matrix, its reports and identical', async () => {
     assert.equal(readFileSync(path.join(tmp, 'docs', 'serving', 'tokens-per-s.svg'), 'utf8'), svg);
 });
 
+test('rounds measure the servers in turn, each round in another order', async () => {
+    const out = path.join(tmp, 'rounds'), log_file = path.join(tmp, 'requests.log');
+    const r = await run_driver(out, ['--fixtures', 'exact', '--concurrency', '1', '--servers', 'specdec-none,specdec-mtp,llama-plain',
+                                     '--rounds', '3'], { FAKE_REQUEST_LOG: log_file });
+    assert.equal(r.code, 0, r.stderr);
+    const lines = readFileSync(log_file, 'utf8').trim().split('\n');
+    // Warm-up first (one 8-token request a server), then 3 rounds of 3 measured 6-token requests each.
+    assert.deepEqual(lines.slice(0, 3), ['specdec-none 8', 'specdec-mtp 8', 'llama-plain 8']);
+    const blocks = [];
+    for (const l of lines.slice(3)) {
+        const [server, n] = l.split(' ');
+        assert.equal(n, '6');
+        if (blocks.length === 0 || blocks[blocks.length - 1][0] !== server) blocks.push([server, 0]);
+        blocks[blocks.length - 1][1]++;
+    }
+    assert.deepEqual(blocks, [
+        ['specdec-none', 3], ['specdec-mtp', 3], ['llama-plain', 3],
+        ['specdec-mtp', 3], ['llama-plain', 3], ['specdec-none', 3],
+        ['llama-plain', 3], ['specdec-none', 3], ['specdec-mtp', 3],
+    ]);
+    const summary = JSON.parse(readFileSync(path.join(out, 'summary.json'), 'utf8'));
+    for (const run of summary.runs) {
+        assert.equal(run.rounds.length, 3);
+        assert.equal(run.requests, 9);
+        const pooled = run.completion_tokens / run.rounds.reduce((t, x) => t + x.wall_s, 0);
+        assert.ok(Math.abs(run.tokens_per_s - pooled) / pooled < 0.01, `${run.tokens_per_s} vs ${pooled}`);
+    }
+});
+
 test('a server that fails to start and texts that differ are reported', async () => {
     const out = path.join(tmp, 'fail'), pids = mkdtempSync(path.join(tmp, 'pids-'));
     const r = await run_driver(out, ['--fixtures', 'mixed', '--concurrency', '1', '--servers', 'llama-plain,llama-mtp,specdec-mtp'],
@@ -84,7 +114,7 @@ test('a server that fails to start and texts that differ are reported', async ()
     assert.deepEqual(await all_dead(pids), []);
     const md = readFileSync(path.join(out, 'results.md'), 'utf8');
     assert.match(md, /\| llama-mtp \| 1 \| – \| not run/);
-    assert.match(md, /\| specdec-mtp \| 1 \| 3 \| [0-9.]+ .*\*\*no\*\*: 3 of 3 prompts differ from llama-plain/);
+    assert.match(md, /\| specdec-mtp \| 1 \| 6 \| [0-9.]+ .*\*\*no\*\*: 3 of 3 prompts differ from llama-plain/);
     assert.match(md, /Failures:\n\n- mixed \/ llama-mtp: could not start/);
 });
 

@@ -1,7 +1,10 @@
 #!/usr/bin/env node
 // The serving benchmark's matrix: for each fixture, each server and each
-// concurrency, one closed-loop load run (loadgen.mjs) against a server this
-// script starts and stops. Writes the raw JSON of every run, summary.json,
+// concurrency, closed-loop load runs (loadgen.mjs) against servers this
+// script starts and stops. A fixture's servers all run at once, and each
+// point is measured in rounds: every round runs each server in turn, so
+// that a slow spell of a shared host falls on every server alike rather
+// than on whichever happened to run then. Writes the raw JSON of every run, summary.json,
 // results.md (tables and ratios for docs/serving.md) and tokens-per-s.svg.
 // Normally started by scripts/serve-bench.sh, which builds what it needs.
 import { spawn, spawnSync } from 'node:child_process';
@@ -11,7 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { run_load, DEFAULT_PROMPTS } from './loadgen.mjs';
+import { run_closed_loop, summarize, warm_up, DEFAULT_PROMPTS } from './loadgen.mjs';
 
 const FIXTURES = ['exact', 'mixed', 'random'];
 // Each server: how it is started and what it is called in the tables.
@@ -41,7 +44,8 @@ const USAGE = `usage: driver.mjs --specdec BIN --llama-server BIN --fixture-tool
   --fixtures LIST        exact,mixed,random (default all)
   --servers LIST         specdec-none,specdec-mtp,llama-plain,llama-mtp (default all)
   --concurrency LIST     default 1,2,4,8,16
-  --requests N|auto      requests per run; auto = max(--min-requests, --requests-per-client x C) (default auto)
+  --rounds N             measured rounds per point, each server in turn in each (default 2)
+  --requests N|auto      requests per round; auto = max(--min-requests, --requests-per-client x C) (default auto)
   --min-requests N       default 8
   --requests-per-client N default 2
   --max-tokens N         tokens per request (default 64)
@@ -53,14 +57,14 @@ const USAGE = `usage: driver.mjs --specdec BIN --llama-server BIN --fixture-tool
   --type TYPE            fixture weights (default q4_k_m)
   --fixture-dir DIR      keep the fixtures there, reusing files already there (default: OUT/fixtures, removed at the end)
   --reference SERVER     whose texts the others must equal (default specdec-none, else llama-plain)
-  --warmup N             unmeasured requests before each run, N at a time, 8 tokens each (default: C)
+  --warmup N             unmeasured requests before each point, N at a time, 8 tokens each (default: C)
   --startup-timeout-s N  wait this long for /health (default 300)
   --request-timeout-s N  default 600`;
 
 function parse_args(argv) {
     const a = {
         specdec: null, llama_server: null, fixture_tool: null, out: null, fixtures: FIXTURES, servers: Object.keys(SERVERS),
-        concurrency: [1, 2, 4, 8, 16], requests: 'auto', min_requests: 8, requests_per_client: 2, max_tokens: 64, threads: 2,
+        concurrency: [1, 2, 4, 8, 16], rounds: 2, requests: 'auto', min_requests: 8, requests_per_client: 2, max_tokens: 64, threads: 2,
         slots: null, ctx: 512, llama_mtp_n_max: 3, shape: 'qwen3-0.6b', type: 'q4_k_m', fixture_dir: null, reference: null,
         warmup: null, startup_timeout_s: 300, request_timeout_s: 600, docs: null,
     };
@@ -78,6 +82,7 @@ function parse_args(argv) {
             case '--fixtures': a.fixtures = list(v); break;
             case '--servers': a.servers = list(v); break;
             case '--concurrency': a.concurrency = list(v).map((x) => int(k, x)); break;
+            case '--rounds': a.rounds = int(k, v); break;
             case '--requests': a.requests = v === 'auto' ? 'auto' : int(k, v); break;
             case '--min-requests': a.min_requests = int(k, v); break;
             case '--requests-per-client': a.requests_per_client = int(k, v); break;
@@ -260,8 +265,10 @@ function markdown(runs, a, meta) {
     if (v.llama_server) head.push(`llama-server ${v.llama_server}`);
     out.push(head.join('; ') + '.');
     out.push('');
-    out.push(`${a.max_tokens} tokens a request, requests per run ` +
-             `${a.requests === 'auto' ? `max(${a.min_requests}, ${a.requests_per_client} x C)` : a.requests}, ` +
+    const rounds = a.rounds ?? 1;
+    out.push(`${a.max_tokens} tokens a request, ${rounds} round${rounds > 1 ? 's' : ''} a point of ` +
+             `${a.requests === 'auto' ? `max(${a.min_requests}, ${a.requests_per_client} x C)` : a.requests} requests ` +
+             `(each round runs a fixture's servers in turn; tok/s: all rounds' tokens over their time, the rounds' own in brackets), ` +
              `-t ${a.threads}, ${a.slots} slot${a.slots > 1 ? 's' : ''} of ${a.ctx} tokens, fixtures ${a.shape} ${a.type}; ` +
              `reference for \`identical\`: ${a.reference}. Whole run: ${(meta.elapsed_s / 60).toFixed(1)} min.`);
     out.push('');
@@ -274,7 +281,9 @@ function markdown(runs, a, meta) {
                 const r = runs.find((x) => x.fixture === fixture && x.server === s && x.concurrency === c);
                 if (!r) { out.push(`| ${s} | ${c} | – | not run | | | | | |`); continue; }
                 const acc = r.draft && r.draft.acceptance !== null ? r.draft.acceptance.toFixed(2) : '–';
-                out.push(`| ${s} | ${c} | ${r.requests} | ${fmt(r.tokens_per_s)} | ${fmt(r.ttft_ms.mean, 0)} / ${fmt(r.ttft_ms.p50, 0)} / ${fmt(r.ttft_ms.p99, 0)} | ` +
+                const spread = r.rounds && r.rounds.length > 1
+                    ? ` (${fmt(Math.min(...r.rounds.map((x) => x.tokens_per_s)))}–${fmt(Math.max(...r.rounds.map((x) => x.tokens_per_s)))})` : '';
+                out.push(`| ${s} | ${c} | ${r.requests} | ${fmt(r.tokens_per_s)}${spread} | ${fmt(r.ttft_ms.mean, 0)} / ${fmt(r.ttft_ms.p50, 0)} / ${fmt(r.ttft_ms.p99, 0)} | ` +
                          `${fmt(r.itl_ms.p50)} / ${fmt(r.itl_ms.p99)} | ${fmt(r.tpot_ms.mean)} | ${acc} | ${r.identical ? 'yes' : `**no**: ${r.identical_why}`} |`);
             }
         }
@@ -407,8 +416,9 @@ async function main() {
     const own_fixture_dir = a.fixture_dir === null;
     const fixture_dir = a.fixture_dir ?? path.join(a.out, 'fixtures');
     mkdirSync(fixture_dir, { recursive: true });
-    const n_runs = a.fixtures.length * a.servers.length * a.concurrency.length;
-    log(`${a.fixtures.length} fixtures x ${a.servers.length} servers x ${a.concurrency.length} concurrencies = ${n_runs} runs into ${a.out}`);
+    const n_points = a.fixtures.length * a.servers.length * a.concurrency.length;
+    log(`${a.fixtures.length} fixtures x ${a.servers.length} servers x ${a.concurrency.length} concurrencies = ${n_points} points ` +
+        `of ${a.rounds} round${a.rounds > 1 ? 's' : ''} into ${a.out}`);
 
     const runs = [];
     const commands = {};
@@ -418,41 +428,70 @@ async function main() {
         const models = {};
         for (const f of a.fixtures) models[f] = make_fixture(a, f, fixture_dir);
         for (const fixture of a.fixtures) {
+            // Every server of the fixture runs at once (an idle one waits on
+            // its socket), so that each round can measure them back to back.
+            const [load1] = os.loadavg();
+            if (load1 > 0.7) log(`warning: load average ${load1.toFixed(2)} before starting the ${fixture} servers: other processes share the CPU`);
+            const live = new Map(); // name -> server
             for (const name of a.servers) {
                 const log_path = path.join(a.out, 'logs', `${fixture}-${name}.log`);
-                // The host should be quiet: what else runs shares its cores.
-                const [load1] = os.loadavg();
-                if (load1 > 0.7) log(`warning: load average ${load1.toFixed(2)} before starting ${name}: other processes share the CPU`);
-                let srv;
                 try {
-                    srv = await start_server(a, name, models[fixture], log_path);
+                    const srv = await start_server(a, name, models[fixture], log_path);
+                    commands[name] = srv.cmd.replace(models[fixture], 'FIXTURE.gguf').replace(/--port [1-9][0-9]*/, '--port PORT');
+                    log(`${fixture} / ${name}: ready at ${srv.url} in ${srv.startup_s.toFixed(1)} s`);
+                    live.set(name, srv);
                 } catch (e) {
                     log(`${fixture} / ${name}: ${e.message}`);
                     failures.push(`${fixture} / ${name}: could not start (${log_path})`);
-                    continue;
                 }
-                commands[name] = srv.cmd.replace(models[fixture], 'FIXTURE.gguf').replace(/--port [1-9][0-9]*/, '--port PORT');
-                log(`${fixture} / ${name}: ready at ${srv.url} in ${srv.startup_s.toFixed(1)} s`);
-                try {
-                    for (const c of a.concurrency) {
-                        const n = requests_for(a, c);
-                        const r = await run_load({ url: srv.url, concurrency: c, requests: n, max_tokens: a.max_tokens, prompts: DEFAULT_PROMPTS,
-                                                   model: srv.model_id, timeout_ms: a.request_timeout_s * 1000,
-                                                   warmup: a.warmup ?? c, warmup_tokens: 8, metrics: true });
+            }
+            // A server that fails a request is dropped for the rest of the fixture.
+            const drop = async (name, e) => {
+                log(`${fixture} / ${name}: ${e.message}`);
+                failures.push(`${fixture} / ${name}: ${e.message}`);
+                await live.get(name).stop();
+                live.delete(name);
+            };
+            try {
+                for (const c of a.concurrency) {
+                    const load = (srv) => ({ url: srv.url, concurrency: c, requests: requests_for(a, c), max_tokens: a.max_tokens,
+                                             prompts: DEFAULT_PROMPTS, model: srv.model_id, timeout_ms: a.request_timeout_s * 1000,
+                                             warmup: a.warmup ?? c, warmup_tokens: 8, metrics: true });
+                    const done = new Map([...live.keys()].map((name) => [name, []])); // name -> its rounds
+                    for (const [name, srv] of [...live]) {
+                        try { await warm_up(load(srv)); } catch (e) { await drop(name, e); done.delete(name); }
+                    }
+                    for (let round = 0; round < a.rounds; round++) {
+                        // Each round in another order, so that no server always follows the same one.
+                        const order = [...done.keys()].filter((name) => live.has(name));
+                        for (let k = 0; k < order.length; k++) {
+                            const name = order[(k + round) % order.length];
+                            try { done.get(name).push(await run_closed_loop(load(live.get(name)))); } catch (e) { await drop(name, e); done.delete(name); }
+                        }
+                    }
+                    for (const [name, rounds] of done) {
+                        if (!live.has(name) || rounds.length === 0) continue;
+                        const records = rounds.flatMap((x) => x.records);
+                        const wall_ms = rounds.reduce((t, x) => t + x.wall_ms, 0);
+                        const r = summarize(records, wall_ms, load(live.get(name)));
+                        r.metrics_delta = {};
+                        for (const x of rounds) for (const [k, v] of Object.entries(x.metrics_delta ?? {})) r.metrics_delta[k] = (r.metrics_delta[k] ?? 0) + v;
+                        r.rounds = rounds.map((x) => {
+                            const tokens = x.records.reduce((t, q) => t + (q.error === null ? q.completion_tokens : 0), 0);
+                            return { requests: x.records.length, wall_s: Number((x.wall_ms / 1000).toFixed(3)), tokens_per_s: Number((tokens / (x.wall_ms / 1000)).toFixed(2)) };
+                        });
                         Object.assign(r, { fixture, server: name, command: commands[name], loadavg_after: os.loadavg().map((x) => Number(x.toFixed(2))) });
                         writeFileSync(path.join(a.out, 'raw', `${fixture}-${name}-c${c}.json`), JSON.stringify({ ...r, prompts: DEFAULT_PROMPTS }, null, 1) + '\n');
                         const acc = r.draft?.acceptance != null ? `, acceptance ${r.draft.acceptance.toFixed(2)}` : '';
-                        log(`${fixture} / ${name} / C=${c}: ${r.tokens_per_s} tok/s, TTFT p50 ${r.ttft_ms.p50} ms, ITL p50/p99 ` +
-                            `${r.itl_ms.p50}/${r.itl_ms.p99} ms${acc}${r.errors ? `, ${r.errors} errors: ${r.first_error}` : ''} (${r.wall_s} s)`);
+                        log(`${fixture} / ${name} / C=${c}: ${r.tokens_per_s} tok/s (rounds ${r.rounds.map((x) => x.tokens_per_s).join(', ')}), ` +
+                            `TTFT p50 ${r.ttft_ms.p50} ms, ITL p50/p99 ${r.itl_ms.p50}/${r.itl_ms.p99} ms${acc}` +
+                            `${r.errors ? `, ${r.errors} errors: ${r.first_error}` : ''} (${r.wall_s} s)`);
                         delete r.records;
                         runs.push(r);
                     }
-                } catch (e) {
-                    log(`${fixture} / ${name}: ${e.message}`);
-                    failures.push(`${fixture} / ${name}: ${e.message}`);
-                } finally {
-                    await srv.stop();
                 }
+            } finally {
+                for (const srv of live.values()) await srv.stop();
             }
         }
     } finally {

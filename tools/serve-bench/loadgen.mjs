@@ -196,23 +196,30 @@ export async function scrape_metrics(url) {
 // The measured run: C closed-loop clients over R requests. opt: url, concurrency,
 // requests, max_tokens, prompts, model, endpoint, timeout_ms, warmup (requests,
 // unmeasured, sent C at a time with warmup_tokens each), metrics (bool).
-export async function run_load(opt) {
+// Unmeasured requests before a run: opt.warmup of them (0: none), C at a
+// time, opt.warmup_tokens each (default min(8, max_tokens)). Throws on the
+// first failure.
+export async function warm_up(opt) {
     const prompts = opt.prompts ?? DEFAULT_PROMPTS;
-    const o = { ...opt, prompts };
     const warmup = opt.warmup ?? 0;
-    if (warmup > 0) {
-        const w = { ...o, max_tokens: opt.warmup_tokens ?? Math.min(8, opt.max_tokens) };
-        let next = 0;
-        const errors = [];
-        await Promise.all(Array.from({ length: Math.min(opt.concurrency, warmup) }, async () => {
-            while (next < warmup) {
-                const i = next++;
-                const r = await run_request(w, i, i % prompts.length);
-                if (r.error) errors.push(r.error);
-            }
-        }));
-        if (errors.length > 0) throw new Error(`warm-up failed: ${errors[0]}`);
-    }
+    const w = { ...opt, prompts, max_tokens: opt.warmup_tokens ?? Math.min(8, opt.max_tokens) };
+    let next = 0;
+    const errors = [];
+    await Promise.all(Array.from({ length: Math.min(opt.concurrency, warmup) }, async () => {
+        while (next < warmup) {
+            const i = next++;
+            const r = await run_request(w, i, i % prompts.length);
+            if (r.error) errors.push(r.error);
+        }
+    }));
+    if (errors.length > 0) throw new Error(`warm-up failed: ${errors[0]}`);
+}
+
+// One measured closed-loop run, no warm-up: { records, wall_ms,
+// metrics_delta } (metrics_delta: how each /metrics value changed, when
+// opt.metrics; else null).
+export async function run_closed_loop(opt) {
+    const o = { ...opt, prompts: opt.prompts ?? DEFAULT_PROMPTS };
     const before = opt.metrics ? await scrape_metrics(opt.url) : null;
     const records = new Array(opt.requests);
     let next = 0;
@@ -220,18 +227,28 @@ export async function run_load(opt) {
     await Promise.all(Array.from({ length: opt.concurrency }, async () => {
         while (next < opt.requests) {
             const i = next++;
-            records[i] = await run_request(o, i, i % prompts.length);
+            records[i] = await run_request(o, i, i % o.prompts.length);
         }
     }));
-    const t_end = performance.now();
+    const wall_ms = performance.now() - t_start;
     const after = opt.metrics ? await scrape_metrics(opt.url) : null;
-    const result = summarize(records, t_end - t_start, o);
+    let metrics_delta = null;
     if (before && after) {
-        result.metrics_delta = {};
+        metrics_delta = {};
         for (const [k, v] of Object.entries(after)) {
-            if (k in before && v !== before[k]) result.metrics_delta[k] = v - before[k];
+            if (k in before && v !== before[k]) metrics_delta[k] = v - before[k];
         }
     }
+    return { records, wall_ms, metrics_delta };
+}
+
+// Warm-up (opt.warmup requests), then one measured run, summarized.
+export async function run_load(opt) {
+    const o = { ...opt, prompts: opt.prompts ?? DEFAULT_PROMPTS };
+    await warm_up(o);
+    const { records, wall_ms, metrics_delta } = await run_closed_loop(o);
+    const result = summarize(records, wall_ms, o);
+    if (metrics_delta) result.metrics_delta = metrics_delta;
     return result;
 }
 
