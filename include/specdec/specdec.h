@@ -471,8 +471,9 @@ SPECDEC_API specdec_session_stats specdec_session_get_stats(const specdec_sessio
  * always-right drafter would not beat plain decoding at the measured costs)
  * that is never verified, only compared with the target's token. Output is
  * the same as with any fixed length; a length below the session's
- * n_draft_min is raised to it (or to 0 when that does not fit). Sequence statistics count verified drafts only; the
- * session's statistics also count shadow drafts.
+ * n_draft_min is raised to it (or to 0 when that does not fit). Sequence
+ * statistics count verified drafts only; the session's statistics also count
+ * shadow drafts.
  */
 #define SPECDEC_N_DRAFT_AUTO (-2)
 

@@ -8,7 +8,9 @@
 // there), FAKE_FAIL_ARG (exit at start when this argument is given),
 // FAKE_WRONG_ARG (change one token when it is given), FAKE_TOKEN_MS (delay
 // between events, default 2), FAKE_REQUEST_LOG (append "SERVER MAX_TOKENS"
-// there for each completion request, SERVER as the driver names it).
+// there for each completion request, SERVER as the driver names it),
+// FAKE_DROP_ARG (close the connection of every completion request when this
+// argument is given).
 import { createServer } from 'node:http';
 import { appendFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -23,6 +25,7 @@ const env = process.env;
 if (env.FAKE_PID_DIR) writeFileSync(path.join(env.FAKE_PID_DIR, String(process.pid)), argv.join(' '));
 if (env.FAKE_FAIL_ARG && argv.includes(env.FAKE_FAIL_ARG)) { console.error('fake-server: failing on purpose'); process.exit(3); }
 const wrong = env.FAKE_WRONG_ARG && argv.includes(env.FAKE_WRONG_ARG);
+const drop = env.FAKE_DROP_ARG && argv.includes(env.FAKE_DROP_ARG);
 const token_ms = Number(env.FAKE_TOKEN_MS ?? 2);
 const name = specdec ? `specdec-${opt('--spec', 'none')}` : argv.includes('--spec-type') ? 'llama-mtp' : 'llama-plain';
 
@@ -38,6 +41,7 @@ const server = createServer(async (req, res) => {
     if (q.model !== 'fake') { res.writeHead(400); res.end('model'); return; }
     server.n = (server.n ?? 0) + 1;
     if (env.FAKE_REQUEST_LOG) appendFileSync(env.FAKE_REQUEST_LOG, `${name} ${q.max_tokens}\n`);
+    if (drop) { req.socket.destroy(); return; }
     res.writeHead(200, { 'content-type': 'text/event-stream' });
     await sleep(5);
     for (let i = 0; i < q.max_tokens; i += per_event) {

@@ -105,6 +105,19 @@ test('rounds measure the servers in turn, each round in another order', async ()
     }
 });
 
+test('a server that fails its warm-up is stopped and reported, and the others go on', async () => {
+    const out = path.join(tmp, 'dropped'), pids = mkdtempSync(path.join(tmp, 'pids-'));
+    const r = await run_driver(out, ['--fixtures', 'exact', '--concurrency', '1,2', '--servers', 'specdec-none,llama-mtp'],
+                               { FAKE_PID_DIR: pids, FAKE_DROP_ARG: '--spec-type' });
+    assert.equal(r.code, 1, r.stderr);
+    assert.deepEqual(await all_dead(pids), []);
+    const summary = JSON.parse(readFileSync(path.join(out, 'summary.json'), 'utf8'));
+    assert.deepEqual(summary.runs.map((x) => `${x.server}/${x.concurrency}`), ['specdec-none/1', 'specdec-none/2']);
+    for (const run of summary.runs) assert.equal(run.completion_tokens, run.requests * 6);
+    assert.equal(summary.failures.length, 1);
+    assert.match(summary.failures[0], /^exact \/ llama-mtp: warm-up failed/);
+});
+
 test('a server that fails to start and texts that differ are reported', async () => {
     const out = path.join(tmp, 'fail'), pids = mkdtempSync(path.join(tmp, 'pids-'));
     const r = await run_driver(out, ['--fixtures', 'mixed', '--concurrency', '1', '--servers', 'llama-plain,llama-mtp,specdec-mtp'],

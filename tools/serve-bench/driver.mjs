@@ -4,8 +4,9 @@
 // script starts and stops. A fixture's servers all run at once, and each
 // point is measured in rounds: every round runs each server in turn, so
 // that a slow spell of a shared host falls on every server alike rather
-// than on whichever happened to run then. Writes the raw JSON of every run, summary.json,
-// results.md (tables and ratios for docs/serving.md) and tokens-per-s.svg.
+// than on whichever happened to run then. Writes the raw JSON of every
+// point, summary.json, results.md (tables and ratios for docs/serving.md)
+// and tokens-per-s.svg.
 // Normally started by scripts/serve-bench.sh, which builds what it needs.
 import { spawn, spawnSync } from 'node:child_process';
 import { createServer } from 'node:net';
@@ -116,6 +117,20 @@ function parse_args(argv) {
 }
 
 const requests_for = (a, c) => (a.requests === 'auto' ? Math.max(a.min_requests, a.requests_per_client * c) : a.requests);
+
+// One point from its rounds (run_closed_loop results): loadgen's summary of
+// all their requests over their summed wall time, the /metrics changes
+// summed, and each round's own summary in `rounds`.
+function pool_rounds(rounds, opt) {
+    const r = summarize(rounds.flatMap((x) => x.records), rounds.reduce((t, x) => t + x.wall_ms, 0), opt);
+    r.metrics_delta = {};
+    for (const x of rounds) for (const [k, v] of Object.entries(x.metrics_delta ?? {})) r.metrics_delta[k] = (r.metrics_delta[k] ?? 0) + v;
+    r.rounds = rounds.map((x) => {
+        const s = summarize(x.records, x.wall_ms, opt);
+        return { requests: s.requests, wall_s: s.wall_s, tokens_per_s: s.tokens_per_s };
+    });
+    return r;
+}
 
 // --- child processes: every one is killed on every way out -----------------
 const children = new Set();
@@ -459,27 +474,19 @@ async function main() {
                                              warmup: a.warmup ?? c, warmup_tokens: 8, metrics: true });
                     const done = new Map([...live.keys()].map((name) => [name, []])); // name -> its rounds
                     for (const [name, srv] of [...live]) {
-                        try { await warm_up(load(srv)); } catch (e) { await drop(name, e); done.delete(name); }
+                        try { await warm_up(load(srv)); } catch (e) { await drop(name, e); }
                     }
                     for (let round = 0; round < a.rounds; round++) {
                         // Each round in another order, so that no server always follows the same one.
                         const order = [...done.keys()].filter((name) => live.has(name));
                         for (let k = 0; k < order.length; k++) {
                             const name = order[(k + round) % order.length];
-                            try { done.get(name).push(await run_closed_loop(load(live.get(name)))); } catch (e) { await drop(name, e); done.delete(name); }
+                            try { done.get(name).push(await run_closed_loop(load(live.get(name)))); } catch (e) { await drop(name, e); }
                         }
                     }
                     for (const [name, rounds] of done) {
-                        if (!live.has(name) || rounds.length === 0) continue;
-                        const records = rounds.flatMap((x) => x.records);
-                        const wall_ms = rounds.reduce((t, x) => t + x.wall_ms, 0);
-                        const r = summarize(records, wall_ms, load(live.get(name)));
-                        r.metrics_delta = {};
-                        for (const x of rounds) for (const [k, v] of Object.entries(x.metrics_delta ?? {})) r.metrics_delta[k] = (r.metrics_delta[k] ?? 0) + v;
-                        r.rounds = rounds.map((x) => {
-                            const tokens = x.records.reduce((t, q) => t + (q.error === null ? q.completion_tokens : 0), 0);
-                            return { requests: x.records.length, wall_s: Number((x.wall_ms / 1000).toFixed(3)), tokens_per_s: Number((tokens / (x.wall_ms / 1000)).toFixed(2)) };
-                        });
+                        if (!live.has(name)) continue; // dropped: its failure is reported
+                        const r = pool_rounds(rounds, load(live.get(name)));
                         Object.assign(r, { fixture, server: name, command: commands[name], loadavg_after: os.loadavg().map((x) => Number(x.toFixed(2))) });
                         writeFileSync(path.join(a.out, 'raw', `${fixture}-${name}-c${c}.json`), JSON.stringify({ ...r, prompts: DEFAULT_PROMPTS }, null, 1) + '\n');
                         const acc = r.draft?.acceptance != null ? `, acceptance ${r.draft.acceptance.toFixed(2)}` : '';

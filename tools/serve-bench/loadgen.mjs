@@ -193,9 +193,10 @@ export async function scrape_metrics(url) {
     } catch { return null; }
 }
 
-// The measured run: C closed-loop clients over R requests. opt: url, concurrency,
-// requests, max_tokens, prompts, model, endpoint, timeout_ms, warmup (requests,
-// unmeasured, sent C at a time with warmup_tokens each), metrics (bool).
+// The options of the three functions below: url, concurrency (C), requests
+// (R), max_tokens, prompts (default DEFAULT_PROMPTS), model, endpoint,
+// timeout_ms, warmup and warmup_tokens (warm_up), metrics (bool).
+
 // Unmeasured requests before a run: opt.warmup of them (0: none), C at a
 // time, opt.warmup_tokens each (default min(8, max_tokens)). Throws on the
 // first failure.
@@ -215,9 +216,9 @@ export async function warm_up(opt) {
     if (errors.length > 0) throw new Error(`warm-up failed: ${errors[0]}`);
 }
 
-// One measured closed-loop run, no warm-up: { records, wall_ms,
-// metrics_delta } (metrics_delta: how each /metrics value changed, when
-// opt.metrics; else null).
+// One measured run, no warm-up: C closed-loop clients over R requests.
+// Returns { records, wall_ms, metrics_delta } (metrics_delta: how each
+// /metrics value changed, when opt.metrics; else null).
 export async function run_closed_loop(opt) {
     const o = { ...opt, prompts: opt.prompts ?? DEFAULT_PROMPTS };
     const before = opt.metrics ? await scrape_metrics(opt.url) : null;
@@ -244,10 +245,9 @@ export async function run_closed_loop(opt) {
 
 // Warm-up (opt.warmup requests), then one measured run, summarized.
 export async function run_load(opt) {
-    const o = { ...opt, prompts: opt.prompts ?? DEFAULT_PROMPTS };
-    await warm_up(o);
-    const { records, wall_ms, metrics_delta } = await run_closed_loop(o);
-    const result = summarize(records, wall_ms, o);
+    await warm_up(opt);
+    const { records, wall_ms, metrics_delta } = await run_closed_loop(opt);
+    const result = summarize(records, wall_ms, opt);
     if (metrics_delta) result.metrics_delta = metrics_delta;
     return result;
 }
