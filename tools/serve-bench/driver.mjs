@@ -15,7 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { run_closed_loop, summarize, warm_up, DEFAULT_PROMPTS } from './loadgen.mjs';
+import { pool_rounds, run_closed_loop, warm_up, DEFAULT_PROMPTS } from './loadgen.mjs';
 
 const FIXTURES = ['exact', 'mixed', 'random'];
 // Each server: how it is started and what it is called in the tables.
@@ -117,20 +117,6 @@ function parse_args(argv) {
 }
 
 const requests_for = (a, c) => (a.requests === 'auto' ? Math.max(a.min_requests, a.requests_per_client * c) : a.requests);
-
-// One point from its rounds (run_closed_loop results): loadgen's summary of
-// all their requests over their summed wall time, the /metrics changes
-// summed, and each round's own summary in `rounds`.
-function pool_rounds(rounds, opt) {
-    const r = summarize(rounds.flatMap((x) => x.records), rounds.reduce((t, x) => t + x.wall_ms, 0), opt);
-    r.metrics_delta = {};
-    for (const x of rounds) for (const [k, v] of Object.entries(x.metrics_delta ?? {})) r.metrics_delta[k] = (r.metrics_delta[k] ?? 0) + v;
-    r.rounds = rounds.map((x) => {
-        const s = summarize(x.records, x.wall_ms, opt);
-        return { requests: s.requests, wall_s: s.wall_s, tokens_per_s: s.tokens_per_s };
-    });
-    return r;
-}
 
 // --- child processes: every one is killed on every way out -----------------
 const children = new Set();

@@ -193,44 +193,42 @@ export async function scrape_metrics(url) {
     } catch { return null; }
 }
 
-// The options of the three functions below: url, concurrency (C), requests
-// (R), max_tokens, prompts (default DEFAULT_PROMPTS), model, endpoint,
+// The options of the functions below: url, concurrency (C), requests (R),
+// max_tokens, prompts (default DEFAULT_PROMPTS), model, endpoint,
 // timeout_ms, warmup and warmup_tokens (warm_up), metrics (bool).
+
+// Requests 0 .. n-1, C at a time (a client takes the next as soon as its
+// last one ends): request i uses prompt i mod their count. Returns the
+// records in request order.
+async function closed_loop(opt, n) {
+    const o = { ...opt, prompts: opt.prompts ?? DEFAULT_PROMPTS };
+    const records = new Array(n);
+    let next = 0;
+    await Promise.all(Array.from({ length: Math.min(opt.concurrency, n) }, async () => {
+        while (next < n) {
+            const i = next++;
+            records[i] = await run_request(o, i, i % o.prompts.length);
+        }
+    }));
+    return records;
+}
 
 // Unmeasured requests before a run: opt.warmup of them (0: none), C at a
 // time, opt.warmup_tokens each (default min(8, max_tokens)). Throws on the
 // first failure.
 export async function warm_up(opt) {
-    const prompts = opt.prompts ?? DEFAULT_PROMPTS;
-    const warmup = opt.warmup ?? 0;
-    const w = { ...opt, prompts, max_tokens: opt.warmup_tokens ?? Math.min(8, opt.max_tokens) };
-    let next = 0;
-    const errors = [];
-    await Promise.all(Array.from({ length: Math.min(opt.concurrency, warmup) }, async () => {
-        while (next < warmup) {
-            const i = next++;
-            const r = await run_request(w, i, i % prompts.length);
-            if (r.error) errors.push(r.error);
-        }
-    }));
-    if (errors.length > 0) throw new Error(`warm-up failed: ${errors[0]}`);
+    const w = { ...opt, max_tokens: opt.warmup_tokens ?? Math.min(8, opt.max_tokens) };
+    const failed = (await closed_loop(w, opt.warmup ?? 0)).find((r) => r.error);
+    if (failed) throw new Error(`warm-up failed: ${failed.error}`);
 }
 
 // One measured run, no warm-up: C closed-loop clients over R requests.
 // Returns { records, wall_ms, metrics_delta } (metrics_delta: how each
 // /metrics value changed, when opt.metrics; else null).
 export async function run_closed_loop(opt) {
-    const o = { ...opt, prompts: opt.prompts ?? DEFAULT_PROMPTS };
     const before = opt.metrics ? await scrape_metrics(opt.url) : null;
-    const records = new Array(opt.requests);
-    let next = 0;
     const t_start = performance.now();
-    await Promise.all(Array.from({ length: opt.concurrency }, async () => {
-        while (next < opt.requests) {
-            const i = next++;
-            records[i] = await run_request(o, i, i % o.prompts.length);
-        }
-    }));
+    const records = await closed_loop(opt, opt.requests);
     const wall_ms = performance.now() - t_start;
     const after = opt.metrics ? await scrape_metrics(opt.url) : null;
     let metrics_delta = null;
@@ -243,13 +241,28 @@ export async function run_closed_loop(opt) {
     return { records, wall_ms, metrics_delta };
 }
 
+// Measured runs (run_closed_loop results) of one point, pooled: the summary
+// of all their requests over their summed wall time, the /metrics changes
+// summed (when any run had them), and each run's own summary in `rounds`.
+export function pool_rounds(rounds, opt) {
+    const r = summarize(rounds.flatMap((x) => x.records), rounds.reduce((t, x) => t + x.wall_ms, 0), opt);
+    for (const x of rounds) {
+        for (const [k, v] of Object.entries(x.metrics_delta ?? {})) {
+            r.metrics_delta ??= {};
+            r.metrics_delta[k] = (r.metrics_delta[k] ?? 0) + v;
+        }
+    }
+    r.rounds = rounds.map((x) => {
+        const s = summarize(x.records, x.wall_ms, opt);
+        return { requests: s.requests, wall_s: s.wall_s, tokens_per_s: s.tokens_per_s };
+    });
+    return r;
+}
+
 // Warm-up (opt.warmup requests), then one measured run, summarized.
 export async function run_load(opt) {
     await warm_up(opt);
-    const { records, wall_ms, metrics_delta } = await run_closed_loop(opt);
-    const result = summarize(records, wall_ms, opt);
-    if (metrics_delta) result.metrics_delta = metrics_delta;
-    return result;
+    return pool_rounds([await run_closed_loop(opt)], opt);
 }
 
 // Aggregates request records into the run's numbers.
