@@ -7,6 +7,7 @@
 #include <array>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 namespace specdec::detail {
 
@@ -40,17 +41,18 @@ public:
         return r_.integer(key);
     }
 
-    // A key read with get_key_or_arr: one uint32, or one value per layer.
-    // Returns the largest (0 when missing).
-    int64_t max_of_scalar_or_array(const std::string & key) const {
+    // A key read with get_key_or_arr: one uint32 (for every layer), or one
+    // value per layer, as the loader stores them (uint32). {0} when missing
+    // or an empty array.
+    std::vector<int64_t> scalar_or_array(const std::string & key) const {
         if (r_.type(key) == GGUF_TYPE_ARRAY) {
-            int64_t m = 0;
+            std::vector<int64_t> values;
             for (int64_t v : r_.integers(key)) {
-                m = std::max<int64_t>(m, static_cast<uint32_t>(v)); // the loader stores uint32
+                values.push_back(static_cast<uint32_t>(v));
             }
-            return m;
+            return values.empty() ? std::vector<int64_t>{0} : values;
         }
-        return u32(key).value_or(0);
+        return {u32(key).value_or(0)};
     }
 
     void vocabulary() const {
@@ -108,7 +110,8 @@ public:
 
     void experts(const std::string & arch) const {
         const int64_t n_expert = u32(arch + ".expert_count").value_or(0);
-        const int64_t used = max_of_scalar_or_array(arch + ".expert_used_count");
+        const std::vector<int64_t> used_per_layer = scalar_or_array(arch + ".expert_used_count");
+        const int64_t used = *std::max_element(used_per_layer.begin(), used_per_layer.end());
         const int64_t groups = u32(arch + ".expert_group_count").value_or(0);
         const int64_t group_used = u32(arch + ".expert_group_used_count").value_or(0);
         if (n_expert > max_experts) {
@@ -128,6 +131,9 @@ public:
         }
         if (used == 0) {
             refuse(arch, ".expert_used_count is missing or 0 with ", n_expert, " experts (llama.cpp asserts)");
+        }
+        if (arch == "glm4moe" && used_per_layer.front() == 0) {
+            refuse("glm4moe.expert_used_count is 0 for the first block; llama.cpp asserts that glm4moe's is above 0");
         }
         if (groups >= n_expert) {
             refuse(arch, ".expert_group_count is ", groups, "; llama.cpp asserts it is below expert_count = ", n_expert);

@@ -29,7 +29,8 @@ namespace specdec::detail {
 //  models/qwen35.cpp, qwen35moe.cpp, qwen3next.cpp, load_arch_hparams
 //   - (i + 1) % full_attn_interval without attention.recurrent_layers:   full_attention_interval > 0
 //  models/glm4-moe.cpp, load_arch_tensors
-//   - GGML_ASSERT(n_expert > 0), GGML_ASSERT(n_expert_used() > 0):      expert_count, expert_used_count > 0
+//   - GGML_ASSERT(n_expert > 0), GGML_ASSERT(n_expert_used() > 0):      expert_count > 0, and expert_used_count > 0
+//     for the first block (n_expert_used() reads block 0 of a per-layer array)
 //  models/dflash.cpp, load_arch_hparams (DSpark DSV4 backbone, hyper_connection.count > 0)
 //   - GGML_ASSERT(dsv4_o_group_count > 0), GGML_ASSERT(n_swa > 0):      attention.output_group_count, attention.sliding_window > 0
 //  llama-vocab.cpp, llama_vocab::impl::load

@@ -73,6 +73,14 @@ const std::vector<edit_case> & cases() {
              set_u32(g, "glm4moe.expert_count", 0);
              set_u32(g, "glm4moe.expert_used_count", 0);
          }, "glm4moe.expert_count", true},
+        {"Glm4moeFirstBlockUsesNoExpert", "glm4moe", [](gguf_context * g) {
+             // Per-block counts: the generic check sees a block that uses 2;
+             // glm4moe's loader asserts on the first block's.
+             const uint32_t n_layer = gguf_get_val_u32(g, gguf_find_key(g, "glm4moe.block_count"));
+             std::vector<uint32_t> used(n_layer, 2);
+             used[0] = 0;
+             gguf_set_arr_data(g, "glm4moe.expert_used_count", GGUF_TYPE_UINT32, used.data(), used.size());
+         }, "glm4moe.expert_used_count is 0 for the first block", true},
         {"DsparkBackboneWithoutOutputGroups", "dflash", [](gguf_context * g) {
              set_u32(g, "dflash.hyper_connection.count", 4);
              set_u32(g, "dflash.attention.output_group_count", 0);
