@@ -1,7 +1,8 @@
 // Checks a `specdec bench --json` document: every field present, every number
 // finite and in range, and the derived numbers consistent with the measured
-// ones (speedup against the plain row of the same batch size, achieved/limit,
-// shares adding up, ours/upstream). No timing is judged.
+// ones (speedup against the plain row of the same batch size and within its
+// rounds' speedups, achieved/limit, shares adding up, ours/upstream). No
+// timing is judged.
 //
 //   check-bench-json FILE [--exact] [--synthetic]
 //     --exact      the drafter is exact: every real-acceptance row accepts everything
@@ -114,6 +115,21 @@ int main(int argc, char ** argv) {
         expect(plain_tps.count(n_seq) == 1, where + ": no plain row with the same n_seq");
         expect(curve_n_seq.count(n_seq) == 1, where + ": no verification cost curve for its n_seq");
         expect(near(speedup, tps / plain_tps[n_seq]), where + ": speedup is not tokens/s over plain's");
+        // One ratio a round; the ratio of the medians lies within them (a
+        // row at least r times plain's in every round has a median at least r times).
+        const auto & by_round = r.value("speedup_by_round", nlohmann::json::array());
+        expect(by_round.size() == doc.value("repeats", 0u), where + ": speedup_by_round needs one ratio a round");
+        double lo = INFINITY;
+        double hi = 0;
+        for (const auto & x : by_round) {
+            const double v = x.is_number() ? x.get<double>() : -1;
+            expect(std::isfinite(v) && v > 0, where + ": a round's speedup is not a positive number");
+            expect(!plain || near(v, 1), where + ": a plain row's round speedup is not 1");
+            lo = std::min(lo, v);
+            hi = std::max(hi, v);
+        }
+        expect(by_round.empty() || (speedup >= lo * (1 - 1e-9) && speedup <= hi * (1 + 1e-9)),
+               where + ": speedup lies outside its rounds' speedups");
         expect(limit > 0 && near(achieved, speedup / limit), where + ": achieved_of_limit is not speedup / limit");
         expect(acceptance <= 1, where + ": acceptance above 1");
         expect(std::fabs(shares - 1) < 0.01, where + ": time shares add up to " + std::to_string(shares));

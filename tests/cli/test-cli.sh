@@ -136,6 +136,8 @@ check "bench needs a model or a fixture" exit_is 2 "$specdec" bench -n 4
 check "bench model excludes fixture" exit_is 2 "$specdec" bench -m "$work/qwen35.gguf" --fixture exact
 check "bench checker catches a broken document" bash -c \
     "sed 's/\"speedup\": 1.0/\"speedup\": 2.0/' '$work/bench.json' > '$work/broken.json'; ! '$check_bench_json' '$work/broken.json' 2>/dev/null"
+check "bench checker catches a round's ratio too many" bash -c \
+    "sed 's/\"speedup_by_round\": \\[/\"speedup_by_round\": [9.0, /' '$work/bench.json' > '$work/broken2.json'; ! cmp -s '$work/bench.json' '$work/broken2.json' && ! '$check_bench_json' '$work/broken2.json' 2>/dev/null"
 upstream="$(dirname "$specdec")/specdec-upstream-reference"
 # llama.cpp's example leaks at exit, which a leak-checking build would report as its failure.
 check "bench against upstream" exit_is 0 env ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" "$specdec" bench \

@@ -35,6 +35,19 @@ std::string percent(double fraction, int decimals) {
     return fixed(100 * fraction, decimals) + "%";
 }
 
+// The lowest and highest of a row's per-round speedups, "0.91-0.99" (one
+// value when they are equal to two decimals).
+std::string round_range(const json & by_round) {
+    const auto [lo, hi] = std::minmax_element(by_round.begin(), by_round.end(),
+                                              [](const json & a, const json & b) { return a.get<double>() < b.get<double>(); });
+    if (lo == by_round.end()) {
+        return "—";
+    }
+    const std::string a = fixed(lo->get<double>(), 2);
+    const std::string b = fixed(hi->get<double>(), 2);
+    return a == b ? a : a + "-" + b;
+}
+
 bool is_synthetic(const json & bench) {
     const auto it = bench.find("synthetic_acceptance");
     return it != bench.end() && !it->is_null();
@@ -159,8 +172,8 @@ std::string chart_script(const json & bench, bool svg) {
 std::string bench_markdown_table(const json & bench) {
     const json & results = bench.at("results");
     const bool upstream = std::any_of(results.begin(), results.end(), [](const json & r) { return r.contains("ours_over_upstream"); });
-    std::string out = "| configuration | tokens/s | speedup | limit | achieved/limit | acceptance | tokens/step | verify | draft | bookkeeping | identical |";
-    std::string rule = "|---|---|---|---|---|---|---|---|---|---|---|";
+    std::string out = "| configuration | tokens/s | speedup | rounds | limit | achieved/limit | acceptance | tokens/step | verify | draft | bookkeeping | identical |";
+    std::string rule = "|---|---|---|---|---|---|---|---|---|---|---|---|";
     if (upstream) {
         out += " ours/upstream |";
         rule += "---|";
@@ -171,6 +184,7 @@ std::string bench_markdown_table(const json & bench) {
         out += "| " + r.at("configuration").get<std::string>() +
                " | " + fixed(r.at("tokens_per_second").get<double>(), 1) +
                " | " + fixed(r.at("speedup").get<double>(), 2) +
+               " | " + round_range(r.at("speedup_by_round")) +
                " | " + fixed(r.at("limit").get<double>(), 2) +
                " | " + percent(r.at("achieved_of_limit").get<double>(), 0) +
                " | " + fixed(r.at("acceptance").get<double>(), 2) +

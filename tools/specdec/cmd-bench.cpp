@@ -572,6 +572,13 @@ int bench_model(const bench_options & o) {
                                  ? med(c, &run_result::tokens_per_step) * cfg.n_seq * 1e6 / step_cost / plain
                                  : 0.0;
         const double speedup = plain > 0 ? tps / plain : 0.0;
+        // Each round's own ratio (rounds interleave the configurations):
+        // their spread is how far one run's ratio can be trusted.
+        std::vector<double> by_round;
+        for (size_t r = 0; r < runs[c].size(); ++r) {
+            const double base = runs[p][r].tokens_per_second;
+            by_round.push_back(base > 0 ? runs[c][r].tokens_per_second / base : 0.0);
+        }
         const bool identical = std::all_of(runs[c].begin(), runs[c].end(), [&](const run_result & r) { return r.tokens == runs[p][0].tokens; });
         nlohmann::json row = {
             {"configuration", cfg.name},
@@ -581,6 +588,7 @@ int bench_model(const bench_options & o) {
             {"n_seq", cfg.n_seq},
             {"tokens_per_second", tps},
             {"speedup", speedup},
+            {"speedup_by_round", by_round},
             {"limit", limit},
             {"achieved_of_limit", limit > 0 ? speedup / limit : 0.0},
             {"acceptance", med(c, &run_result::acceptance)},
