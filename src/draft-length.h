@@ -26,13 +26,13 @@
 //    (forward_passes), and one such pass costs about what a whole batch of
 //    equal rows does (measured: 4 sequences with 2, 1, 1 and 2 rows 173 ms,
 //    with 2 rows each 145 ms; 4 with one row each 71 ms consecutive, 175 ms
-//    with gaps). Each
-//    point is the lowest of its recent measurements, since interference
-//    from the rest of the machine only ever adds time; a size counts once
-//    it has been measured twice (a plain step's at once: a high one only
-//    makes drafting look better, and plain steps come back), since one slow
-//    first pass (buffers allocated, a prompt caught up) must not stop
-//    drafting for good.
+//    with gaps). A step of several passes shares its measured time out in
+//    proportion to their estimates. Each point is the lowest of its recent
+//    measurements, since interference from the rest of the machine only
+//    ever adds time; a size counts once it has been measured twice (a plain
+//    step's at once: a high one only makes drafting look better, and plain
+//    steps come back), since one slow first pass (buffers allocated, a
+//    prompt caught up) must not stop drafting for good.
 //    Sizes between measured ones are interpolated; below the smallest and
 //    above the largest, the prior's shape scales through the nearest one
 //    (above several, the average measured slope goes on where that is
