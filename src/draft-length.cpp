@@ -187,7 +187,12 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
         }
         return cost;
     };
-    const double plain = verification();
+    // Plain decoding's own step, as measured for this many sequences
+    // whatever its passes (it comes back every step that drafts nothing),
+    // else the sum of its passes.
+    const auto n_seq = static_cast<size_t>(n_active);
+    const bool plain_measured = n_seq < plain_.size() && plain_[n_seq].counts();
+    const double plain = plain_measured ? plain_[n_seq].lowest() : verification();
     plain_cost_ = plain;
     plain_n_ = n_active;
     // Expected tokens per cost of every prefix of `slots` (the (probability,
@@ -363,14 +368,19 @@ void adaptive_draft_length::observe_verify(std::span<const int32_t> rows, double
         return;
     }
     const bool plain = std::all_of(rows.begin(), rows.end(), [](int32_t r) { return r <= 1; });
+    if (plain) {
+        const auto n_active = std::count(rows.begin(), rows.end(), 1);
+        record(plain_, static_cast<size_t>(n_active), microseconds, true);
+    }
     const std::vector<int32_t> passes = forward_passes(rows, split_);
+    std::vector<double> estimates; // all taken before any is recorded
     double estimated = 0;
     for (int32_t r : passes) {
-        estimated += verify_cost(r);
+        estimates.push_back(verify_cost(r));
+        estimated += estimates.back();
     }
-    for (int32_t r : passes) {
-        const double share = passes.size() == 1 ? 1.0 : verify_cost(r) / estimated;
-        record(verify_, static_cast<size_t>(r), microseconds * share, plain);
+    for (size_t i = 0; i < passes.size(); ++i) {
+        record(verify_, static_cast<size_t>(passes[i]), microseconds * estimates[i] / estimated, plain);
     }
 }
 

@@ -27,7 +27,12 @@
 //    equal rows does (measured: 4 sequences with 2, 1, 1 and 2 rows 173 ms,
 //    with 2 rows each 145 ms; 4 with one row each 71 ms consecutive, 175 ms
 //    with gaps). A step of several passes shares its measured time out in
-//    proportion to their estimates. Each point is the lowest of its recent
+//    proportion to their estimates. Plain decoding, the choice every draft
+//    is weighed against, is priced by its own measured steps for the
+//    number of sequences when there are any (a pass's estimate carries
+//    what it costs alone, and summed over a split plain step it came out up
+//    to 38% high in a trace), so that an error in the passes errs against
+//    drafting. Each point is the lowest of its recent
 //    measurements, since interference from the rest of the machine only
 //    ever adds time; a size counts once it has been measured twice (a plain
 //    step's at once: a high one only makes drafting look better, and plain
@@ -244,7 +249,8 @@ private:
     bool      drafting_may_pay_ = true; // the last choose(): some draft beats plain at acceptance 1
     std::vector<sequence_evidence> acceptance_; // [seq]
     std::vector<position_counts>   pooled_[2];  // every sequence's observations, as in sequence_evidence::after
-    std::vector<cost_cell>         verify_;     // [rows verified]
+    std::vector<cost_cell>         verify_;     // [rows of one forward pass]
+    std::vector<cost_cell>         plain_;      // [sequences]: a whole step that drafted nothing
     std::vector<cost_cell>         pass_;       // [rows of one drafting pass]
 };
 

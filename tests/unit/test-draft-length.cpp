@@ -227,6 +227,28 @@ TEST(DraftLength, DraftsArePricedByTheForwardPassesTheyCost) {
     }
 }
 
+TEST(DraftLength, PlainDecodingIsPricedByItsOwnMeasuredSteps) {
+    // Sequences 0 and 2 (a gap between them: two passes a step); 0 always
+    // right, 2 never. One row costs 50 alone, five rows 150. Priced by its
+    // passes a plain step of two sequences costs 100, and sequence 0
+    // drafting 4 (a pass of 5 rows and one of 1) gains 42%. Once a plain
+    // step of two sequences has measured 40 (consecutive ones, one pass),
+    // plain decoding is priced at that, and drafting does not pay.
+    adaptive_draft_length c(4, 4, detail::batch_split{true, 0});
+    for (int i = 0; i < 10; ++i) {
+        c.observe(0, 4, 4);
+        c.observe(2, 1, 0);
+    }
+    measure_verify(c, 1, 1, 50.0);
+    measure_verify(c, 1, 5, 150.0);
+    measure_draft(c, 1, 1, 1.0);
+    const std::vector<int32_t> caps{4, -1, 4, -1};
+    EXPECT_EQ(c.choose(caps), (std::vector<int32_t>{4, 0, 0, 0}));
+    c.observe_verify(std::vector<int32_t>{1, 1, 0, 0}, 40.0);
+    EXPECT_DOUBLE_EQ(c.batch_cost(std::vector<int32_t>{1, 0, 1, 0}), 100.0); // its passes still cost that
+    EXPECT_EQ(c.choose(caps), (std::vector<int32_t>{0, 0, 0, 0}));
+}
+
 TEST(DraftLength, SizesAboveTheMeasuredOnesAreEstimatedOptimistically) {
     // One row 100, two rows 160: a steep first row (a CPU). Extending that
     // slope would price every longer draft out; above the largest measured
