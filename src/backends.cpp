@@ -54,11 +54,6 @@ public:
         return static_cast<int32_t>(std::max<int64_t>(free, 0) / std::max<uint32_t>(n_seq, 1));
     }
     int32_t n_batch() const override { return static_cast<int32_t>(llama_n_batch(target_)); }
-    batch_split split() const override {
-        // A stream per sequence: n_ctx_seq is a share of n_ctx (see n_ctx()).
-        const bool streams = llama_n_seq_max(target_) > 1 && llama_n_ctx_seq(target_) != llama_n_ctx(target_);
-        return {streams, static_cast<int32_t>(llama_n_ubatch(target_))};
-    }
     const float * logits(int32_t i) override {
         const float * row = llama_get_logits_ith(target_, i);
         if (row == nullptr) {

@@ -3,50 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
-#include <limits>
 
 namespace specdec::detail {
 
-std::vector<int32_t> forward_passes(std::span<const int32_t> rows, const batch_split & split) {
-    std::vector<int32_t> passes;
-    const int32_t cap = split.n_ubatch > 0 ? split.n_ubatch : std::numeric_limits<int32_t>::max();
-    if (!split.by_sequence_runs) {
-        int64_t total = 0;
-        for (int32_t r : rows) {
-            total += std::max(r, 0);
-        }
-        for (; total > 0; total -= cap) {
-            passes.push_back(static_cast<int32_t>(std::min<int64_t>(total, cap)));
-        }
-        return passes;
-    }
-    // Each pass: the run of consecutive sequences with rows left that starts
-    // at the lowest one, taking from each as many rows as the shortest has
-    // (at most n_ubatch in all).
-    std::vector<int32_t> left(rows.begin(), rows.end());
-    for (size_t first = 0; first < left.size();) {
-        if (left[first] <= 0) {
-            ++first;
-            continue;
-        }
-        size_t end = first;
-        int32_t take = left[first];
-        while (end < left.size() && left[end] > 0) {
-            take = std::min(take, left[end]);
-            ++end;
-        }
-        const auto n_seqs = static_cast<int32_t>(end - first);
-        take = std::max(1, std::min(take, cap / n_seqs));
-        for (size_t s = first; s < end; ++s) {
-            left[s] -= take;
-        }
-        passes.push_back(n_seqs * take);
-    }
-    return passes;
-}
-
-adaptive_draft_length::adaptive_draft_length(size_t n_seq, int32_t n_max, batch_split split)
-    : n_max_(std::max(n_max, 1)), split_(split), acceptance_(n_seq) {
+adaptive_draft_length::adaptive_draft_length(size_t n_seq, int32_t n_max) : n_max_(std::max(n_max, 1)), acceptance_(n_seq) {
     for (auto & table : pooled_) {
         table.resize(static_cast<size_t>(n_max_));
     }
@@ -149,14 +109,6 @@ double adaptive_draft_length::verify_cost(int32_t rows) const {
     return verify_curve(static_cast<size_t>(std::max(rows, 1)) + 1).back();
 }
 
-double adaptive_draft_length::batch_cost(std::span<const int32_t> rows) const {
-    double cost = 0;
-    for (int32_t r : forward_passes(rows, split_)) {
-        cost += verify_cost(r);
-    }
-    return cost;
-}
-
 double adaptive_draft_length::pass_cost(int32_t rows) const {
     return pass_curve(static_cast<size_t>(std::max(rows, 1)) + 1).back();
 }
@@ -175,26 +127,6 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
     const size_t n_rows = static_cast<size_t>(max_growth) * largest;
     const std::vector<double> verify = verify_curve(static_cast<size_t>(n_active) * static_cast<size_t>(n_max_ + 1) + 1);
     const std::vector<double> pass = pass_curve(static_cast<size_t>(n_active) + 1);
-    // A batch's verification: the sum of the target's forward passes over it.
-    std::vector<int32_t> rows_of(caps.size(), 0); // rows of each sequence in the batch
-    for (size_t s = 0; s < caps.size(); ++s) {
-        rows_of[s] = caps[s] >= 0 ? 1 : 0;
-    }
-    const auto verification = [&] {
-        double cost = 0;
-        for (int32_t r : forward_passes(rows_of, split_)) {
-            cost += verify[static_cast<size_t>(r)];
-        }
-        return cost;
-    };
-    // Plain decoding's own step, as measured for this many sequences
-    // whatever its passes (it comes back every step that drafts nothing),
-    // else the sum of its passes.
-    const auto n_seq = static_cast<size_t>(n_active);
-    const bool plain_measured = n_seq < plain_.size() && plain_[n_seq].counts();
-    const double plain = plain_measured ? plain_[n_seq].lowest() : verification();
-    plain_cost_ = plain;
-    plain_n_ = n_active;
     // Expected tokens per cost of every prefix of `slots` (the (probability,
     // position, sequence) slots that may be drafted) the growth limit
     // allows, once sorted: highest probability first, on ties the earlier
@@ -204,7 +136,7 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
         std::sort(slots.begin(), slots.end(), [](const slot & a, const slot & b) {
             return a.p != b.p ? a.p > b.p : a.position < b.position;
         });
-        std::vector<double> rate(1, n_active / plain);
+        std::vector<double> rate(1, n_active / verify[static_cast<size_t>(n_active)]);
         std::vector<int32_t> rows_at(static_cast<size_t>(n_max_), 0); // rows of each drafting pass
         double expected = n_active; // every active sequence gets the target's own token
         double drafting = 0;
@@ -213,11 +145,7 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
             drafting += pass[static_cast<size_t>(r + 1)] - pass[static_cast<size_t>(r)];
             ++r;
             expected += slots[m - 1].p;
-            rows_of[slots[m - 1].seq]++;
-            rate.push_back(expected / (verification() + drafting));
-        }
-        for (size_t s = 0; s < caps.size(); ++s) {
-            rows_of[s] = caps[s] >= 0 ? 1 : 0;
+            rate.push_back(expected / (verify[static_cast<size_t>(n_active) + m] + drafting));
         }
         return rate;
     };
@@ -255,7 +183,7 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
         }
     }
     const std::vector<double> best_case = prefix_rates(perfect);
-    const double shadow_share = pass[static_cast<size_t>(n_active)] / plain;
+    const double shadow_share = pass[static_cast<size_t>(n_active)] / verify[static_cast<size_t>(n_active)];
     drafting_may_pay_ = std::any_of(best_case.begin() + 1, best_case.end(),
                                     [&](double r) { return r > (1.0 + min_gain + shadow_share) * best_case[0]; });
     // For each sequence that drafts nothing: would a shadow that hits make
@@ -310,21 +238,14 @@ void adaptive_draft_length::observe(size_t seq, int32_t proposed, int32_t kept) 
 
 int adaptive_draft_length::shadow_interval(int32_t n_active) const {
     const auto n_seq = static_cast<size_t>(std::max(n_active, 1));
-    const auto measured = [](const std::vector<cost_cell> & cells) {
-        return std::any_of(cells.begin(), cells.end(), [](const cost_cell & c) { return c.n > 0; });
-    };
-    // A plain step of n_active sequences: as the last choose() estimated it
-    // for its batch (gaps between sequence ids may split it), else one
-    // measured pass over n_active rows.
-    const bool planned = plain_n_ == n_active && plain_cost_ > 0;
-    if (!measured(verify_) || !measured(pass_) ||
-        (!planned && (n_seq >= verify_.size() || verify_[n_seq].n == 0))) {
+    const bool measured = n_seq < verify_.size() && verify_[n_seq].n > 0 &&
+                          std::any_of(pass_.begin(), pass_.end(), [](const cost_cell & c) { return c.n > 0; });
+    if (!measured) {
         return 7;
     }
     // n_active sequences shadowing together: one pass over n_active rows
     // every (wait + 1) steps, against a plain step's cost.
-    const double plain = planned ? plain_cost_ : verify_[n_seq].lowest();
-    const double steps = pass_cost(n_active) / (shadow_budget * plain);
+    const double steps = pass_cost(n_active) / (shadow_budget * verify_[n_seq].lowest());
     return static_cast<int>(std::clamp(std::ceil(steps) - 1.0, 7.0, static_cast<double>(max_shadow_wait)));
 }
 
@@ -363,25 +284,11 @@ void adaptive_draft_length::record(std::vector<cost_cell> & cells, size_t size, 
     c.sure = c.sure || sure;
 }
 
-void adaptive_draft_length::observe_verify(std::span<const int32_t> rows, double microseconds) {
-    if (std::any_of(rows.begin(), rows.end(), [this](int32_t r) { return r < 0 || r > n_max_ + 1; })) {
+void adaptive_draft_length::observe_verify(int32_t n_active, int32_t rows, double microseconds) {
+    if (n_active <= 0 || rows < n_active || rows > n_active * (n_max_ + 1)) {
         return;
     }
-    const bool plain = std::all_of(rows.begin(), rows.end(), [](int32_t r) { return r <= 1; });
-    if (plain) {
-        const auto n_active = std::count(rows.begin(), rows.end(), 1);
-        record(plain_, static_cast<size_t>(n_active), microseconds, true);
-    }
-    const std::vector<int32_t> passes = forward_passes(rows, split_);
-    std::vector<double> estimates; // all taken before any is recorded
-    double estimated = 0;
-    for (int32_t r : passes) {
-        estimates.push_back(verify_cost(r));
-        estimated += estimates.back();
-    }
-    for (size_t i = 0; i < passes.size(); ++i) {
-        record(verify_, static_cast<size_t>(passes[i]), microseconds * estimates[i] / estimated, plain);
-    }
+    record(verify_, static_cast<size_t>(rows), microseconds, rows == n_active);
 }
 
 void adaptive_draft_length::observe_draft(int32_t passes, int32_t rows, double microseconds) {

@@ -15,29 +15,17 @@
 //    it (and position 0 on a prior: optimistic after a hit, pessimistic
 //    after a miss, since acceptance comes in runs).
 //  - what a step costs, in two measured curves shared by every batch size:
-//    one forward pass of the target over r rows (its decode plus the
-//    drafter's processing of it: a plain step of r consecutive sequences
-//    and a step of one sequence drafting r - 1 tokens measure the same
-//    point), and one drafting pass over r rows (a step drafting k tokens
-//    for some sequences makes k passes, pass j over the sequences drafting
-//    more than j). A verification costs the sum of its forward passes:
-//    where the cache keeps a stream per sequence, llama.cpp splits a batch
-//    whose sequences have unequal rows, or ids with gaps, into several
-//    (forward_passes), and one such pass costs about what a whole batch of
-//    equal rows does (measured: 4 sequences with 2, 1, 1 and 2 rows 173 ms,
-//    with 2 rows each 145 ms; 4 with one row each 71 ms consecutive, 175 ms
-//    with gaps). A step of several passes shares its measured time out in
-//    proportion to their estimates. Plain decoding, the choice every draft
-//    is weighed against, is priced by its own measured steps for the
-//    number of sequences when there are any (a pass's estimate carries
-//    what it costs alone, and summed over a split plain step it came out up
-//    to 38% high in a trace), so that an error in the passes errs against
-//    drafting. Each point is the lowest of its recent
-//    measurements, since interference from the rest of the machine only
-//    ever adds time; a size counts once it has been measured twice (a plain
-//    step's at once: a high one only makes drafting look better, and plain
-//    steps come back), since one slow first pass (buffers allocated, a
-//    prompt caught up) must not stop drafting for good.
+//    verifying a batch of r rows (the target's decode plus the drafter's
+//    processing of it: a plain step of r sequences and a step of one
+//    sequence drafting r - 1 tokens measure the same point), and one
+//    drafting pass over r rows (a step drafting k tokens for some sequences
+//    makes k passes, pass j over the sequences drafting more than j). Each
+//    point is the lowest of its recent measurements, since interference
+//    from the rest of the machine only ever adds time; a size counts once
+//    it has been measured twice (a plain step's at once: a high one only
+//    makes drafting look better, and plain steps come back), since one slow
+//    first pass (buffers allocated, a prompt caught up) must not stop
+//    drafting for good.
 //    Sizes between measured ones are interpolated; below the smallest and
 //    above the largest, the prior's shape scales through the nearest one
 //    (above several, the average measured slope goes on where that is
@@ -60,27 +48,6 @@
 #include <vector>
 
 namespace specdec::detail {
-
-// How the target runs a batch of several sequences, as forward passes
-// (llama.cpp's ubatches): a step costs what its passes cost.
-struct batch_split {
-    // The cache keeps a stream per sequence (llama.cpp's default, without
-    // kv_unified): a pass takes a run of consecutive sequence ids, the same
-    // number of rows from each, so sequences with unequal rows, or with a
-    // gap between their ids, need several passes. Else a pass takes the
-    // rows as they come.
-    bool    by_sequence_runs = false;
-    int32_t n_ubatch = 0; // most rows in one pass; 0: no limit
-};
-
-// The rows of each forward pass the target makes of a batch that holds
-// rows[s] rows of sequence s (0: none), sequences in ascending id order, as
-// llama.cpp v0.5.0 splits it for a KV cache (llama_batch_allocr::split_equal,
-// sequential, or split_simple; tests/model/test-forward-passes.cpp counts
-// the passes it really makes). Not modeled: a recurrent or hybrid cache with
-// rollback snapshots (n_rs_seq) also keeps each sequence's last rows in one
-// pass, which can split a batch further.
-std::vector<int32_t> forward_passes(std::span<const int32_t> rows, const batch_split & split);
 
 class adaptive_draft_length {
 public:
@@ -118,9 +85,8 @@ public:
     // Most steps between two shadows of one sequence.
     static constexpr int max_shadow_wait = 63;
 
-    // n_seq sequences, each drafting at most n_max tokens a step (n_max >= 1),
-    // verified in batches that the target splits as `split` says.
-    adaptive_draft_length(size_t n_seq, int32_t n_max, batch_split split = {});
+    // n_seq sequences, each drafting at most n_max tokens a step (n_max >= 1).
+    adaptive_draft_length(size_t n_seq, int32_t n_max);
 
     // Draft lengths for the next step. caps[s] is the most sequence s may
     // draft now (0: it drafts nothing; < 0: it is not active). Lengths are
@@ -145,12 +111,9 @@ public:
     // not count against what follows one). The cost measurements stay.
     void reset(size_t seq);
 
-    // A step verified rows[s] rows of sequence s (1 plus what it drafted; 0:
-    // not in the batch) in `microseconds` (decode and drafter processing).
-    // Each of its forward passes is one measurement: a step of several
-    // passes shares its time out in proportion to what they are estimated
-    // to cost.
-    void observe_verify(std::span<const int32_t> rows, double microseconds);
+    // A step with n_active sequences verified `rows` rows (n_active plus
+    // what they drafted) in `microseconds` (decode and drafter processing).
+    void observe_verify(int32_t n_active, int32_t rows, double microseconds);
 
     // A step drafted for `rows` rows in all (shadows included) in `passes`
     // drafting passes (its longest draft), in `microseconds`.
@@ -188,13 +151,10 @@ public:
     // 0..i (all of them) at its next step, for i < n_max.
     double p_keep_through(size_t seq, int32_t i) const;
 
-    // Estimated cost of one forward pass of the target over `rows` rows, of
-    // verifying a batch of rows[s] rows of each sequence s (its passes
-    // together), and of one drafting pass over `rows` rows, in microseconds
-    // (or prior units, a one-row verification being 1, before any
-    // measurement). rows >= 1.
+    // Estimated cost of verifying `rows` rows, and of one drafting pass over
+    // `rows` rows, in microseconds (or prior units, a one-row verification
+    // being 1, before any measurement). rows >= 1.
     double verify_cost(int32_t rows) const;
-    double batch_cost(std::span<const int32_t> rows) const;
     double pass_cost(int32_t rows) const;
 
 private:
@@ -241,16 +201,12 @@ private:
     int shadow_wait(const sequence_evidence & e, int32_t n_active) const;
 
     int32_t n_max_;
-    batch_split split_;
-    double    plain_cost_ = 0;      // the last choose(): a step drafting nothing, as estimated then (0: none yet) ...
-    int32_t   plain_n_ = 0;         // ... for this many active sequences
     uint64_t  hits_ = 0;        // first draft tokens kept, over every sequence and request
     uint64_t  misses_ = 0;      // ... and rejected
     bool      drafting_may_pay_ = true; // the last choose(): some draft beats plain at acceptance 1
     std::vector<sequence_evidence> acceptance_; // [seq]
     std::vector<position_counts>   pooled_[2];  // every sequence's observations, as in sequence_evidence::after
-    std::vector<cost_cell>         verify_;     // [rows of one forward pass]
-    std::vector<cost_cell>         plain_;      // [sequences]: a whole step that drafted nothing
+    std::vector<cost_cell>         verify_;     // [rows verified]
     std::vector<cost_cell>         pass_;       // [rows of one drafting pass]
 };
 

@@ -141,7 +141,7 @@ engine_core::engine_core(generation_backend & backend, const engine_params & par
     }
     slots_.resize(n_seq);
     if (b_.n_draft_max() > 0) {
-        adaptive_.emplace(n_seq, b_.n_draft_max(), b_.split());
+        adaptive_.emplace(n_seq, b_.n_draft_max());
     }
     batch_ = std::make_unique<token_batch>(std::max(b_.n_batch(), 1));
 }
@@ -415,11 +415,7 @@ void engine_core::verify(step_plan & plan) {
     const int64_t process_us = since_us(t1);
     times_.t_draft_us += process_us;
     if (adaptive_) {
-        std::vector<int32_t> rows(slots_.size(), 0);
-        for (size_t s = 0; s < slots_.size(); ++s) {
-            rows[s] = plan.row0[s] < 0 ? 0 : 1 + static_cast<int32_t>(plan.proposals[s].size());
-        }
-        adaptive_->observe_verify(rows, static_cast<double>(decode_us + process_us));
+        adaptive_->observe_verify(plan.n_active, batch_->size(), static_cast<double>(decode_us + process_us));
     }
 }
 

@@ -4,7 +4,6 @@
 // checked without a model.
 #pragma once
 
-#include "draft-length.h"
 #include "specdec/specdec.hpp"
 
 #include <memory>
@@ -26,9 +25,6 @@ public:
     virtual uint32_t n_seq() const = 0;      // sequences that can run at once
     virtual int32_t n_draft_max() const = 0; // 0: no drafter
     virtual int32_t n_draft_min() const = 0; // shorter proposals are dropped
-    // How the target's decode splits a batch of several sequences into
-    // forward passes (see batch_split).
-    virtual batch_split split() const = 0;
 
     // Empties a sequence before its prompt.
     virtual void clear(llama_seq_id seq) = 0;

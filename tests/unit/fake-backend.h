@@ -45,7 +45,6 @@ public:
     // kv_unified: n_ctx cells shared by every sequence, split equally.
     int32_t n_ctx(uint32_t n_seq) const override { return unified ? n_ctx_ / static_cast<int32_t>(std::max(n_seq, 1u)) : n_ctx_; }
     int32_t n_batch() const override { return n_batch_; }
-    detail::batch_split split() const override { return {!unified, 0}; }
     uint32_t n_seq() const override { return n_seq_; }
     int32_t n_draft_max() const override { return n_draft_max_; }
     int32_t n_draft_min() const override { return 0; }

@@ -21,21 +21,10 @@ struct linear_cost {
     double operator()(int32_t m) const { return base + per_token * m; }
 };
 
-// A step of n_active sequences that verified `rows` rows in all (the extra
-// ones spread over the sequences in turn), in one forward pass: the
-// controllers here split batches as a unified cache does.
-void verified(adaptive_draft_length & c, int32_t n_active, int32_t rows, double microseconds) {
-    std::vector<int32_t> per_seq(static_cast<size_t>(n_active), 1);
-    for (int32_t extra = 0; extra < rows - n_active; ++extra) {
-        per_seq[static_cast<size_t>(extra % n_active)]++;
-    }
-    c.observe_verify(per_seq, microseconds);
-}
-
 // A size counts once it is measured twice: both measurements at once.
 void measure_verify(adaptive_draft_length & c, int32_t n_active, int32_t rows, double microseconds) {
-    verified(c, n_active, rows, microseconds);
-    verified(c, n_active, rows, microseconds);
+    c.observe_verify(n_active, rows, microseconds);
+    c.observe_verify(n_active, rows, microseconds);
 }
 void measure_draft(adaptive_draft_length & c, int32_t passes, int32_t rows, double microseconds) {
     c.observe_draft(passes, rows, microseconds);
@@ -115,7 +104,7 @@ throughput simulate_adaptive(int steps, const std::function<double(int)> & accep
                 c.observe(0, 1, simulate_kept(1, acceptance(step), shadow_rng));
             }
             // The whole step's cost as verification; drafting is free.
-            verified(c, 1, 1 + k, cost(k));
+            c.observe_verify(1, 1 + k, cost(k));
             c.observe_draft(std::max(k, 1), std::max(k, 1), 0.0);
         },
         seed);
@@ -138,9 +127,9 @@ TEST(DraftLength, PriorsBeforeAnyEvidence) {
     EXPECT_DOUBLE_EQ(c.verify_cost(5), 1.0 + 4 * adaptive_draft_length::prior_row_cost);
     EXPECT_DOUBLE_EQ(c.pass_cost(5), adaptive_draft_length::prior_pass_share * c.verify_cost(5));
     // Two measurements of a step that drafted scale the prior's shape.
-    verified(c, 1, 3, 300.0);
+    c.observe_verify(1, 3, 300.0);
     EXPECT_DOUBLE_EQ(c.verify_cost(3), 1.0 + 2 * adaptive_draft_length::prior_row_cost); // one sample is not trusted yet
-    verified(c, 1, 3, 310.0);
+    c.observe_verify(1, 3, 310.0);
     EXPECT_DOUBLE_EQ(c.verify_cost(3), 300.0);
     EXPECT_DOUBLE_EQ(c.verify_cost(1), 300.0 / (1.0 + 2 * adaptive_draft_length::prior_row_cost));
     // Until a pass is measured, a pass costs its share of a verification.
@@ -156,8 +145,8 @@ TEST(DraftLength, EveryBatchSizeSharesOneVerificationCurve) {
     // Plain steps of one and of three sequences: one sequence drafting two
     // tokens verifies three rows, as three plain sequences do.
     adaptive_draft_length c(3, 4);
-    verified(c, 1, 1, 100.0);
-    verified(c, 3, 3, 160.0);
+    c.observe_verify(1, 1, 100.0);
+    c.observe_verify(3, 3, 160.0);
     EXPECT_DOUBLE_EQ(c.verify_cost(3), 160.0);
     EXPECT_DOUBLE_EQ(c.verify_cost(2), 130.0);
     c.observe(0, 1, 1); // a hit
@@ -173,80 +162,11 @@ TEST(DraftLength, EveryBatchSizeSharesOneVerificationCurve) {
         d.observe(s, 4, 4);
         d.observe(s, 4, 4);
     }
-    verified(d, 1, 1, 50.0);
-    verified(d, 3, 3, 150.0);
+    d.observe_verify(1, 1, 50.0);
+    d.observe_verify(3, 3, 150.0);
     measure_verify(d, 3, 15, 750.0);
     measure_draft(d, 1, 3, 1.0);
     EXPECT_EQ(d.choose(std::vector<int32_t>{4, 4, 4}), (std::vector<int32_t>{0, 0, 0}));
-}
-
-TEST(DraftLength, ForwardPassesFollowLlamaCppsSplit) {
-    using detail::batch_split;
-    using detail::forward_passes;
-    using passes = std::vector<int32_t>;
-    const batch_split streams{true, 512};
-    // A pass takes a run of consecutive sequences, as many rows from each as
-    // the shortest has: unequal rows or gaps cost more passes.
-    EXPECT_EQ(forward_passes(passes{1, 1, 1, 1}, streams), (passes{4}));
-    EXPECT_EQ(forward_passes(passes{2, 2, 2, 2}, streams), (passes{8}));
-    EXPECT_EQ(forward_passes(passes{2, 1, 1, 2}, streams), (passes{4, 1, 1}));
-    EXPECT_EQ(forward_passes(passes{9, 1, 1, 1}, streams), (passes{4, 8}));
-    EXPECT_EQ(forward_passes(passes{1, 0, 1, 0, 1, 0, 1}, streams), (passes{1, 1, 1, 1}));
-    EXPECT_EQ(forward_passes(passes{0, 3, 3, 0, 2}, streams), (passes{6, 2}));
-    EXPECT_EQ(forward_passes(passes{}, streams), (passes{}));
-    // At most n_ubatch rows a pass.
-    EXPECT_EQ(forward_passes(passes{200, 200, 200, 200}, streams), (passes{512, 288}));
-    // One stream: the rows as they come, n_ubatch at a time.
-    const batch_split one{false, 512};
-    EXPECT_EQ(forward_passes(passes{2, 1, 0, 2}, one), (passes{5}));
-    EXPECT_EQ(forward_passes(passes{300, 0, 300}, one), (passes{512, 88}));
-}
-
-TEST(DraftLength, DraftsArePricedByTheForwardPassesTheyCost) {
-    // Four sequences; a forward pass costs 40 plus 10 a row, a drafting
-    // pass 1. Sequence 0's drafter is always right, the others' never. With
-    // one stream, sequence 0 drafting 4 is one pass of 8 rows: 8 tokens in
-    // 124 against 4 in 80, so it drafts. With a stream per sequence the same
-    // batch is a pass of 4 rows and one of sequence 0's other 4: 8 tokens in
-    // 164, slower than plain, so it does not.
-    for (const bool by_runs : {false, true}) {
-        adaptive_draft_length c(4, 4, detail::batch_split{by_runs, 0});
-        for (int i = 0; i < 10; ++i) {
-            c.observe(0, 4, 4);
-            for (size_t s = 1; s < 4; ++s) {
-                c.observe(s, 1, 0);
-            }
-        }
-        measure_verify(c, 1, 1, 50.0);  // one sequence: one pass in either split
-        measure_verify(c, 1, 8, 120.0);
-        measure_verify(c, 4, 4, 80.0);
-        measure_draft(c, 1, 1, 1.0);
-        EXPECT_DOUBLE_EQ(c.batch_cost(std::vector<int32_t>{5, 1, 1, 1}), by_runs ? 160.0 : 120.0) << by_runs;
-        EXPECT_DOUBLE_EQ(c.batch_cost(std::vector<int32_t>{2, 2, 2, 2}), 120.0) << by_runs;
-        EXPECT_EQ(c.choose(std::vector<int32_t>{4, 4, 4, 4}), (std::vector<int32_t>{by_runs ? 0 : 4, 0, 0, 0})) << by_runs;
-    }
-}
-
-TEST(DraftLength, PlainDecodingIsPricedByItsOwnMeasuredSteps) {
-    // Sequences 0 and 2 (a gap between them: two passes a step); 0 always
-    // right, 2 never. One row costs 50 alone, five rows 150. Priced by its
-    // passes a plain step of two sequences costs 100, and sequence 0
-    // drafting 4 (a pass of 5 rows and one of 1) gains 42%. Once a plain
-    // step of two sequences has measured 40 (consecutive ones, one pass),
-    // plain decoding is priced at that, and drafting does not pay.
-    adaptive_draft_length c(4, 4, detail::batch_split{true, 0});
-    for (int i = 0; i < 10; ++i) {
-        c.observe(0, 4, 4);
-        c.observe(2, 1, 0);
-    }
-    measure_verify(c, 1, 1, 50.0);
-    measure_verify(c, 1, 5, 150.0);
-    measure_draft(c, 1, 1, 1.0);
-    const std::vector<int32_t> caps{4, -1, 4, -1};
-    EXPECT_EQ(c.choose(caps), (std::vector<int32_t>{4, 0, 0, 0}));
-    c.observe_verify(std::vector<int32_t>{1, 1, 0, 0}, 40.0);
-    EXPECT_DOUBLE_EQ(c.batch_cost(std::vector<int32_t>{1, 0, 1, 0}), 100.0); // its passes still cost that
-    EXPECT_EQ(c.choose(caps), (std::vector<int32_t>{0, 0, 0, 0}));
 }
 
 TEST(DraftLength, SizesAboveTheMeasuredOnesAreEstimatedOptimistically) {
@@ -255,7 +175,7 @@ TEST(DraftLength, SizesAboveTheMeasuredOnesAreEstimatedOptimistically) {
     // size the prior's shape through it stands where it is cheaper, so the
     // loop goes and measures longer drafts.
     adaptive_draft_length c(1, 8);
-    verified(c, 1, 1, 100.0);
+    c.observe_verify(1, 1, 100.0);
     measure_verify(c, 1, 2, 160.0);
     const double through_two = 160.0 / (1.0 + adaptive_draft_length::prior_row_cost);
     EXPECT_DOUBLE_EQ(c.verify_cost(5), through_two * (1.0 + 4 * adaptive_draft_length::prior_row_cost));
@@ -269,11 +189,11 @@ TEST(DraftLength, LargerBatchesAreExploredInGrowingSteps) {
     // measured: the first draft verifies at most max_growth rows.
     adaptive_draft_length c(1, 8);
     c.observe(0, 1, 1);
-    verified(c, 1, 1, 100.0);
+    c.observe_verify(1, 1, 100.0);
     measure_draft(c, 1, 1, 1.0);
     EXPECT_EQ(c.choose(std::vector<int32_t>{8})[0], adaptive_draft_length::max_growth - 1);
     c.observe(0, 3, 3);
-    verified(c, 1, 4, 130.0);
+    c.observe_verify(1, 4, 130.0);
     EXPECT_EQ(c.choose(std::vector<int32_t>{8})[0], 8);
 }
 
@@ -290,7 +210,7 @@ TEST(DraftLength, APlainStepCountsAfterOneMeasurement) {
     }
     measure_verify(c, 4, 36, 940.0);
     EXPECT_GT(c.choose(std::vector<int32_t>{8, 8, 8, 8})[0], 0); // plain unmeasured: the prior says draft
-    verified(c, 4, 4, 100.0);
+    c.observe_verify(4, 4, 100.0);
     EXPECT_DOUBLE_EQ(c.verify_cost(4), 100.0);
     EXPECT_EQ(c.choose(std::vector<int32_t>{8, 8, 8, 8}), (std::vector<int32_t>{0, 0, 0, 0}));
 }
@@ -302,7 +222,7 @@ TEST(DraftLength, NoShadowsWhereEvenAPerfectDrafterLoses) {
     for (size_t s = 0; s < 4; ++s) {
         c.observe(s, 8, 8);
     }
-    verified(c, 4, 4, 100.0);
+    c.observe_verify(4, 4, 100.0);
     measure_verify(c, 4, 36, 940.0);
     const std::vector<int32_t> caps{8, 8, 8, 8};
     EXPECT_EQ(c.choose(caps), (std::vector<int32_t>{0, 0, 0, 0}));
@@ -311,7 +231,7 @@ TEST(DraftLength, NoShadowsWhereEvenAPerfectDrafterLoses) {
     }
     // One sequence alone, where a plain step costs 40 and a second row 20:
     // drafting may pay, so the sequence without a draft shadows again.
-    verified(c, 1, 1, 40.0);
+    c.observe_verify(1, 1, 40.0);
     measure_draft(c, 1, 1, 1.0);
     c.observe(0, 8, 0); // a miss: the controller drafts nothing next, and shadows at once
     EXPECT_EQ(c.choose(std::vector<int32_t>{8, -1, -1, -1}), (std::vector<int32_t>{0, 0, 0, 0}));
@@ -321,11 +241,11 @@ TEST(DraftLength, NoShadowsWhereEvenAPerfectDrafterLoses) {
 TEST(DraftLength, CostCurveInterpolatesAndNeverFalls) {
     adaptive_draft_length c(1, 8);
     for (int i = 0; i < 2; ++i) {
-        verified(c, 1, 3, 120.0);
-        verified(c, 1, 7, 200.0);
+        c.observe_verify(1, 3, 120.0);
+        c.observe_verify(1, 7, 200.0);
     }
     // A hiccup of the machine: the lowest recent measurement stands.
-    verified(c, 1, 3, 500.0);
+    c.observe_verify(1, 3, 500.0);
     EXPECT_DOUBLE_EQ(c.verify_cost(5), 160.0);
     EXPECT_DOUBLE_EQ(c.verify_cost(9), 240.0); // the measured slope, extended
     EXPECT_DOUBLE_EQ(c.verify_cost(1), 80.0);
@@ -337,7 +257,7 @@ TEST(DraftLength, CostCurveInterpolatesAndNeverFalls) {
     }
     // New measurements replace old ones (the window holds the recent ones).
     for (int i = 0; i < 30; ++i) {
-        verified(c, 1, 3, 60.0);
+        c.observe_verify(1, 3, 60.0);
     }
     EXPECT_NEAR(c.verify_cost(3), 60.0, 1.0);
 }
@@ -433,8 +353,8 @@ TEST(DraftLength, ShadowsOfANeverRightDrafterProbeAsRarelyAsTheirCostRequires) {
     // A shadow costs 30% of a plain step: within a 1% budget one sequence
     // shadows at most every 30 steps.
     adaptive_draft_length c(4, 4);
-    verified(c, 1, 1, 100.0);
-    verified(c, 4, 4, 200.0);
+    c.observe_verify(1, 1, 100.0);
+    c.observe_verify(4, 4, 200.0);
     measure_draft(c, 1, 1, 30.0);  // one shadow
     measure_draft(c, 1, 4, 120.0); // four shadows in one pass: 30 each
     std::vector<int> due_steps;
@@ -465,7 +385,7 @@ TEST(DraftLength, NoShadowEveryStepWhereAHitWouldNotMakeItDraft) {
     // once its estimate has settled a hit cannot change that: its shadows
     // come at the 1% budget's interval (10 steps), not after every hit.
     adaptive_draft_length c(1, 8);
-    verified(c, 1, 1, 100.0);
+    c.observe_verify(1, 1, 100.0);
     measure_verify(c, 1, 2, 165.0);
     measure_verify(c, 1, 9, 620.0);
     measure_draft(c, 1, 1, 10.0);
@@ -514,7 +434,7 @@ TEST(DraftLength, AFreshSequenceProbesBeforeItVerifiesADraft) {
         c.observe(1, 8, 8);
     }
     // Verifying 18 rows costs little more than 2, drafting nothing.
-    verified(c, 2, 2, 100.0);
+    c.observe_verify(2, 2, 100.0);
     measure_verify(c, 2, 18, 130.0);
     measure_draft(c, 1, 2, 1.0);
     // Sequence 0 has no evidence: length 0 and a shadow, whatever the prior says.
@@ -538,7 +458,7 @@ TEST(DraftLength, ANewRequestStartsFromTheDraftersRecentAcceptance) {
     // A drafter that has been right for every request: the next request in
     // a slot drafts long at once, without probing first.
     adaptive_draft_length c(2, 8);
-    verified(c, 2, 2, 100.0);
+    c.observe_verify(2, 2, 100.0);
     measure_verify(c, 2, 18, 130.0);
     measure_draft(c, 1, 2, 1.0);
     for (int i = 0; i < 20; ++i) {
@@ -552,7 +472,7 @@ TEST(DraftLength, ANewRequestStartsFromTheDraftersRecentAcceptance) {
     // A drafter that has never been right: a new request neither drafts nor
     // probes at once; it waits as the others' misses say.
     adaptive_draft_length d(2, 8);
-    verified(d, 1, 1, 100.0);
+    d.observe_verify(1, 1, 100.0);
     measure_verify(d, 1, 9, 300.0);
     measure_draft(d, 1, 1, 30.0);
     for (int i = 0; i < 6; ++i) {
@@ -574,7 +494,7 @@ TEST(DraftLength, ChoosesTheLengthThatMaximisesExpectedTokensPerCost) {
             for (int step = 0; step < 400; ++step) {
                 const int32_t k = step % (n_max + 1);
                 c.observe(0, k, simulate_kept(k, a, rng));
-                verified(c, 1, 1 + k, cost(k));
+                c.observe_verify(1, 1 + k, cost(k));
                 c.observe_draft(std::max(k, 1), std::max(k, 1), 0.0);
             }
             const int32_t want = best_fixed_length(a, cost, n_max);
@@ -605,9 +525,9 @@ TEST(DraftLength, RespectsCapsInactiveSequencesAndTheMinimum) {
     for (int i = 0; i < 30; ++i) {
         poor.observe(0, 1, i % 4 < 2 ? 1 : 0); // kept half the time, after a hit or a miss alike
         poor.observe(1, 1, i % 4 < 2 ? 1 : 0);
-        verified(poor, 2, 2, 100.0);
-        verified(poor, 2, 4, 140.0);
-        verified(poor, 2, 6, 300.0);
+        poor.observe_verify(2, 2, 100.0);
+        poor.observe_verify(2, 4, 140.0);
+        poor.observe_verify(2, 6, 300.0);
         poor.observe_draft(1, 2, 1.0);
     }
     const std::vector<int32_t> lengths = poor.choose(std::vector<int32_t>{8, 8});
@@ -622,7 +542,7 @@ TEST(DraftLength, SharesOneBatchBetweenAGoodAndAPoorSequence) {
         c.observe(0, 8, 8);
         c.observe(1, 1, 0);
         for (int32_t m : {1, 4, 9, 16}) {
-            verified(c, 2, 2 + m, cost(m));
+            c.observe_verify(2, 2 + m, cost(m));
         }
         c.observe_draft(1, 1, 1.0);
     }
@@ -639,7 +559,7 @@ TEST(DraftLength, SeveralGoodSequencesDraftBeforeLongerStepsAreMeasured) {
         for (size_t s = 0; s < 4; ++s) {
             c.observe(s, 1, 1);
         }
-        verified(c, 4, 4, 400.0);
+        c.observe_verify(4, 4, 400.0);
     }
     for (int32_t length : c.choose(std::vector<int32_t>{8, 8, 8, 8})) {
         EXPECT_GT(length, 0);
