@@ -214,8 +214,8 @@ async function closed_loop(opt, n) {
 }
 
 // Unmeasured requests before a run: opt.warmup of them (0: none), C at a
-// time, opt.warmup_tokens each (default min(8, max_tokens)). Throws on the
-// first failure.
+// time, opt.warmup_tokens each (default min(8, max_tokens)). Once they have
+// ended, throws with the first failure's error, if any.
 export async function warm_up(opt) {
     const w = { ...opt, max_tokens: opt.warmup_tokens ?? Math.min(8, opt.max_tokens) };
     const failed = (await closed_loop(w, opt.warmup ?? 0)).find((r) => r.error);

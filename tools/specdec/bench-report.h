@@ -14,10 +14,10 @@ namespace cli {
 // The results as a Markdown table: a header, then one row per entry of
 // bench["results"], each line ending in '\n'. "rounds" is the range of the
 // row's speedup_by_round (each round's tokens/s over plain's in that round).
-// Shares and achieved/limit are
-// percentages (bookkeeping with one decimal); an "ours/upstream" column is
-// added when any row has ours_over_upstream (blank in the rows without);
-// "identical" is "n/a" where identical_to_plain is null (synthetic runs).
+// Shares and achieved/limit are percentages (bookkeeping with one decimal);
+// an "ours/upstream" column is added when any row has ours_over_upstream
+// (blank in the rows without); "identical" is "n/a" where
+// identical_to_plain is null (synthetic runs).
 std::string bench_markdown_table(const nlohmann::json & bench);
 
 // Writes a complete Markdown report to `path` (replaced if it exists): the
