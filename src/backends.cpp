@@ -6,6 +6,7 @@
 #include "engine.h"
 
 #include "error.h"
+#include "sequence-copy.h"
 
 #include <algorithm>
 #include <cstring>
@@ -36,9 +37,8 @@ public:
     int32_t n_ctx(uint32_t n_seq) const override {
         const uint32_t n_ctx_seq = llama_n_ctx_seq(target_);
         const uint32_t n_seq_max = llama_n_seq_max(target_);
-        // Separate caches hold n_ctx = n_ctx_seq x n_seq_max cells; a unified
-        // cache (kv_unified) reports its whole size as n_ctx_seq.
-        if (n_seq_max <= 1 || n_ctx_seq != llama_n_ctx(target_)) {
+        // A unified cache (kv_unified) reports its whole size as n_ctx_seq.
+        if (n_seq_max <= 1 || streams_per_sequence(target_)) {
             return static_cast<int32_t>(n_ctx_seq);
         }
         // Cells held by the sequences outside this call, by their positions.
@@ -97,6 +97,8 @@ public:
         }
     }
     void begin(llama_seq_id seq, std::span<const llama_token> prompt) override { s_.begin(seq, prompt); }
+    bool moves_sequences() const override { return streams_per_sequence(target_) && s_.can_move_sequences(); }
+    void move(llama_seq_id from, llama_seq_id to) override { s_.move_sequence(from, to); }
     void decode(const llama_batch & batch) override { s_.decode_target(batch); }
     void process(const llama_batch & batch) override { s_.process(batch); }
     void draft(std::span<const draft_request> requests) override { s_.draft(requests); }
@@ -118,6 +120,11 @@ public:
     void clear(llama_seq_id seq) override { llama_memory_seq_rm(llama_get_memory(target_), seq, -1, -1); }
     void reset(llama_seq_id seq) noexcept override { clear(seq); }
     void begin(llama_seq_id, std::span<const llama_token>) override {}
+    bool moves_sequences() const override { return streams_per_sequence(target_); }
+    void move(llama_seq_id from, llama_seq_id to) override {
+        copy_sequence(target_, from, to);
+        llama_memory_seq_rm(llama_get_memory(target_), from, -1, -1);
+    }
     void decode(const llama_batch & batch) override {
         const int32_t rc = llama_decode(target_, batch);
         if (rc == 1) {

@@ -275,6 +275,17 @@ specdec_status specdec_session_remove_range(specdec_session * session, specdec_c
     });
 }
 
+specdec_status specdec_session_move_sequence(specdec_session * session, llama_seq_id from, llama_seq_id to) {
+    return guard([&] {
+        require(session, "session");
+        session->session.move_sequence(from, to);
+    });
+}
+
+bool specdec_session_can_move_sequences(const specdec_session * session) {
+    return session != nullptr ? session->session.can_move_sequences() : invalid(false, null_session);
+}
+
 specdec_status specdec_session_context_state_get(specdec_session * session, specdec_context_role role,
                                                  llama_seq_id seq_id, uint32_t flags, uint8_t * dst,
                                                  size_t capacity, size_t * n_written) {

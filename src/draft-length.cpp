@@ -25,6 +25,11 @@ void adaptive_draft_length::reset(size_t seq) {
     e.last_kept = pooled_[1][0].reached > 0.0 ? 1 : 0;
 }
 
+void adaptive_draft_length::move(size_t from, size_t to) {
+    acceptance_[to] = std::move(acceptance_[from]);
+    reset(from);
+}
+
 double adaptive_draft_length::cost_cell::lowest() const {
     return *std::min_element(samples, samples + std::min(n, window));
 }

@@ -111,6 +111,10 @@ public:
     // not count against what follows one). The cost measurements stay.
     void reset(size_t seq);
 
+    // The request of sequence `from` now runs in sequence `to`: its evidence
+    // goes with it; `from` is left as reset() would leave it.
+    void move(size_t from, size_t to);
+
     // A step with n_active sequences verified `rows` rows (n_active plus
     // what they drafted) in `microseconds` (decode and drafter processing).
     void observe_verify(int32_t n_active, int32_t rows, double microseconds);

@@ -193,6 +193,7 @@ void engine_core::step() {
     try {
         apply_cancellations();
         admit();
+        compact();
         prefill();
         if (std::any_of(slots_.begin(), slots_.end(), [this](const auto & r) { return decoding(r.get()); })) {
             step_plan plan = plan_lengths();
@@ -256,6 +257,41 @@ void engine_core::admit() {
             adaptive_->reset(s); // from the drafter's recent acceptance over every request
         }
         slots_[s] = std::move(r);
+    }
+}
+
+// With a KV stream per sequence, llama.cpp decodes a batch in one forward
+// pass per run of consecutive sequence ids (docs/bench.md): four sequences
+// in slots 0, 2, 4 and 6 cost four passes where slots 0-3 cost one. So once
+// admission has filled what it can, the highest running request moves down
+// into the lowest free slot until the running requests hold slots [0, n).
+// Not with keep_finished: a finished request's positions stay in its slot
+// until a waiting request takes it.
+void engine_core::compact() {
+    if (p_.keep_finished || !b_.moves_sequences()) {
+        return;
+    }
+    size_t free = 0;
+    size_t end = slots_.size(); // one past the highest held slot
+    while (true) {
+        while (free < slots_.size() && slots_[free] != nullptr) {
+            ++free;
+        }
+        while (end > 0 && slots_[end - 1] == nullptr) {
+            --end;
+        }
+        if (free + 1 >= end) {
+            return;
+        }
+        const auto from = static_cast<llama_seq_id>(end - 1);
+        const auto to = static_cast<llama_seq_id>(free);
+        b_.clear(to);
+        b_.move(from, to);
+        if (adaptive_) {
+            adaptive_->move(end - 1, free);
+        }
+        slots_[free] = std::move(slots_[end - 1]);
+        slots_[free]->result.seq_id = to;
     }
 }
 

@@ -45,6 +45,7 @@ private:
     // The phases of a step, in order.
     void apply_cancellations();
     void admit();
+    void compact();
     void prefill();
     void start(request_state & r, int32_t row);
     step_plan plan_lengths();

@@ -32,6 +32,13 @@ public:
     // accepted, then empties the sequence; best effort, never throws.
     virtual void reset(llama_seq_id seq) noexcept = 0;
     virtual void begin(llama_seq_id seq, std::span<const llama_token> prompt) = 0;
+    // Whether move() may be called, and is worth it: every sequence has a KV
+    // stream of its own, so llama.cpp decodes a batch in one forward pass per
+    // run of consecutive sequence ids, and the drafter's state can be moved.
+    virtual bool moves_sequences() const = 0;
+    // Moves everything of `from` (no proposal pending) into the empty
+    // sequence `to`; `from` is empty afterwards. Throws specdec::error.
+    virtual void move(llama_seq_id from, llama_seq_id to) = 0;
     // Target decode of a validated batch; throws specdec::error.
     virtual void decode(const llama_batch & batch) = 0;
     // The drafter's processing of the batch decode() just ran.

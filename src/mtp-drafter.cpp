@@ -132,6 +132,13 @@ void mtp_drafter::begin(llama_seq_id seq, llama_pos n) {
     }
 }
 
+void mtp_drafter::move(llama_seq_id from, llama_seq_id to) {
+    sequence & a = seqs_[static_cast<size_t>(from)];
+    seqs_[static_cast<size_t>(to)] = std::move(a);
+    a = sequence{};
+    a.h_prev.assign(static_cast<size_t>(n_embd_), 0.0f);
+}
+
 void mtp_drafter::clear_batch() {
     b_token_.clear();
     b_embd_.clear();

@@ -58,6 +58,11 @@ public:
     // not observed leave holes in the head's cache (drafts may degrade).
     void begin(llama_seq_id seq, llama_pos n);
 
+    // Sequence `to` takes over what `from` recorded and carries, once the
+    // caller has copied `from`'s cells of the head's cache into `to`;
+    // `from` is left as never observed.
+    void move(llama_seq_id from, llama_seq_id to);
+
     struct request {
         llama_seq_id seq;
         llama_pos    pos0;    // position of id_last: every position before it observed

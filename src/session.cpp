@@ -4,6 +4,7 @@
 #include "error.h"
 #include "mtp-drafter.h"
 #include "params.h"
+#include "sequence-copy.h"
 #include "state-codec.h"
 #include "strategy-traits.h"
 #include "upstream-log.h"
@@ -632,6 +633,54 @@ void session::restore_state(llama_seq_id seq_id, std::span<const uint8_t> blob) 
         upstream("restoring drafter state", [&] { common_speculative_set_state(s.spec.get(), seq_id, st.impl); return 0; });
     }
     s.history[static_cast<size_t>(seq_id)] = std::move(st.history);
+}
+
+bool session::can_move_sequences() const {
+    const impl & s = live();
+    return s.mtp != nullptr || detail::traits_of(s.params.strategy).movable;
+}
+
+void session::move_sequence(llama_seq_id from, llama_seq_id to) {
+    impl & s = live();
+    s.check_seq(from);
+    s.check_seq(to);
+    if (from == to) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "move_sequence needs two different sequences, not ", from, " twice");
+    }
+    for (const llama_seq_id seq : {from, to}) {
+        if (s.pending[static_cast<size_t>(seq)]) {
+            fail(SPECDEC_STATUS_PROPOSAL_PENDING, "sequence ", seq, " has a proposal awaiting accept(); accept it before moving");
+        }
+    }
+    if (!can_move_sequences()) {
+        fail(SPECDEC_STATUS_MODEL_UNSUPPORTED, "strategy '", specdec_strategy_name(s.params.strategy),
+             "' keeps per-sequence drafter state inside llama.cpp that cannot be moved to another sequence");
+    }
+    if (llama_memory_seq_pos_max(llama_get_memory(s.target), to) >= 0) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "sequence ", to, " holds positions in the target; remove them before moving ",
+             from, " there");
+    }
+    detail::copy_sequence(s.target, from, to);
+    if (s.draft != nullptr) {
+        llama_memory_seq_rm(llama_get_memory(s.draft), to, -1, -1);
+        try {
+            detail::copy_sequence(s.draft, from, to);
+        } catch (...) {
+            llama_memory_seq_rm(llama_get_memory(s.target), to, -1, -1);
+            throw;
+        }
+        llama_memory_seq_rm(llama_get_memory(s.draft), from, -1, -1);
+    }
+    llama_memory_seq_rm(llama_get_memory(s.target), from, -1, -1);
+    if (s.mtp) {
+        s.mtp->move(from, to);
+    }
+    const size_t f = static_cast<size_t>(from);
+    const size_t t = static_cast<size_t>(to);
+    s.history[t] = std::move(s.history[f]);
+    s.history[f].clear();
+    s.proposal[t].clear();
+    s.proposal[f].clear();
 }
 
 static llama_context * context_for(const session & self, context_role role) {

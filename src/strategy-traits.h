@@ -38,6 +38,9 @@ struct strategy_traits {
     bool                    one_seq_per_draft; // drafts one sequence per llama.cpp call (v0.5.0 EAGLE-3 drafts wrongly for several)
     bool                    boundary_state;  // over a recurrent/hybrid target, llama.cpp's drafter state is one deferred
                                              // boundary row: a llama_pos and n_embd(draft) floats (else it keeps none)
+    bool                    movable;         // llama.cpp's drafter keeps no per-sequence state but the draft context's
+                                             // cells, so session::move_sequence can carry it (MTP: false here, since
+                                             // specdec's own driver, mtp-drafter.h, carries its state when it runs)
     int                     detect_rank;     // order auto-detection tries draft strategies in (lower first); 0: never detected from a draft
 };
 

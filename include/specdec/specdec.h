@@ -402,6 +402,32 @@ SPECDEC_API specdec_status specdec_session_remove_range(
         llama_pos            p1);
 
 /*
+ * Moves sequence `from` into sequence `to`: its cells in the target and
+ * draft contexts, its history and its drafter state; `from` is empty
+ * afterwards, and what is generated from `to` next is what `from` would
+ * have given. Why: with a KV stream per sequence (llama.cpp's default, no
+ * kv_unified) a batch is decoded in one forward pass per run of
+ * consecutive sequence ids holding equal rows, so a scheduler whose
+ * sequences leave gaps pays a pass per gap; moving the highest sequences
+ * down closes them (specdec_engine does). Cost: a copy of the sequence's
+ * cells through host memory, in each context.
+ * Errors, nothing changed: BAD_SEQ_ID, INVALID_ARGUMENT (from == to, or
+ * `to` holds positions in the target), PROPOSAL_PENDING (either sequence),
+ * MODEL_UNSUPPORTED (see specdec_session_can_move_sequences); NATIVE_FAILURE
+ * when llama.cpp refuses the copy (`to` is emptied, `from` is intact).
+ */
+SPECDEC_API specdec_status specdec_session_move_sequence(
+        specdec_session * session,
+        llama_seq_id      from,
+        llama_seq_id      to);
+
+/* Whether specdec_session_move_sequence works with this session's drafter:
+ * MTP where specdec drives the head (a single NextN head with a cache of its
+ * own), DRAFT and NGRAM_SIMPLE. The other drafters keep per-sequence state
+ * inside llama.cpp that its API cannot move. false for NULL. */
+SPECDEC_API bool specdec_session_can_move_sequences(const specdec_session * session);
+
+/*
  * Per-sequence context state (llama_state_seq_*_ext with `flags`), so that a
  * checkpoint can hold target, draft and session state taken at one point.
  * context_state_get: *n_written is the required size; writes when capacity

@@ -96,6 +96,12 @@ public:
     // Validates the whole blob, then restores it; unchanged on failure.
     void restore_state(llama_seq_id seq_id, std::span<const uint8_t> blob);
 
+    // Moves sequence `from` into the empty sequence `to` (see
+    // specdec_session_move_sequence); can_move_sequences: whether the
+    // drafter allows it.
+    void move_sequence(llama_seq_id from, llama_seq_id to);
+    bool can_move_sequences() const;
+
     // Drops [p0, p1) of `seq_id` from one context (negative = open end).
     void remove_range(context_role role, llama_seq_id seq_id, llama_pos p0, llama_pos p1);
     // Per-sequence context bytes (llama_state_seq_*_ext with `flags`).

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -371,6 +372,92 @@ TEST_P(EngineLossless, RequestsJoiningAtDifferentStepsEqualPlainDecoding) {
     EXPECT_TRUE(s.is_quiescent());
 }
 
+// Three slots; the request in slot 0 finishes first, so the one in slot 2
+// moves into slot 0 (its events say so), with a session and with plain
+// decoding alike; every output equals plain decoding of its prompt alone,
+// and the moved request drafts and keeps what it does when nothing moves
+// (keep_finished holds the freed slot, so the same run moves nothing).
+TEST_P(EngineLossless, ARequestMovedIntoAFreedSlotEqualsPlainDecoding) {
+    const strategy_case c = make_case(GetParam());
+    session_params sp = specdec_session_default_params();
+    sp.strategy = c.strategy;
+    sp.n_draft_max = 4;
+    sp.n_seq = 3;
+    const std::vector<int32_t> n_predict = {3, 24, 24};
+    std::vector<std::vector<llama_token>> want;
+    {
+        auto model = load_model(c.target);
+        context_options t;
+        t.n_ctx = 512;
+        auto ctx = make_context(model.get(), t);
+        for (size_t i = 0; i < prompts.size(); ++i) {
+            generate_params gp = specdec_generate_default_params();
+            gp.n_predict = n_predict[i];
+            want.push_back(generate_plain(ctx.get(), std::span(&prompts[i], 1), gp).sequences[0].tokens);
+        }
+    }
+    struct outcome {
+        std::map<request_id, request_result>            done;
+        std::map<request_id, std::vector<llama_seq_id>> slots; // per token event
+        std::vector<request_id>                         ids;
+    };
+    const auto run = [&](engine & e, outcome & out, int32_t n_draft) {
+        for (size_t i = 0; i < prompts.size(); ++i) {
+            generate_params gp = specdec_generate_default_params();
+            gp.n_predict = n_predict[i];
+            gp.n_draft = n_draft;
+            out.ids.push_back(e.add(prompts[i], gp));
+        }
+        e.run_until_idle();
+        for (size_t i = 0; i < prompts.size(); ++i) {
+            ASSERT_TRUE(out.done.count(out.ids[i])) << "request " << i;
+            EXPECT_EQ(out.done[out.ids[i]].output.tokens, want[i]) << "request " << i;
+        }
+    };
+    const auto log_into = [](outcome & out) {
+        return [&out](const engine_event & ev) {
+            if (ev.type == SPECDEC_ENGINE_EVENT_FINISHED) {
+                out.done[ev.id] = *ev.result;
+            } else {
+                out.slots[ev.id].push_back(ev.seq_id);
+            }
+            return true;
+        };
+    };
+    std::vector<outcome> outcomes(2);
+    for (const bool keep : {false, true}) {
+        SCOPED_TRACE(keep ? "keep_finished" : "moving");
+        opened o = open(c, sp);
+        session s(o.target.get(), o.draft.get(), sp);
+        engine_params ep = specdec_engine_default_params();
+        ep.keep_finished = keep;
+        outcome & out = outcomes[keep ? 1 : 0];
+        engine e(s, ep, log_into(out));
+        run(e, out, 4);
+        const std::vector<llama_seq_id> & moved = out.slots[out.ids[2]];
+        EXPECT_EQ(moved.front(), 2);
+        EXPECT_EQ(moved.back(), keep ? 2 : 0);
+        EXPECT_TRUE(s.is_quiescent());
+    }
+    const specdec_sequence_stats & m = outcomes[0].done[outcomes[0].ids[2]].output.stats;
+    const specdec_sequence_stats & k = outcomes[1].done[outcomes[1].ids[2]].output.stats;
+    EXPECT_EQ(m.n_drafted, k.n_drafted);
+    EXPECT_EQ(m.n_accepted, k.n_accepted);
+    EXPECT_EQ(m.n_steps, k.n_steps);
+    EXPECT_GT(m.n_accepted, 0u);
+
+    // Plain decoding moves the target's cells alone.
+    auto model = load_model(c.target);
+    context_options t;
+    t.n_ctx = 512;
+    t.n_seq_max = 3;
+    auto ctx = make_context(model.get(), t);
+    outcome plain;
+    engine e(ctx.get(), specdec_engine_default_params(), log_into(plain));
+    run(e, plain, -1);
+    EXPECT_EQ(plain.slots[plain.ids[2]].back(), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Mtp, EngineLossless, ::testing::Values("mtp-qwen35", "mtp-glm4moe"), [](const auto & tc) {
     std::string n = tc.param;
     for (char & ch : n) {
@@ -378,6 +465,104 @@ INSTANTIATE_TEST_SUITE_P(Mtp, EngineLossless, ::testing::Values("mtp-qwen35", "m
     }
     return n;
 });
+
+// Moving a sequence, as the engine does to close a gap between its slots,
+// carries everything the sequence had: after session `a` moves its sequence
+// 2 into sequence 0 half-way, it drafts, accepts and emits exactly what
+// session `b` does on sequence 2 unmoved, and both hold the same bytes: the
+// session checkpoint (history and the drafter's own state, its sequence id
+// aside), and the target computes the same logits, bit for bit.
+class SequenceMove : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SequenceMove, CarriesEverythingTheSequenceHad) {
+    const strategy_case c = make_case(GetParam());
+    session_params sp = specdec_session_default_params();
+    sp.strategy = c.strategy;
+    sp.n_draft_max = 4;
+    sp.n_seq = 3;
+    opened oa = open(c, sp);
+    opened ob = open(c, sp);
+    session a(oa.target.get(), oa.draft.get(), sp);
+    session b(ob.target.get(), ob.draft.get(), sp);
+    ASSERT_TRUE(a.can_move_sequences());
+    const std::vector<llama_token> & prompt = (*c.inputs)[0];
+    const spec_run a1 = spec_greedy(a, prompt, 12, 2);
+    const spec_run b1 = spec_greedy(b, prompt, 12, 2);
+    ASSERT_EQ(a1.tokens, b1.tokens);
+
+    a.move_sequence(2, 0);
+    const auto without_id = [](std::vector<uint8_t> blob) {
+        std::fill(blob.begin() + 32, blob.begin() + 36, uint8_t{0}); // the blob's sequence id (state-codec.h)
+        return blob;
+    };
+    EXPECT_EQ(without_id(a.state(0)), without_id(b.state(2)));
+    EXPECT_EQ(llama_memory_seq_pos_max(llama_get_memory(oa.target.get()), 2), -1) << "the sequence it left is empty";
+    if (oa.draft) {
+        EXPECT_EQ(llama_memory_seq_pos_max(llama_get_memory(oa.draft.get()), 2), -1);
+    }
+
+    const spec_run a2 = spec_continue(a, a1.n_past, a1.id_last, 20, 0);
+    const spec_run b2 = spec_continue(b, b1.n_past, b1.id_last, 20, 2);
+    EXPECT_EQ(a2.tokens, b2.tokens);
+    EXPECT_EQ(a2.proposed, b2.proposed);
+    EXPECT_EQ(a2.accepted, b2.accepted);
+    EXPECT_GT(b2.total_proposed(), 0);
+    // The last verification's logits, bit for bit: the moved cells are the cells.
+    const int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(oa.target_model.get()));
+    const float * la = llama_get_logits_ith(oa.target.get(), 0);
+    const float * lb = llama_get_logits_ith(ob.target.get(), 0);
+    ASSERT_TRUE(la != nullptr && lb != nullptr);
+    EXPECT_TRUE(std::equal(la, la + n_vocab, lb));
+    EXPECT_EQ(without_id(a.state(0)), without_id(b.state(2)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Movable, SequenceMove, ::testing::Values("mtp-qwen35", "mtp-glm4moe", "draft", "ngram-simple"),
+                         [](const auto & tc) {
+                             std::string n = tc.param;
+                             for (char & ch : n) {
+                                 ch = ch == '-' ? '_' : ch;
+                             }
+                             return n;
+                         });
+
+// Bad moves are refused before anything changes, each with its status.
+TEST(SequenceMoveErrors, AreTypedAndChangeNothing) {
+    const strategy_case c = make_case("mtp-glm4moe");
+    session_params sp = specdec_session_default_params();
+    sp.strategy = c.strategy;
+    sp.n_draft_max = 4;
+    sp.n_seq = 3;
+    opened o = open(c, sp);
+    session s(o.target.get(), o.draft.get(), sp);
+    const spec_run run = spec_greedy(s, prompts[0], 8, 2);
+    spec_greedy(s, prompts[1], 4, 0);
+    llama_memory_t mem = llama_get_memory(o.target.get());
+    const llama_pos end2 = llama_memory_seq_pos_max(mem, 2);
+    const std::vector<uint8_t> before = s.state(2);
+    EXPECT_EQ(status_of([&] { s.move_sequence(2, 3); }), SPECDEC_STATUS_BAD_SEQ_ID);
+    EXPECT_EQ(status_of([&] { s.move_sequence(-1, 1); }), SPECDEC_STATUS_BAD_SEQ_ID);
+    EXPECT_EQ(status_of([&] { s.move_sequence(2, 2); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(status_of([&] { s.move_sequence(2, 0); }), SPECDEC_STATUS_INVALID_ARGUMENT) << "sequence 0 holds positions";
+    EXPECT_EQ(s.state(2), before);
+    const draft_request q{2, run.n_past, run.id_last, -1};
+    s.draft({&q, 1});
+    ASSERT_FALSE(s.proposal(2).empty());
+    EXPECT_EQ(status_of([&] { s.move_sequence(2, 1); }), SPECDEC_STATUS_PROPOSAL_PENDING);
+    s.accept(2, 0);
+    EXPECT_EQ(llama_memory_seq_pos_max(mem, 2), end2);
+    EXPECT_EQ(llama_memory_seq_pos_max(mem, 1), -1);
+
+    // EAGLE-3's per-sequence state lives inside llama.cpp: no move.
+    const strategy_case e = make_case("eagle3");
+    session_params ep = sp;
+    ep.strategy = e.strategy;
+    opened oe = open(e, ep);
+    session se(oe.target.get(), oe.draft.get(), ep);
+    EXPECT_FALSE(se.can_move_sequences());
+    spec_greedy(se, prompts[0], 4, 2);
+    EXPECT_EQ(status_of([&] { se.move_sequence(2, 0); }), SPECDEC_STATUS_MODEL_UNSUPPORTED);
+    EXPECT_GE(llama_memory_seq_pos_max(llama_get_memory(oe.target.get()), 2), 0);
+}
 
 } // namespace
 } // namespace specdec::test

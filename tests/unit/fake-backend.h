@@ -56,6 +56,15 @@ public:
         ++n_resets;
     }
     void begin(llama_seq_id, std::span<const llama_token>) override {}
+    bool moves_sequences() const override { return movable && !unified; }
+    void move(llama_seq_id from, llama_seq_id to) override {
+        EXPECT_TRUE(moves_sequences());
+        EXPECT_FALSE(pending.count(from));
+        EXPECT_TRUE(kv[to].empty()) << "a sequence moves only into an empty one";
+        kv[to] = std::move(kv[from]);
+        kv[from].clear();
+        moves.emplace_back(from, to);
+    }
 
     void decode(const llama_batch & b) override {
         if (fail_at_decode == n_decodes) {
@@ -82,6 +91,13 @@ public:
             n_logits += b.logits[i] ? 1 : 0;
         }
         batches.push_back({b.n_tokens, n_logits});
+        std::vector<llama_seq_id> seqs;
+        for (int32_t i = 0; i < b.n_tokens; ++i) {
+            if (seqs.empty() || seqs.back() != b.seq_id[i][0]) {
+                seqs.push_back(b.seq_id[i][0]);
+            }
+        }
+        batch_seqs.push_back(seqs);
         ++n_decodes;
     }
     void process(const llama_batch &) override {}
@@ -127,7 +143,10 @@ public:
     int                                              fail_at_decode = -1; // decode number that throws
     int                                              n_resets = 0;
     bool                                             unified = false;   // one cache of n_ctx cells for all sequences
+    bool                                             movable = true;    // the drafter lets sequences move (with !unified)
+    std::vector<std::pair<llama_seq_id, llama_seq_id>> moves;           // every move(from, to)
     std::vector<std::pair<int32_t, int32_t>>         batches;           // per decode: tokens, rows with logits
+    std::vector<std::vector<llama_seq_id>>           batch_seqs;        // per decode: its sequences, in row order
 
 private:
     int32_t    n_draft_max_;

@@ -39,6 +39,8 @@ int main(void) {
     CHECK(strstr(specdec_last_error(), "NULL") != NULL);
     CHECK(!specdec_session_is_quiescent(NULL));
     CHECK(!specdec_session_reads_target_features(NULL));
+    CHECK(!specdec_session_can_move_sequences(NULL));
+    CHECK(specdec_session_move_sequence(NULL, 0, 1) == SPECDEC_STATUS_INVALID_ARGUMENT);
     CHECK(specdec_session_n_nextn_heads(NULL) == -1);
     CHECK(specdec_session_get_stats(NULL).n_process == 0);
     CHECK(specdec_generation_n_sequences(NULL) == 0);

@@ -483,6 +483,30 @@ TEST(DraftLength, ANewRequestStartsFromTheDraftersRecentAcceptance) {
     EXPECT_FALSE(d.shadow_due(0, 1));
 }
 
+TEST(DraftLength, AMovedRequestKeepsItsEvidence) {
+    // Sequence 2 has seen hits at positions 0-1 and misses at 2; sequence 0
+    // only misses. After the engine moves 2's request into sequence 1, 1
+    // holds 2's estimates and 2 starts as a new request would.
+    adaptive_draft_length c(3, 4);
+    for (int i = 0; i < 10; ++i) {
+        c.observe(2, 3, 2);
+        c.observe(0, 1, 0);
+    }
+    std::vector<double> before;
+    for (int32_t k = 0; k < 4; ++k) {
+        before.push_back(c.p_keep_through(2, k));
+    }
+    adaptive_draft_length fresh = c;
+    fresh.reset(2);
+    c.move(2, 1);
+    for (int32_t k = 0; k < 4; ++k) {
+        EXPECT_DOUBLE_EQ(c.p_keep_through(1, k), before[static_cast<size_t>(k)]) << k;
+        EXPECT_DOUBLE_EQ(c.p_keep_through(2, k), fresh.p_keep_through(2, k)) << k;
+    }
+    EXPECT_GT(before[1], 0.8);
+    EXPECT_LT(before[2], 0.2);
+}
+
 TEST(DraftLength, ChoosesTheLengthThatMaximisesExpectedTokensPerCost) {
     const int32_t n_max = 8;
     for (double a : {0.3, 0.6, 0.8, 0.95}) {

@@ -29,9 +29,11 @@ struct event_log {
     std::map<request_id, request_result> finished;
     std::map<request_id, std::string>    streamed;
     std::map<request_id, int>            n_tokens; // token events per request
+    std::map<request_id, std::vector<llama_seq_id>> slots; // the slot of each event, in order
 
     event_callback callback() {
         return [this](const engine_event & e) {
+            slots[e.id].push_back(e.seq_id);
             if (e.type == SPECDEC_ENGINE_EVENT_FINISHED) {
                 EXPECT_FALSE(finished.count(e.id)) << "one finished event per request";
                 finished[e.id] = *e.result;
@@ -100,7 +102,7 @@ TEST(Engine, RequestsJoiningMidRunGetTheirSoloTokens) {
             EXPECT_EQ(r.output.text, ref.text);
             EXPECT_EQ(log.streamed[ids[i]], r.output.text);
             EXPECT_EQ(r.output.stop, SPECDEC_STOP_BUDGET);
-            EXPECT_EQ(r.seq_id, static_cast<llama_seq_id>(i));
+            EXPECT_EQ(log.slots[ids[i]].front(), static_cast<llama_seq_id>(i)) << "the lowest free slot";
         }
         EXPECT_TRUE(spec.pending.empty());
     }
@@ -220,6 +222,63 @@ TEST(Engine, ASlotIsReusedAfterARequestFinishes) {
         EXPECT_EQ(log.finished.at(ids[i]).output.tokens, solo(prompts[i], greedy(11)).tokens);
     }
     EXPECT_TRUE(spec.kv[0].empty()) << "a finished request's positions leave with it";
+}
+
+// Four requests in slots 0-3; those in slots 0 and 2 finish first. With a
+// stream per sequence the request in slot 3 moves to slot 0 once slot 0 is
+// free, so every batch holds sequences [0, n); its tokens stay its solo ones.
+// No move where it cannot help or is not allowed: a waiting request takes
+// the free slot, keep_finished holds the slot's positions, a unified cache
+// decodes any sequence ids in one pass, or the drafter cannot move.
+TEST(Engine, ARequestAboveAFreeSlotMovesDown) {
+    enum class setting { streams, waiting, keep_finished, unified, drafter_cannot_move };
+    for (const setting how : {setting::streams, setting::waiting, setting::keep_finished, setting::unified,
+                              setting::drafter_cannot_move}) {
+        SCOPED_TRACE(static_cast<int>(how));
+        fake_backend spec(4, chained_drafter(3));
+        spec.unified = how == setting::unified;
+        spec.movable = how != setting::drafter_cannot_move;
+        event_log log;
+        engine_params ep = slots(4);
+        ep.keep_finished = how == setting::keep_finished;
+        engine_core engine(spec, ep, log.callback());
+        const std::vector<std::vector<llama_token>> prompts = {{1, 2}, {4}, {5, 6}, {7, 8, 9}, {10}};
+        const std::vector<request_params> params = {greedy(2), greedy(30), greedy(6), greedy(30, SPECDEC_N_DRAFT_AUTO),
+                                                    greedy(9)};
+        std::vector<request_id> ids;
+        for (size_t i = 0; i < 4; ++i) {
+            ids.push_back(engine.add(prompts[i], params[i]));
+        }
+        if (how == setting::waiting) {
+            ids.push_back(engine.add(prompts[4], params[4]));
+        }
+        while (engine.has_work()) {
+            engine.step();
+        }
+        for (size_t i = 0; i < ids.size(); ++i) {
+            EXPECT_EQ(log.finished.at(ids[i]).output.tokens, solo(prompts[i], params[i]).tokens) << "request " << i;
+        }
+        const std::vector<llama_seq_id> & d = log.slots.at(ids[3]);
+        if (how == setting::streams) {
+            EXPECT_EQ(spec.moves, (std::vector<std::pair<llama_seq_id, llama_seq_id>>{{3, 0}}));
+            EXPECT_EQ(d.front(), 3);
+            EXPECT_EQ(d.back(), 0) << "its events name the slot it is in";
+        }
+        if (how == setting::waiting) {
+            EXPECT_EQ(log.slots.at(ids[4]).front(), 0) << "the waiting request takes the free slot";
+        }
+        if (how == setting::streams || how == setting::waiting) {
+            for (const auto & seqs : spec.batch_seqs) {
+                for (size_t k = 0; k < seqs.size(); ++k) {
+                    EXPECT_EQ(seqs[k], static_cast<llama_seq_id>(k)) << "every batch holds sequences [0, n)";
+                }
+            }
+        } else {
+            EXPECT_TRUE(spec.moves.empty());
+            EXPECT_TRUE(std::all_of(d.begin(), d.end(), [](llama_seq_id s) { return s == 3; }));
+        }
+        EXPECT_TRUE(spec.pending.empty());
+    }
 }
 
 TEST(Engine, TimeToFirstTokenIsReported) {
