@@ -660,7 +660,14 @@ SPECDEC_API specdec_generation_times specdec_generation_get_times(const specdec_
  * An engine owns a set of sequence slots [0, n_seq) of a session (or of a
  * bare target context: plain decoding, the reference) and a bounded FIFO of
  * waiting requests. Each step: cancelled requests leave; waiting requests
- * take free slots (lowest first; the slot's memory is cleared); prompts are
+ * take free slots (lowest first; the slot's memory is cleared); a running
+ * request in a slot above a free one then moves into it (highest first, see
+ * specdec_session_move_sequence), so the running requests hold slots
+ * [0, n) and each verification batch costs one forward pass per group of
+ * equal draft lengths, not one per gap; it moves only where that helps and
+ * is possible: a KV stream per sequence (no kv_unified), a drafter that
+ * moves (specdec_session_can_move_sequences; plain decoding always), and
+ * keep_finished off; prompts are
  * decoded, at most n_prefill_chunk tokens per request per step, so a long
  * prompt does not hold back the others' next token; a request whose prompt
  * is read to the end emits its first token from the last row's logits right
@@ -721,7 +728,8 @@ typedef enum specdec_engine_event_type {
 typedef struct specdec_engine_event {
     specdec_engine_event_type type;
     specdec_request_id        id;
-    llama_seq_id              seq_id;   /* its slot; -1 when it never had one (cancelled while waiting) */
+    llama_seq_id              seq_id;   /* its slot at this event (it may move down between steps);
+                                           -1 when it never had one (cancelled while waiting) */
     /* TOKEN */
     llama_token               token;
     const char *              piece;    /* n_piece bytes, not NUL-terminated; never NULL */
