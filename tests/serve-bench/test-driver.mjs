@@ -105,6 +105,22 @@ test('rounds measure the servers in turn, each round in another order', async ()
     }
 });
 
+test('varied lengths: each prompt asks its share of --max-tokens, and identical counts against it', async () => {
+    const out = path.join(tmp, 'varied'), log_file = path.join(tmp, 'varied-requests.log');
+    const r = await run_driver(out, ['--fixtures', 'exact', '--concurrency', '1', '--servers', 'specdec-none,llama-plain',
+                                     '--max-tokens', '16', '--varied-lengths'], { FAKE_REQUEST_LOG: log_file });
+    assert.equal(r.code, 0, r.stderr);
+    const asked = readFileSync(log_file, 'utf8').trim().split('\n').map((l) => l.split(' ')[1]);
+    // Warm-ups (8 tokens), then 2 rounds x 2 servers x prompts 0, 1, 2.
+    assert.deepEqual(asked, ['8', '8', ...Array(4).fill(['16', '4', '10']).flat()]);
+    const summary = JSON.parse(readFileSync(path.join(out, 'summary.json'), 'utf8'));
+    for (const run of summary.runs) {
+        assert.equal(run.identical, true, `${run.server}: ${run.identical_why}`);
+        assert.equal(run.completion_tokens, 2 * (16 + 4 + 10));
+    }
+    assert.match(readFileSync(path.join(out, 'results.md'), 'utf8'), /up to 16 tokens a request \(by prompt: 16, 4, 10, 2, 14, 6, 8, 12\)/);
+});
+
 test('a server that fails its warm-up is stopped and reported, and the others go on', async () => {
     const out = path.join(tmp, 'dropped'), pids = mkdtempSync(path.join(tmp, 'pids-'));
     const r = await run_driver(out, ['--fixtures', 'exact', '--concurrency', '1,2', '--servers', 'specdec-none,llama-mtp'],

@@ -22,12 +22,13 @@ const chunk = (text, extra = {}) => ev({ object: 'text_completion', choices: [{ 
 // empty event | the final event with usage 6 | [DONE]. The prompt "bad"
 // gets HTTP 500; "flip" alternates between two texts.
 async function start_fake() {
-    const state = { in_flight: 0, max_in_flight: 0, requests: 0, flips: 0 };
+    const state = { in_flight: 0, max_in_flight: 0, requests: 0, flips: 0, max_tokens: [] };
     const server = createServer(async (req, res) => {
         let body = '';
         for await (const part of req) body += part;
         const q = JSON.parse(body);
         state.requests++;
+        state.max_tokens.push(q.max_tokens);
         if (req.url !== '/v1/completions' || q.stream !== true || q.temperature !== 0) {
             res.writeHead(400); res.end('bad request'); return;
         }
@@ -118,6 +119,22 @@ test('closed loop: counts, TTFT, ITL, texts', async () => {
         // Four requests of at least FIRST + 2 GAP ms, two at a time.
         assert.ok(r.wall_s >= 2 * (FIRST_MS + 2 * GAP_MS - 10) / 1000, `wall ${r.wall_s}`);
         assert.ok(Math.abs(r.tokens_per_s * r.wall_s / 24 - 1) < 0.01); // wall_s is rounded to ms
+    } finally {
+        fake.server.close();
+    }
+});
+
+test('varied lengths: each prompt asks its own share of max_tokens; warm-up does not vary', async () => {
+    const fake = await start_fake();
+    try {
+        const r = await lg.run_load({ url: fake.url, concurrency: 1, requests: 5, max_tokens: 16, varied: true,
+                                      prompts: ['p0', 'p1', 'p2', 'p3'], warmup: 1, warmup_tokens: 2 });
+        assert.deepEqual(fake.state.max_tokens, [2, 16, 4, 10, 2, 16]);
+        assert.equal(r.requested_tokens, 48);
+        assert.equal(r.varied, true);
+        assert.deepEqual(r.records.map((x) => x.max_tokens), [16, 4, 10, 2, 16]);
+        const same = await lg.run_load({ url: fake.url, concurrency: 1, requests: 2, max_tokens: 16, prompts: ['p0', 'p1'] });
+        assert.equal(same.requested_tokens, 32);
     } finally {
         fake.server.close();
     }

@@ -15,7 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { pool_rounds, run_closed_loop, warm_up, DEFAULT_PROMPTS } from './loadgen.mjs';
+import { pool_rounds, request_tokens, run_closed_loop, warm_up, DEFAULT_PROMPTS } from './loadgen.mjs';
 
 const FIXTURES = ['exact', 'mixed', 'random'];
 // Each server: how it is started and what it is called in the tables.
@@ -50,6 +50,9 @@ const USAGE = `usage: driver.mjs --specdec BIN --llama-server BIN --fixture-tool
   --min-requests N       default 8
   --requests-per-client N default 2
   --max-tokens N         tokens per request (default 64)
+  --varied-lengths       each prompt's requests ask their own share of --max-tokens (loadgen's
+                         VARIED_FRACTIONS: 1, 1/4, 5/8, 1/8, 7/8, 3/8, 1/2, 3/4), so requests
+                         end at different steps and slots free up while others run
   --threads N            server threads, -t (default 2)
   --slots N              parallel slots, -np (default: the largest concurrency)
   --ctx N                context per slot (default 512)
@@ -67,12 +70,13 @@ function parse_args(argv) {
         specdec: null, llama_server: null, fixture_tool: null, out: null, fixtures: FIXTURES, servers: Object.keys(SERVERS),
         concurrency: [1, 2, 4, 8, 16], rounds: 2, requests: 'auto', min_requests: 8, requests_per_client: 2, max_tokens: 64, threads: 2,
         slots: null, ctx: 512, llama_mtp_n_max: 3, shape: 'qwen3-0.6b', type: 'q4_k_m', fixture_dir: null, reference: null,
-        warmup: null, startup_timeout_s: 300, request_timeout_s: 600, docs: null,
+        warmup: null, startup_timeout_s: 300, request_timeout_s: 600, docs: null, varied: false,
     };
     const int = (k, v) => { const n = Number(v); if (!Number.isInteger(n) || n < 1) throw new Error(`${k} needs a positive integer`); return n; };
     for (let i = 0; i < argv.length; i++) {
         const k = argv[i];
         if (k === '-h' || k === '--help') { console.log(USAGE); process.exit(0); }
+        if (k === '--varied-lengths') { a.varied = true; continue; }
         if (i + 1 >= argv.length) throw new Error(`${k} needs a value (or is unknown)`);
         const v = argv[++i];
         switch (k) {
@@ -232,7 +236,7 @@ const fmt = (x, d = 1) => (x === null || x === undefined ? '–' : Number(x).toF
 // Marks every run `identical`: each prompt's text equals the reference
 // server's on the same fixture (from its lowest-concurrency run that had the
 // prompt), every request of a prompt got the same text, no request failed
-// and each produced max_tokens.
+// and each produced the max_tokens it asked for.
 function mark_identical(runs, a) {
     for (const fixture of a.fixtures) {
         const ref_runs = runs.filter((r) => r.fixture === fixture && r.server === a.reference && r.errors === 0)
@@ -244,7 +248,8 @@ function mark_identical(runs, a) {
             if (!ref) why.push(`no reference (${a.reference}) run`);
             if (r.errors > 0) why.push(`${r.errors} failed requests`);
             if (!r.consistent) why.push('requests of one prompt differ');
-            if (r.completion_tokens !== r.requests * a.max_tokens) why.push(`${r.completion_tokens} tokens, expected ${r.requests * a.max_tokens}`);
+            const requested = r.requested_tokens ?? r.requests * a.max_tokens; // (summaries written before it was recorded)
+            if (r.completion_tokens !== requested) why.push(`${r.completion_tokens} tokens, expected ${requested}`);
             if (ref) {
                 const compared = Object.keys(r.texts).filter((p) => p in ref.texts);
                 const differ = compared.filter((p) => r.texts[p] !== ref.texts[p]);
@@ -267,7 +272,9 @@ function markdown(runs, a, meta) {
     out.push(head.join('; ') + '.');
     out.push('');
     const rounds = a.rounds ?? 1;
-    out.push(`${a.max_tokens} tokens a request, ${rounds} round${rounds > 1 ? 's' : ''} a point of ` +
+    const lengths = a.varied ? `up to ${a.max_tokens} tokens a request (by prompt: ${DEFAULT_PROMPTS.map((_, i) => request_tokens(a, i)).join(', ')})`
+                             : `${a.max_tokens} tokens a request`;
+    out.push(`${lengths}, ${rounds} round${rounds > 1 ? 's' : ''} a point of ` +
              `${a.requests === 'auto' ? `max(${a.min_requests}, ${a.requests_per_client} x C)` : a.requests} requests ` +
              `(each round runs a fixture's servers in turn; tok/s: all rounds' tokens over their time, the rounds' own in brackets), ` +
              `-t ${a.threads}, ${a.slots} slot${a.slots > 1 ? 's' : ''} of ${a.ctx} tokens, fixtures ${a.shape} ${a.type}; ` +
@@ -455,7 +462,7 @@ async function main() {
             };
             try {
                 for (const c of a.concurrency) {
-                    const load = (srv) => ({ url: srv.url, concurrency: c, requests: requests_for(a, c), max_tokens: a.max_tokens,
+                    const load = (srv) => ({ url: srv.url, concurrency: c, requests: requests_for(a, c), max_tokens: a.max_tokens, varied: a.varied,
                                              prompts: DEFAULT_PROMPTS, model: srv.model_id, timeout_ms: a.request_timeout_s * 1000,
                                              warmup: a.warmup ?? c, warmup_tokens: 8, metrics: true });
                     const done = new Map([...live.keys()].map((name) => [name, []])); // name -> its rounds

@@ -41,6 +41,17 @@ export const DEFAULT_PROMPTS = [
     'Hello',
 ];
 
+// With opt.varied, request lengths by prompt index, as fractions of
+// max_tokens: requests then end at different steps, so slots free up while
+// others run, as in a server whose requests come and go.
+export const VARIED_FRACTIONS = [1, 1 / 4, 5 / 8, 1 / 8, 7 / 8, 3 / 8, 1 / 2, 3 / 4];
+
+// The max_tokens a request of this prompt asks for.
+export function request_tokens(opt, prompt_index) {
+    if (!opt.varied) return opt.max_tokens;
+    return Math.max(1, Math.round(opt.max_tokens * VARIED_FRACTIONS[prompt_index % VARIED_FRACTIONS.length]));
+}
+
 // p in [0, 100]; linear interpolation between closest ranks (numpy's default).
 export function percentile(values, p) {
     if (values.length === 0) return null;
@@ -98,7 +109,7 @@ export async function run_request(opt, index, prompt_index) {
     const endpoint = opt.endpoint ?? 'completions';
     const body = {
         model: opt.model ?? 'default',
-        max_tokens: opt.max_tokens,
+        max_tokens: request_tokens(opt, prompt_index),
         temperature: 0,
         stream: true,
         stream_options: { include_usage: true },
@@ -109,7 +120,7 @@ export async function run_request(opt, index, prompt_index) {
     else body.prompt = prompt;
     const path = endpoint === 'chat' ? '/v1/chat/completions' : '/v1/completions';
 
-    const rec = { index, prompt_index, start_ms: 0, ttft_ms: null, end_ms: 0, completion_tokens: 0, streamed_tokens: 0,
+    const rec = { index, prompt_index, max_tokens: body.max_tokens, start_ms: 0, ttft_ms: null, end_ms: 0, completion_tokens: 0, streamed_tokens: 0,
                   events: 0, text_events: 0, text: '', finish_reason: null, token_times_ms: [], token_count_method: null,
                   timings: null, specdec: null, error: null };
     const t0 = performance.now();
@@ -194,7 +205,7 @@ export async function scrape_metrics(url) {
 }
 
 // The options of the functions below: url, concurrency (C), requests (R),
-// max_tokens, prompts (default DEFAULT_PROMPTS), model, endpoint,
+// max_tokens, varied (request_tokens), prompts (default DEFAULT_PROMPTS), model, endpoint,
 // timeout_ms, warmup and warmup_tokens (warm_up), metrics (bool).
 
 // Requests 0 .. n-1, C at a time (a client takes the next as soon as its
@@ -217,7 +228,7 @@ async function closed_loop(opt, n) {
 // time, opt.warmup_tokens each (default min(8, max_tokens)). Once they have
 // ended, throws with the first failure's error, if any.
 export async function warm_up(opt) {
-    const w = { ...opt, max_tokens: opt.warmup_tokens ?? Math.min(8, opt.max_tokens) };
+    const w = { ...opt, varied: false, max_tokens: opt.warmup_tokens ?? Math.min(8, opt.max_tokens) };
     const failed = (await closed_loop(w, opt.warmup ?? 0)).find((r) => r.error);
     if (failed) throw new Error(`warm-up failed: ${failed.error}`);
 }
@@ -308,6 +319,8 @@ export function summarize(records, wall_ms, opt) {
         concurrency: opt.concurrency,
         requests: records.length,
         max_tokens: opt.max_tokens,
+        varied: Boolean(opt.varied),
+        requested_tokens: records.reduce((a, r) => a + r.max_tokens, 0),
         errors: records.length - ok.length,
         first_error: records.find((r) => r.error !== null)?.error ?? null,
         wall_s: round(wall_ms / 1000, 3),
@@ -332,7 +345,8 @@ export function summarize(records, wall_ms, opt) {
 
 function parse_args(argv) {
     const a = { url: null, concurrency: 1, requests: 8, max_tokens: 64, endpoint: 'completions', model: 'default',
-                timeout_s: 600, warmup: 0, warmup_tokens: 8, metrics: false, out: null, label: null, prompts: null, extra: null };
+                timeout_s: 600, warmup: 0, warmup_tokens: 8, metrics: false, out: null, label: null, prompts: null, extra: null,
+                varied: false };
     const need = (i) => { if (i >= argv.length) throw new Error(`${argv[i - 1]} needs a value`); return argv[i]; };
     for (let i = 0; i < argv.length; i++) {
         const k = argv[i];
@@ -341,6 +355,7 @@ function parse_args(argv) {
             case '-c': case '--concurrency': a.concurrency = Number(need(++i)); break;
             case '-n': case '--requests': a.requests = Number(need(++i)); break;
             case '--max-tokens': a.max_tokens = Number(need(++i)); break;
+            case '--varied-lengths': a.varied = true; break;
             case '--endpoint': a.endpoint = need(++i); break;
             case '--model': a.model = need(++i); break;
             case '--timeout-s': a.timeout_s = Number(need(++i)); break;
@@ -352,10 +367,11 @@ function parse_args(argv) {
             case '--prompts': a.prompts = need(++i); break;
             case '--extra-body': a.extra = JSON.parse(need(++i)); break;
             case '-h': case '--help':
-                console.log(`usage: loadgen.mjs --url URL [-c C] [-n R] [--max-tokens N] [--endpoint completions|chat]
+                console.log(`usage: loadgen.mjs --url URL [-c C] [-n R] [--max-tokens N] [--varied-lengths] [--endpoint completions|chat]
   [--model NAME] [--warmup W] [--warmup-tokens N] [--metrics] [--prompts FILE.json] [--extra-body JSON]
   [--timeout-s S] [--label L] [--out FILE.json]
-Closed loop: C clients, R streamed greedy requests in all; prints one JSON object (or writes --out).`);
+Closed loop: C clients, R streamed greedy requests in all; prints one JSON object (or writes --out).
+--varied-lengths: request i asks max_tokens x ${VARIED_FRACTIONS.map((f) => f.toFixed(3)).join(', ')}[i's prompt mod 8].`);
                 process.exit(0);
             default: throw new Error(`unknown option ${k}`);
         }
@@ -376,7 +392,7 @@ async function main() {
         const { readFileSync } = await import('node:fs');
         prompts = JSON.parse(readFileSync(a.prompts, 'utf8'));
     }
-    const result = await run_load({ url: a.url, concurrency: a.concurrency, requests: a.requests, max_tokens: a.max_tokens,
+    const result = await run_load({ url: a.url, concurrency: a.concurrency, requests: a.requests, max_tokens: a.max_tokens, varied: a.varied,
                                     endpoint: a.endpoint, model: a.model, timeout_ms: a.timeout_s * 1000, warmup: a.warmup,
                                     warmup_tokens: a.warmup_tokens, metrics: a.metrics, prompts, extra_body: a.extra });
     if (a.label) result.label = a.label;
