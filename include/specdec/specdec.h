@@ -410,7 +410,9 @@ SPECDEC_API specdec_status specdec_session_remove_range(
  * consecutive sequence ids holding equal rows, so a scheduler whose
  * sequences leave gaps pays a pass per gap; moving the highest sequences
  * down closes them (specdec_engine does). Cost: a copy of the sequence's
- * cells through host memory, in each context.
+ * cells through host memory, in each context. A recurrent memory's
+ * rollback snapshots do not move: move after the rejected positions of the
+ * last verification are removed (the engine moves between steps).
  * Errors, nothing changed: BAD_SEQ_ID, INVALID_ARGUMENT (from == to, or
  * `to` holds positions in the target), PROPOSAL_PENDING (either sequence),
  * MODEL_UNSUPPORTED (see specdec_session_can_move_sequences); NATIVE_FAILURE

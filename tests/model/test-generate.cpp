@@ -508,11 +508,11 @@ TEST_P(SequenceMove, CarriesEverythingTheSequenceHad) {
     EXPECT_EQ(a2.accepted, b2.accepted);
     EXPECT_GT(b2.total_proposed(), 0);
     // The last verification's logits, bit for bit: the moved cells are the cells.
-    const int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(oa.target_model.get()));
+    const int32_t vocab = llama_vocab_n_tokens(llama_model_get_vocab(oa.target_model.get()));
     const float * la = llama_get_logits_ith(oa.target.get(), 0);
     const float * lb = llama_get_logits_ith(ob.target.get(), 0);
     ASSERT_TRUE(la != nullptr && lb != nullptr);
-    EXPECT_TRUE(std::equal(la, la + n_vocab, lb));
+    EXPECT_TRUE(std::equal(la, la + vocab, lb));
     EXPECT_EQ(without_id(a.state(0)), without_id(b.state(2)));
 }
 
