@@ -132,86 +132,71 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
     const size_t n_rows = static_cast<size_t>(max_growth) * largest;
     const std::vector<double> verify = verify_curve(static_cast<size_t>(n_active) * static_cast<size_t>(n_max_ + 1) + 1);
     const std::vector<double> pass = pass_curve(static_cast<size_t>(n_active) + 1);
-    // Expected tokens per cost of every prefix of `slots` (the (probability,
-    // position, sequence) slots that may be drafted) the growth limit
-    // allows, once sorted: highest probability first, on ties the earlier
-    // position, so that every prefix is a prefix of each sequence's
-    // positions. rate[0] is plain decoding's.
-    const auto prefix_rates = [&](std::vector<slot> & slots) {
-        std::sort(slots.begin(), slots.end(), [](const slot & a, const slot & b) {
-            return a.p != b.p ? a.p > b.p : a.position < b.position;
-        });
-        std::vector<double> rate(1, n_active / verify[static_cast<size_t>(n_active)]);
-        std::vector<int32_t> rows_at(static_cast<size_t>(n_max_), 0); // rows of each drafting pass
+    const auto n = static_cast<size_t>(n_active);
+    // Expected tokens per cost when every active sequence drafts l tokens,
+    // for l = 0 (plain decoding) up to l_max and the growth limit: through[k]
+    // is active sequence k's p_keep_through. The step verifies n (l + 1) rows
+    // in one pass and drafts in l passes over n rows.
+    const auto rates = [&](const std::vector<std::vector<double>> & through, int32_t l_max) {
+        std::vector<double> rate(1, n_active / verify[n]);
         double expected = n_active; // every active sequence gets the target's own token
-        double drafting = 0;
-        for (size_t m = 1; m <= slots.size() && static_cast<size_t>(n_active) + m <= n_rows; ++m) {
-            int32_t & r = rows_at[static_cast<size_t>(slots[m - 1].position)];
-            drafting += pass[static_cast<size_t>(r + 1)] - pass[static_cast<size_t>(r)];
-            ++r;
-            expected += slots[m - 1].p;
-            rate.push_back(expected / (verify[static_cast<size_t>(n_active) + m] + drafting));
+        for (int32_t l = 1; l <= l_max && n * static_cast<size_t>(l + 1) <= n_rows; ++l) {
+            for (const std::vector<double> & t : through) {
+                expected += t[static_cast<size_t>(l - 1)];
+            }
+            rate.push_back(expected / (verify[n * static_cast<size_t>(l + 1)] + l * pass[n]));
         }
         return rate;
     };
-    // The length of the best prefix: 0 unless it beats plain decoding by min_gain.
-    const auto best_prefix = [&](std::vector<slot> & slots) {
-        const std::vector<double> rate = prefix_rates(slots);
-        const auto best = static_cast<size_t>(std::max_element(rate.begin(), rate.end()) - rate.begin());
-        return rate[best] > (1.0 + min_gain) * rate[0] ? best : 0;
+    // The best length: 0 unless it beats plain decoding by min_gain.
+    const auto best_length = [&](const std::vector<std::vector<double>> & through, int32_t l_max) {
+        const std::vector<double> rate = rates(through, l_max);
+        const auto best = static_cast<int32_t>(std::max_element(rate.begin(), rate.end()) - rate.begin());
+        return rate[static_cast<size_t>(best)] > (1.0 + min_gain) * rate[0] ? best : 0;
     };
-    // Each sequence's slots, from its evidence in the state `last_kept`.
-    const auto add_slots = [&](std::vector<slot> & out, size_t s, int last_kept) {
-        const std::vector<double> through = cumulative(s, last_kept);
-        for (int32_t i = 0; i < std::min(caps[s], n_max_); ++i) {
-            out.push_back({through[static_cast<size_t>(i)], i, s});
-        }
-    };
-    std::vector<slot> slots;
+    std::vector<size_t> active;
+    std::vector<std::vector<double>> through;
+    int32_t l_max = n_max_;
+    int32_t l_cap = n_max_; // the caps alone
     for (size_t s = 0; s < caps.size(); ++s) {
-        if (caps[s] > 0 && !acceptance_[s].fresh) { // a fresh sequence probes first (shadow_due)
-            add_slots(slots, s, acceptance_[s].last_kept);
+        if (caps[s] < 0) {
+            continue;
         }
+        active.push_back(s);
+        through.push_back(cumulative(s, acceptance_[s].last_kept));
+        l_cap = std::min(l_cap, caps[s]);
+        // A fresh sequence probes before anything drafts (shadow_due).
+        l_max = std::min(l_max, acceptance_[s].fresh ? 0 : caps[s]);
     }
-    const size_t best_m = best_prefix(slots);
-    for (size_t j = 0; j < best_m; ++j) {
-        lengths[slots[j].seq]++;
+    int32_t length = best_length(through, l_max);
+    if (length > 0 && length < n_min) {
+        length = l_max >= n_min ? n_min : 0;
     }
-    // Could a drafter that is always right beat plain decoding here (every
-    // sequence's slots, position by position)? A shadow step costs a
-    // drafting pass over the batch on top of a plain step: shadows are worth
-    // it only where drafting may gain more than that (shadow_due).
-    std::vector<slot> perfect;
-    for (size_t s = 0; s < caps.size(); ++s) {
-        for (int32_t i = 0; i < std::min(caps[s], n_max_); ++i) {
-            perfect.push_back({1.0, i, s});
-        }
+    for (size_t s : active) {
+        lengths[s] = length;
     }
-    const std::vector<double> best_case = prefix_rates(perfect);
-    const double shadow_share = pass[static_cast<size_t>(n_active)] / verify[static_cast<size_t>(n_active)];
+    // Could a drafter that is always right beat plain decoding here? A
+    // shadow step costs a drafting pass over the batch on top of a plain
+    // step: shadows are worth it only where drafting may gain more than that
+    // (shadow_due).
+    const std::vector<double> best_case = rates(std::vector<std::vector<double>>(n, std::vector<double>(static_cast<size_t>(n_max_), 1.0)), l_cap);
+    const double shadow_share = pass[n] / verify[n];
     drafting_may_pay_ = std::any_of(best_case.begin() + 1, best_case.end(),
                                     [&](double r) { return r > (1.0 + min_gain + shadow_share) * best_case[0]; });
-    // For each sequence that drafts nothing: would a shadow that hits make
-    // it draft at the next step (its evidence after a kept token, the
-    // others' choices as they are)? If not, and that evidence is not thin,
-    // a shadow cannot change a choice: its shadows only follow drift.
-    for (size_t s = 0; s < caps.size(); ++s) {
+    // For each sequence of a step that drafts nothing: would a shadow that
+    // hits make the step draft (its evidence after a kept token, the others'
+    // as it is)? If not, and that evidence is not thin, a shadow cannot
+    // change a choice: its shadows only follow drift.
+    for (size_t k = 0; k < active.size(); ++k) {
+        const size_t s = active[k];
         acceptance_[s].hit_would_draft = true;
-        if (caps[s] <= 0 || lengths[s] > 0 || acceptance_[s].fresh || !drafting_may_pay_ ||
+        if (caps[s] <= 0 || length > 0 || acceptance_[s].fresh || !drafting_may_pay_ ||
             acceptance_[s].after[1][0].reached < settled_evidence) {
             continue;
         }
-        std::vector<slot> after_hit;
-        std::copy_if(slots.begin(), slots.end(), std::back_inserter(after_hit), [s](const slot & x) { return x.seq != s; });
-        add_slots(after_hit, s, 1);
-        const size_t m = best_prefix(after_hit);
-        acceptance_[s].hit_would_draft = std::any_of(after_hit.begin(), after_hit.begin() + static_cast<std::ptrdiff_t>(m),
-                                                     [s](const slot & x) { return x.seq == s; });
-    }
-    for (size_t s = 0; s < caps.size(); ++s) {
-        if (lengths[s] > 0 && lengths[s] < n_min) {
-            lengths[s] = caps[s] >= n_min ? n_min : 0;
-        }
+        std::vector<std::vector<double>> after_hit = through;
+        after_hit[k] = cumulative(s, 1);
+        acceptance_[s].hit_would_draft = best_length(after_hit, l_max) > 0;
     }
     return lengths;
 }

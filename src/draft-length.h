@@ -36,10 +36,15 @@
 //    more than max_growth times the most rows measured so far, so larger
 //    sizes are explored in growing steps, not in one expensive leap.
 //
-// Each sequence's cumulative acceptance probabilities fall with position, so
-// the controller drafts the (sequence, position) slots in falling order of
-// probability and keeps the prefix with the best expected tokens per cost
-// (verification of the whole batch plus the drafting passes it needs).
+// Every active sequence drafts one length: the one with the best expected
+// tokens per cost (verification of the whole batch plus the drafting passes
+// it needs), from each sequence's cumulative acceptance. One length, because
+// llama.cpp v0.5.0 decodes a batch in one forward pass only when its
+// sequences verify equal rows (split_equal; docs/bench.md): a step where
+// some sequences verify more rows than others costs a pass for each extra
+// level, each about as dear as the whole step, which the row-priced curve
+// does not see. So a sequence at the end of its budget (cap 0), or one that
+// has not probed yet, holds the whole step to plain decoding.
 // The choice never changes which tokens are emitted, only how fast.
 #pragma once
 
@@ -89,9 +94,9 @@ public:
     adaptive_draft_length(size_t n_seq, int32_t n_max);
 
     // Draft lengths for the next step. caps[s] is the most sequence s may
-    // draft now (0: it drafts nothing; < 0: it is not active). Lengths are
-    // within [0, caps[s]]; a positive length is at least n_min when the cap
-    // allows it, else it is 0.
+    // draft now (0: it drafts nothing; < 0: it is not active). Every active
+    // sequence gets the same length, within every cap; a positive length is
+    // at least n_min when every cap allows it, else it is 0.
     std::vector<int32_t> choose(std::span<const int32_t> caps, int32_t n_min = 0);
 
     // The outcome of a step for active sequence `seq`: `proposed` tokens were
@@ -173,11 +178,6 @@ private:
         int idle = 0;                          // steps since the last draft or shadow
         bool fresh = true;                     // nothing observed yet
         bool hit_would_draft = true;           // the last choose(): a kept shadow could make it draft next
-    };
-    struct slot {
-        double  p;        // probability that the drafted token is kept (with every one before it)
-        int32_t position; // draft position
-        size_t  seq;
     };
     // The most recent measurements of one size, oldest overwritten first.
     struct cost_cell {

@@ -540,11 +540,13 @@ TEST(DraftLength, RespectsCapsInactiveSequencesAndTheMinimum) {
             c.observe(s, 8, 8);
         }
     }
-    const std::vector<int32_t> caps = {2, -1, 0};
-    EXPECT_EQ(c.choose(caps), (std::vector<int32_t>{2, 0, 0}));
+    // Every active sequence drafts one length, within every cap; a sequence
+    // at the end of its budget (cap 0) holds the step to plain decoding.
+    EXPECT_EQ(c.choose(std::vector<int32_t>{2, -1, 5}), (std::vector<int32_t>{2, 0, 2}));
+    EXPECT_EQ(c.choose(std::vector<int32_t>{2, -1, 0}), (std::vector<int32_t>{0, 0, 0}));
 
-    // A sequence whose drafter is poor: its best length is 1, raised to the
-    // minimum when the cap allows, else nothing.
+    // Sequences whose drafter is poor: their best length is 1, raised to the
+    // minimum when every cap allows, else nothing.
     adaptive_draft_length poor(2, 8);
     for (int i = 0; i < 30; ++i) {
         poor.observe(0, 1, i % 4 < 2 ? 1 : 0); // kept half the time, after a hit or a miss alike
@@ -556,10 +558,14 @@ TEST(DraftLength, RespectsCapsInactiveSequencesAndTheMinimum) {
     }
     const std::vector<int32_t> lengths = poor.choose(std::vector<int32_t>{8, 8});
     ASSERT_EQ(lengths, (std::vector<int32_t>{1, 1}));
-    EXPECT_EQ(poor.choose(std::vector<int32_t>{8, 2}, 3), (std::vector<int32_t>{3, 0}));
+    EXPECT_EQ(poor.choose(std::vector<int32_t>{8, 8}, 3), (std::vector<int32_t>{3, 3}));
+    EXPECT_EQ(poor.choose(std::vector<int32_t>{8, 2}, 3), (std::vector<int32_t>{0, 0}));
 }
 
-TEST(DraftLength, SharesOneBatchBetweenAGoodAndAPoorSequence) {
+// A batch of a sequence whose drafter is always right and one whose drafter
+// is never right: both draft one length (one pass verifies it), which the
+// right one's tokens pay for at this cost.
+TEST(DraftLength, AGoodAndAPoorSequenceDraftOneLength) {
     adaptive_draft_length c(2, 8);
     const linear_cost cost{200, 20};
     for (int i = 0; i < 30; ++i) {
@@ -570,9 +576,7 @@ TEST(DraftLength, SharesOneBatchBetweenAGoodAndAPoorSequence) {
         }
         c.observe_draft(1, 1, 1.0);
     }
-    const std::vector<int32_t> lengths = c.choose(std::vector<int32_t>{8, 8});
-    EXPECT_EQ(lengths[0], 8);
-    EXPECT_EQ(lengths[1], 0);
+    EXPECT_EQ(c.choose(std::vector<int32_t>{8, 8}), (std::vector<int32_t>{8, 8}));
 }
 
 TEST(DraftLength, SeveralGoodSequencesDraftBeforeLongerStepsAreMeasured) {
