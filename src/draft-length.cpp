@@ -190,7 +190,7 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
     for (size_t k = 0; k < active.size(); ++k) {
         const size_t s = active[k];
         acceptance_[s].hit_would_draft = true;
-        if (caps[s] <= 0 || length > 0 || acceptance_[s].fresh || !drafting_may_pay_ ||
+        if (length > 0 || caps[s] <= 0 || acceptance_[s].fresh || !drafting_may_pay_ ||
             acceptance_[s].after[1][0].reached < settled_evidence) {
             continue;
         }

@@ -285,8 +285,7 @@ void engine_core::compact() {
         }
         const auto from = static_cast<llama_seq_id>(end - 1);
         const auto to = static_cast<llama_seq_id>(free);
-        b_.clear(to);
-        b_.move(from, to);
+        b_.move(from, to); // `to` was emptied as its request left (keep_finished is off)
         if (adaptive_) {
             adaptive_->move(end - 1, free);
         }

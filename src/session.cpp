@@ -723,19 +723,14 @@ std::vector<uint8_t> session::context_state(context_role role, llama_seq_id seq_
     if (role == SPECDEC_CONTEXT_DRAFT && live().mtp) {
         live().mtp->flush(seq_id); // the recorded rows belong in the captured cache
     }
-    std::vector<uint8_t> bytes(llama_state_seq_get_size_ext(ctx, seq_id, flags));
-    const size_t n = llama_state_seq_get_data_ext(ctx, bytes.data(), bytes.size(), seq_id, flags);
-    if (n != bytes.size()) {
-        fail(SPECDEC_STATUS_NATIVE_FAILURE, "llama.cpp wrote ", n, " of ", bytes.size(), " bytes of sequence state");
-    }
-    return bytes;
+    return detail::read_sequence(ctx, seq_id, flags);
 }
 
 void session::restore_context_state(context_role role, llama_seq_id seq_id, uint32_t flags,
                                     std::span<const uint8_t> bytes) {
     live().check_seq(seq_id);
     llama_context * ctx = context_for(*this, role);
-    if (bytes.empty() || llama_state_seq_set_data_ext(ctx, bytes.data(), bytes.size(), seq_id, flags) == 0) {
+    if (!detail::write_sequence(ctx, seq_id, flags, bytes)) {
         fail(SPECDEC_STATUS_NATIVE_FAILURE, "llama.cpp rejected the sequence state (", bytes.size(), " bytes)");
     }
 }

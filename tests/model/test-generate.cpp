@@ -75,6 +75,12 @@ strategy_case make_case(const std::string & name) {
             ngram_vocab, &ngram_prompts};
 }
 
+// A gtest name from a case name: dashes become underscores.
+std::string test_name(std::string n) {
+    std::replace(n.begin(), n.end(), '-', '_');
+    return n;
+}
+
 struct opened {
     llama_model_ptr   target_model;
     llama_model_ptr   draft_model;
@@ -155,10 +161,7 @@ INSTANTIATE_TEST_SUITE_P(Matrix, Lossless,
                                                               "ngram-mod", "ngram-cache"),
                                             ::testing::Values(1, 2, 4, 8), ::testing::Values(1, 3)),
                          [](const auto & tc) {
-                             std::string n = std::get<0>(tc.param);
-                             for (char & ch : n) {
-                                 ch = ch == '-' ? '_' : ch;
-                             }
+                             std::string n = test_name(std::get<0>(tc.param));
                              n += "_n";
                              n += std::to_string(std::get<1>(tc.param));
                              n += "_seq";
@@ -191,13 +194,7 @@ TEST_P(SampledLossless, SeededOutputEqualsSeededPlainDecoding) {
 
 INSTANTIATE_TEST_SUITE_P(Strategies, SampledLossless,
                          ::testing::Values("mtp-qwen35", "mtp-glm4moe", "eagle3", "dflash", "dflash2", "draft"),
-                         [](const auto & tc) {
-                             std::string n = tc.param;
-                             for (char & ch : n) {
-                                 ch = ch == '-' ? '_' : ch;
-                             }
-                             return n;
-                         });
+                         [](const auto & tc) { return test_name(tc.param); });
 
 // Adaptive draft length (chosen per sequence and step, up to 8): greedy and
 // seeded sampled output equal plain decoding.
@@ -252,10 +249,7 @@ INSTANTIATE_TEST_SUITE_P(Strategies, AdaptiveLossless,
                                                               "ngram-mod", "ngram-cache"),
                                             ::testing::Values(1, 3)),
                          [](const auto & tc) {
-                             std::string n = std::get<0>(tc.param);
-                             for (char & ch : n) {
-                                 ch = ch == '-' ? '_' : ch;
-                             }
+                             std::string n = test_name(std::get<0>(tc.param));
                              return n + "_seq" + std::to_string(std::get<1>(tc.param));
                          });
 
@@ -458,13 +452,7 @@ TEST_P(EngineLossless, ARequestMovedIntoAFreedSlotEqualsPlainDecoding) {
     EXPECT_EQ(plain.slots[plain.ids[2]].back(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Mtp, EngineLossless, ::testing::Values("mtp-qwen35", "mtp-glm4moe"), [](const auto & tc) {
-    std::string n = tc.param;
-    for (char & ch : n) {
-        ch = ch == '-' ? '_' : ch;
-    }
-    return n;
-});
+INSTANTIATE_TEST_SUITE_P(Mtp, EngineLossless, ::testing::Values("mtp-qwen35", "mtp-glm4moe"), [](const auto & tc) { return test_name(tc.param); });
 
 // Moving a sequence, as the engine does to close a gap between its slots,
 // carries everything the sequence had: after session `a` moves its sequence
@@ -517,13 +505,7 @@ TEST_P(SequenceMove, CarriesEverythingTheSequenceHad) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Movable, SequenceMove, ::testing::Values("mtp-qwen35", "mtp-glm4moe", "draft", "ngram-simple"),
-                         [](const auto & tc) {
-                             std::string n = tc.param;
-                             for (char & ch : n) {
-                                 ch = ch == '-' ? '_' : ch;
-                             }
-                             return n;
-                         });
+                         [](const auto & tc) { return test_name(tc.param); });
 
 // Bad moves are refused before anything changes, each with its status.
 TEST(SequenceMoveErrors, AreTypedAndChangeNothing) {
