@@ -124,12 +124,13 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
     if (n_active == 0) {
         return lengths;
     }
-    // Growing steps: at most max_growth times the most rows measured yet.
+    // Growing steps: at most max_growth times the most rows measured yet,
+    // or one sequence's whole draft.
     size_t largest = static_cast<size_t>(n_active);
     for (size_t x = 1; x < verify_.size(); ++x) {
         largest = verify_[x].n > 0 ? std::max(largest, x) : largest;
     }
-    const size_t n_rows = static_cast<size_t>(max_growth) * largest;
+    const size_t n_rows = std::max(static_cast<size_t>(max_growth) * largest, static_cast<size_t>(n_max_) + 1);
     const std::vector<double> verify = verify_curve(static_cast<size_t>(n_active) * static_cast<size_t>(n_max_ + 1) + 1);
     const std::vector<double> pass = pass_curve(static_cast<size_t>(n_active) + 1);
     const auto n = static_cast<size_t>(n_active);
@@ -149,8 +150,7 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
         return rate;
     };
     // The best length: 0 unless it beats plain decoding by min_gain.
-    const auto best_length = [&](const std::vector<std::vector<double>> & through, int32_t l_max) {
-        const std::vector<double> rate = rates(through, l_max);
+    const auto best_of = [](const std::vector<double> & rate) {
         const auto best = static_cast<int32_t>(std::max_element(rate.begin(), rate.end()) - rate.begin());
         return rate[static_cast<size_t>(best)] > (1.0 + min_gain) * rate[0] ? best : 0;
     };
@@ -168,7 +168,7 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
         // A fresh sequence probes before anything drafts (shadow_due).
         l_max = std::min(l_max, acceptance_[s].fresh ? 0 : caps[s]);
     }
-    int32_t length = best_length(through, l_max);
+    int32_t length = best_of(rates(through, l_max));
     if (length > 0 && length < n_min) {
         length = l_max >= n_min ? n_min : 0;
     }
@@ -183,20 +183,32 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
     const double shadow_share = pass[n] / verify[n];
     drafting_may_pay_ = std::any_of(best_case.begin() + 1, best_case.end(),
                                     [&](double r) { return r > (1.0 + min_gain + shadow_share) * best_case[0]; });
-    // For each sequence of a step that drafts nothing: would a shadow that
-    // hits make the step draft (its evidence after a kept token, the others'
-    // as it is)? If not, and that evidence is not thin, a shadow cannot
-    // change a choice: its shadows only follow drift.
+    // For each sequence of a step that drafts nothing: is a shadow now
+    // worth its price (see shadow_due)? A hit would make the step draft
+    // length l (its evidence after a kept token, the others' as it is),
+    // saving a step's share of time at each step while its drafts are kept
+    // whole; the shadow hits with the sequence's estimate now and costs a
+    // one-row pass. All in plain steps of this batch.
+    const double shadow_price = pass[1] / verify[n];
     for (size_t k = 0; k < active.size(); ++k) {
         const size_t s = active[k];
-        acceptance_[s].hit_would_draft = true;
+        acceptance_[s].shadow_pays = true;
         if (length > 0 || caps[s] <= 0 || acceptance_[s].fresh || !drafting_may_pay_ ||
             acceptance_[s].after[1][0].reached < settled_evidence) {
             continue;
         }
         std::vector<std::vector<double>> after_hit = through;
         after_hit[k] = cumulative(s, 1);
-        acceptance_[s].hit_would_draft = best_length(after_hit, l_max) > 0;
+        const std::vector<double> rate = rates(after_hit, l_max);
+        const auto l = static_cast<size_t>(best_of(rate));
+        if (l == 0) {
+            acceptance_[s].shadow_pays = false;
+            continue;
+        }
+        const double cost = verify[n * (l + 1)] + static_cast<double>(l) * pass[n];
+        const double saved = cost * (rate[l] / rate[0] - 1.0) / verify[n];
+        const double steps = 1.0 / (1.0 - std::min(after_hit[k][l - 1], max_kept_whole));
+        acceptance_[s].shadow_pays = through[k][0] * steps * saved >= shadow_price;
     }
     return lengths;
 }
@@ -241,8 +253,8 @@ int adaptive_draft_length::shadow_interval(int32_t n_active) const {
 
 int adaptive_draft_length::shadow_wait(const sequence_evidence & e, int32_t n_active) const {
     const int interval = shadow_interval(n_active);
-    if (!e.hit_would_draft) {
-        return interval; // a hit would change nothing: only drift is followed
+    if (!e.shadow_pays) {
+        return interval; // a hit is not worth a shadow: only drift is followed
     }
     if (hits_ > 0) {
         return (1 << std::min(std::max(e.misses - 1, 0), 3)) - 1; // 0, 1, 3, 7

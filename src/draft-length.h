@@ -33,8 +33,12 @@
 //    steep first row (one row to two costs more than any row after it on a
 //    CPU) extended would price every longer draft out for good. Before
 //    anything is measured the prior shape stands in. A step never verifies
-//    more than max_growth times the most rows measured so far, so larger
-//    sizes are explored in growing steps, not in one expensive leap.
+//    more than max_growth times the most rows measured so far, so that the
+//    large batches of many sequences are explored in growing steps, not in
+//    one expensive leap; one sequence's whole draft (n_max + 1 rows) is
+//    always allowed, since a single sequence's first draft is where a run
+//    learns whether drafting pays at all, and in a short run a ramp through
+//    shorter drafts costs more than such a leap can lose.
 //
 // Every active sequence drafts one length: the one with the best expected
 // tokens per cost (verification of the whole batch plus the drafting passes
@@ -72,7 +76,8 @@ public:
     // Cost of a drafting pass over r rows, as a share of verifying r rows,
     // assumed before any pass is measured.
     static constexpr double prior_pass_share = 0.25;
-    // A step verifies at most this many times the most rows measured so far.
+    // A step verifies at most this many times the most rows measured so far
+    // (or n_max + 1 rows, when that is more).
     static constexpr int32_t max_growth = 4;
     // Drafting must promise this much more throughput than plain decoding:
     // where verification grows linearly with the rows (a CPU with several
@@ -81,9 +86,12 @@ public:
     // gains.
     static constexpr double min_gain = 0.05;
     // Decayed observations of position 0 after a kept token from which
-    // the estimate is trusted to say that a hit would not make a sequence
-    // draft (see shadow_due).
+    // the estimate is trusted to say whether a shadow is worth its price
+    // (see shadow_due).
     static constexpr double settled_evidence = 3.0;
+    // The most a whole draft is taken to be kept with, when counting the
+    // steps a hit keeps a sequence drafting (at most 1 / (1 - this)).
+    static constexpr double max_kept_whole = 0.95;
     // Share of the throughput the shadows of sequences that draft nothing
     // may cost (bounds how rarely they probe: see shadow_due).
     static constexpr double shadow_budget = 0.01;
@@ -141,13 +149,22 @@ public:
     // throughput (a pass over n_active rows against a plain step of
     // n_active sequences, both measured; 7 before they are), so that a
     // drafter that is never right costs close to nothing.
-    // Shadows are for choices they can change. Where the last choose()
-    // found that a hit would not make the sequence draft at the next step
-    // (its acceptance after a kept token, from at least settled_evidence
-    // decayed observations, is too low for this batch's costs), it shadows
-    // only at that budget's interval, to follow drift: a drafter right
-    // seven times in ten where drafting needs nine would otherwise shadow
-    // after nearly every hit. And apart from a fresh sequence's first probe
+    // Shadows are for choices worth changing. Where the last choose() found
+    // that a shadow would not pay for itself, the sequence shadows only at
+    // that budget's interval, to follow drift. A shadow pays when the
+    // chance that it hits (the sequence's estimate for its next token) times
+    // what a hit saves is at least its price (a one-row drafting pass,
+    // against a plain step of the batch). A hit saves what drafting the
+    // length it would then choose gains over plain decoding at each step,
+    // for as many steps as its drafts are expected to be kept whole; it
+    // saves nothing where it would not make the sequence draft at all (a
+    // drafter right seven times in ten where drafting needs nine). Both are
+    // judged only from at least settled_evidence decayed observations after
+    // a kept token. So where drafting a right stretch gains little and a
+    // pass costs much (a drafter whose head has the full vocabulary, on a
+    // CPU where verifying two rows costs two plain steps), a drafter that is
+    // wrong for stretches stops paying a shadow every few steps to find
+    // them. And apart from a fresh sequence's first probe
     // (which also measures what drafting costs), no sequence shadows when
     // the last choose() found that even a drafter that is always right
     // would not beat plain decoding by min_gain plus what a shadow step
@@ -177,7 +194,7 @@ private:
         int misses = 0;                        // consecutive misses at position 0
         int idle = 0;                          // steps since the last draft or shadow
         bool fresh = true;                     // nothing observed yet
-        bool hit_would_draft = true;           // the last choose(): a kept shadow could make it draft next
+        bool shadow_pays = true;               // the last choose(): a shadow now is worth its price
     };
     // The most recent measurements of one size, oldest overwritten first.
     struct cost_cell {

@@ -185,16 +185,32 @@ TEST(DraftLength, SizesAboveTheMeasuredOnesAreEstimatedOptimistically) {
 }
 
 TEST(DraftLength, LargerBatchesAreExploredInGrowingSteps) {
-    // A drafter that is always right, with nothing but a one-row step
-    // measured: the first draft verifies at most max_growth rows.
+    // Drafters that are always right, with nothing but a plain step
+    // measured: four sequences' first drafts verify at most max_growth times
+    // its rows, then more once that size is measured.
+    adaptive_draft_length c(4, 8);
+    const std::vector<int32_t> caps(4, 8);
+    for (size_t s = 0; s < 4; ++s) {
+        c.observe(s, 1, 1);
+    }
+    c.observe_verify(4, 4, 100.0);
+    measure_draft(c, 1, 4, 1.0);
+    EXPECT_EQ(c.choose(caps), std::vector<int32_t>(4, adaptive_draft_length::max_growth - 1));
+    for (size_t s = 0; s < 4; ++s) {
+        c.observe(s, 3, 3);
+    }
+    c.observe_verify(4, 16, 130.0);
+    EXPECT_EQ(c.choose(caps), std::vector<int32_t>(4, 8));
+}
+
+TEST(DraftLength, OneSequencesWholeDraftIsWithinTheGrowthLimit) {
+    // After one right probe, with nothing but a plain step measured, one
+    // sequence drafts what its estimates say, beyond max_growth rows.
     adaptive_draft_length c(1, 8);
     c.observe(0, 1, 1);
     c.observe_verify(1, 1, 100.0);
     measure_draft(c, 1, 1, 1.0);
-    EXPECT_EQ(c.choose(std::vector<int32_t>{8})[0], adaptive_draft_length::max_growth - 1);
-    c.observe(0, 3, 3);
-    c.observe_verify(1, 4, 130.0);
-    EXPECT_EQ(c.choose(std::vector<int32_t>{8})[0], 8);
+    EXPECT_GT(c.choose(std::vector<int32_t>{8})[0], adaptive_draft_length::max_growth - 1);
 }
 
 TEST(DraftLength, APlainStepCountsAfterOneMeasurement) {
@@ -406,6 +422,46 @@ TEST(DraftLength, NoShadowEveryStepWhereAHitWouldNotMakeItDraft) {
     EXPECT_LE(drafted, 400 / 20); // rarely: a memory of about ten observations wanders
     EXPECT_GE(late_shadows, 300 / 10 - 1);
     EXPECT_LE(late_shadows, 300 / 10 + 1);
+}
+
+TEST(DraftLength, NoShadowEveryFewStepsWhereAHitSavesLessThanTheShadowCosts) {
+    // A drafter right for stretches: kept whole after a hit, then wrong ten
+    // times in a row. A plain step costs 100, two rows 200, nine rows 500 (a
+    // CPU where a second row costs as much as the first). With a pass of 22,
+    // a hit would make it draft 8 tokens (1.16x plain) for about four steps,
+    // saving under five plain steps in all, and a shadow costs 0.22 of one:
+    // it probes every eighth step while a hit is likely enough, but each
+    // miss makes one less likely, and after five more a shadow no longer
+    // pays for itself: then its shadows come at the 1% budget's interval
+    // (a pass every 22 steps).
+    // With a pass of 2, a hit saves far more than a shadow costs: it keeps
+    // probing every eighth step.
+    const auto due_steps = [](double pass_us) {
+        adaptive_draft_length c(1, 8);
+        c.observe_verify(1, 1, 100.0);
+        measure_verify(c, 1, 2, 200.0);
+        measure_verify(c, 1, 9, 500.0);
+        measure_draft(c, 1, 1, pass_us);
+        c.observe(0, 1, 1);
+        for (int i = 0; i < 5; ++i) {
+            c.observe(0, 8, 8);
+        }
+        c.observe(0, 8, 3);
+        for (int i = 0; i < 10; ++i) {
+            c.observe(0, 1, 0);
+        }
+        std::vector<int> due;
+        for (int step = 0; step < 100; ++step) {
+            EXPECT_EQ(c.choose(std::vector<int32_t>{8})[0], 0);
+            if (c.shadow_due(0, 1)) {
+                due.push_back(step);
+                c.observe(0, 1, 0);
+            }
+        }
+        return due;
+    };
+    EXPECT_EQ(due_steps(22.0), (std::vector<int>{7, 15, 23, 31, 39, 61, 83}));
+    EXPECT_EQ(due_steps(2.0), (std::vector<int>{7, 15, 23, 31, 39, 47, 55, 63, 71, 79, 87, 95}));
 }
 
 TEST(DraftLength, ASequenceJoiningANeverRightDrafterWaitsLong) {
