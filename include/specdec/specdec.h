@@ -495,7 +495,8 @@ SPECDEC_API specdec_session_stats specdec_session_get_stats(const specdec_sessio
  * each number of rows. A sequence given length 0 still drafts one "shadow"
  * token now and then (every step while they hit, thinning to every 8th while
  * they miss, or as far as every 64th while the drafter has never been right
- * or while even a hit would not make the sequence draft; never while even an
+ * or while a shadow is not worth its price: its chance of hitting times
+ * what a hit would save, against one drafting pass; never while even an
  * always-right drafter would not beat plain decoding at the measured costs)
  * that is never verified, only compared with the target's token. Output is
  * the same as with any fixed length; a length below the session's
