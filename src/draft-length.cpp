@@ -186,9 +186,10 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
     // For each sequence of a step that drafts nothing: is a shadow now
     // worth its price (see shadow_due)? A hit would make the step draft
     // length l (its evidence after a kept token, the others' as it is),
-    // saving a step's share of time at each step while its drafts are kept
-    // whole; the shadow hits with the sequence's estimate now and costs a
-    // one-row pass. All in plain steps of this batch.
+    // saving at each step while its drafts are kept whole what plain
+    // decoding would take for the step's expected tokens less what the step
+    // costs; the shadow hits with the sequence's estimate now and costs a
+    // one-row pass. All in plain steps of this batch (rate[0] = n / verify[n]).
     const double shadow_price = pass[1] / verify[n];
     for (size_t k = 0; k < active.size(); ++k) {
         const size_t s = active[k];
@@ -206,7 +207,7 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
             continue;
         }
         const double cost = verify[n * (l + 1)] + static_cast<double>(l) * pass[n];
-        const double saved = cost * (rate[l] / rate[0] - 1.0) / verify[n];
+        const double saved = cost * (rate[l] - rate[0]) / static_cast<double>(n);
         const double steps = 1.0 / (1.0 - std::min(after_hit[k][l - 1], max_kept_whole));
         acceptance_[s].shadow_pays = through[k][0] * steps * saved >= shadow_price;
     }
