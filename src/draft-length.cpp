@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <numeric>
 
 namespace specdec::detail {
 
@@ -34,6 +35,16 @@ double adaptive_draft_length::cost_cell::lowest() const {
     return *std::min_element(samples, samples + std::min(n, window));
 }
 
+double adaptive_draft_length::cost_cell::excess() const {
+    const size_t m = std::min(n, window);
+    if (m < 3) {
+        return 0.0;
+    }
+    const double * end = samples + m;
+    const double sum = std::accumulate(samples, end, 0.0) - *std::max_element(samples, end);
+    return sum / static_cast<double>(m - 1) - lowest();
+}
+
 std::vector<double> adaptive_draft_length::cumulative(size_t seq, int last_kept) const {
     const std::vector<position_counts> & table = acceptance_[seq].after[last_kept];
     std::vector<double> out(static_cast<size_t>(n_max_));
@@ -55,10 +66,13 @@ double adaptive_draft_length::p_keep_through(size_t seq, int32_t i) const {
 
 std::vector<double> adaptive_draft_length::curve(const std::vector<cost_cell> & cells, size_t n,
                                                  const std::vector<double> * fallback) {
-    std::vector<std::pair<double, double>> seen; // (size, measured cost), ascending size
+    // What a step pays over its size's lowest: that of the size measured most.
+    const auto most = std::max_element(cells.begin(), cells.end(), [](const cost_cell & a, const cost_cell & b) { return a.n < b.n; });
+    const double excess = most != cells.end() ? most->excess() : 0.0;
+    std::vector<std::pair<double, double>> seen; // (size, expected cost), ascending size
     for (size_t x = 1; x < cells.size(); ++x) {
         if (cells[x].counts()) {
-            seen.emplace_back(static_cast<double>(x), cells[x].lowest());
+            seen.emplace_back(static_cast<double>(x), cells[x].lowest() + excess);
         }
     }
     // The prior's shape through a measured point (x0, c0).
@@ -130,18 +144,19 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
     for (size_t x = 1; x < verify_.size(); ++x) {
         largest = verify_[x].n > 0 ? std::max(largest, x) : largest;
     }
-    const size_t n_rows = std::max(static_cast<size_t>(max_growth) * largest, static_cast<size_t>(n_max_) + 1);
-    const std::vector<double> verify = verify_curve(static_cast<size_t>(n_active) * static_cast<size_t>(n_max_ + 1) + 1);
-    const std::vector<double> pass = pass_curve(static_cast<size_t>(n_active) + 1);
     const auto n = static_cast<size_t>(n_active);
+    const size_t all_rows = n * static_cast<size_t>(n_max_ + 1);
+    const size_t n_rows = std::max(static_cast<size_t>(max_growth) * largest, static_cast<size_t>(n_max_) + 1);
+    const std::vector<double> verify = verify_curve(all_rows + 1);
+    const std::vector<double> pass = pass_curve(n + 1);
     // Expected tokens per cost when every active sequence drafts l tokens,
-    // for l = 0 (plain decoding) up to l_max and the growth limit: through[k]
-    // is active sequence k's p_keep_through. The step verifies n (l + 1) rows
-    // in one pass and drafts in l passes over n rows.
-    const auto rates = [&](const std::vector<std::vector<double>> & through, int32_t l_max) {
+    // for l = 0 (plain decoding) up to l_max and `rows` rows a step:
+    // through[k] is active sequence k's p_keep_through. The step verifies
+    // n (l + 1) rows in one pass and drafts in l passes over n rows.
+    const auto rates = [&](const std::vector<std::vector<double>> & through, int32_t l_max, size_t rows) {
         std::vector<double> rate(1, n_active / verify[n]);
         double expected = n_active; // every active sequence gets the target's own token
-        for (int32_t l = 1; l <= l_max && n * static_cast<size_t>(l + 1) <= n_rows; ++l) {
+        for (int32_t l = 1; l <= l_max && n * static_cast<size_t>(l + 1) <= rows; ++l) {
             for (const std::vector<double> & t : through) {
                 expected += t[static_cast<size_t>(l - 1)];
             }
@@ -168,21 +183,22 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
         // A fresh sequence probes before anything drafts (shadow_due).
         l_max = std::min(l_max, acceptance_[s].fresh ? 0 : caps[s]);
     }
-    int32_t length = best_of(rates(through, l_max));
+    int32_t length = best_of(rates(through, l_max, n_rows));
     if (length > 0 && length < n_min) {
         length = l_max >= n_min ? n_min : 0;
     }
     for (size_t s : active) {
         lengths[s] = length;
     }
-    // Could a drafter that is always right beat plain decoding here? A
-    // shadow step costs a drafting pass over the batch on top of a plain
-    // step: shadows are worth it only where drafting may gain more than that
-    // (shadow_due).
-    const std::vector<double> best_case = rates(std::vector<std::vector<double>>(n, std::vector<double>(static_cast<size_t>(n_max_), 1.0)), l_cap);
-    const double shadow_share = pass[n] / verify[n];
+    // Could a drafter that is always right beat plain decoding here, at any
+    // length the caps allow (the growth limit paces exploration, it does not
+    // say a length cannot pay)? By more than min_gain and what its probes
+    // cost at the schedule's longest wait: a drafting pass over the batch
+    // every max_probe_wait + 1 steps, against a plain step (shadow_due).
+    const std::vector<double> best_case = rates(std::vector<std::vector<double>>(n, std::vector<double>(static_cast<size_t>(n_max_), 1.0)), l_cap, all_rows);
+    const double probe_share = pass[n] / verify[n] / (max_probe_wait + 1);
     drafting_may_pay_ = std::any_of(best_case.begin() + 1, best_case.end(),
-                                    [&](double r) { return r > (1.0 + min_gain + shadow_share) * best_case[0]; });
+                                    [&](double r) { return r > (1.0 + min_gain + probe_share) * best_case[0]; });
     // For each sequence of a step that drafts nothing: is a shadow now
     // worth its price (see shadow_due)? A hit would make the step draft
     // length l (its evidence after a kept token, the others' as it is),
@@ -200,7 +216,7 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
         }
         std::vector<std::vector<double>> after_hit = through;
         after_hit[k] = cumulative(s, 1);
-        const std::vector<double> rate = rates(after_hit, l_max);
+        const std::vector<double> rate = rates(after_hit, l_max, n_rows);
         const auto l = static_cast<size_t>(best_of(rate));
         if (l == 0) {
             acceptance_[s].shadow_pays = false;
@@ -258,7 +274,9 @@ int adaptive_draft_length::shadow_wait(const sequence_evidence & e, int32_t n_ac
         return interval; // a hit is not worth a shadow: only drift is followed
     }
     if (hits_ > 0) {
-        return (1 << std::min(std::max(e.misses - 1, 0), 3)) - 1; // 0, 1, 3, 7
+        constexpr int doublings = 3; // waits of 0, 1, 3, 7
+        static_assert((1 << doublings) - 1 == max_probe_wait);
+        return (1 << std::min(std::max(e.misses - 1, 0), doublings)) - 1;
     }
     // Never right: the misses of the other sequences are evidence too (per
     // active sequence, so that sequences starting together each wait as one

@@ -20,8 +20,12 @@
 //    sequence drafting r - 1 tokens measure the same point), and one
 //    drafting pass over r rows (a step drafting k tokens for some sequences
 //    makes k passes, pass j over the sequences drafting more than j). Each
-//    point is the lowest of its recent measurements, since interference
-//    from the rest of the machine only ever adds time; a size counts once
+//    point is the lowest of its recent measurements plus what a step pays
+//    over its size's lowest: interference from the rest of the machine adds
+//    about the same time to a step, long or short (so many short steps pay
+//    it many times, one long step once), and the lowest sees none of it.
+//    That excess is the mean of the recent measurements but the highest,
+//    over their lowest, of the size measured most (of each curve); a size counts once
 //    it has been measured twice (a plain step's at once: a high one only
 //    makes drafting look better, and plain steps come back), since one slow
 //    first pass (buffers allocated, a prompt caught up) must not stop
@@ -38,7 +42,11 @@
 //    one expensive leap; one sequence's whole draft (n_max + 1 rows) is
 //    always allowed, since a single sequence's first draft is where a run
 //    learns whether drafting pays at all, and in a short run a ramp through
-//    shorter drafts costs more than such a leap can lose.
+//    shorter drafts costs more than such a leap can lose. Where only a
+//    length beyond that limit pays (a CPU where each row costs about as
+//    much as the first: short drafts of several sequences lose, long ones
+//    gain), a step drafts the longest the limit allows, so that the limit
+//    grows toward it.
 //
 // Every active sequence drafts one length: the one with the best expected
 // tokens per cost (verification of the whole batch plus the drafting passes
@@ -71,8 +79,11 @@ public:
     static constexpr double prior_weight = 1.0;
     // Cost of verifying one more row, as a share of a one-row step, assumed
     // where nothing is measured (and above the largest measured size when
-    // cheaper than the last measured segment extended).
-    static constexpr double prior_row_cost = 0.25;
+    // cheaper than the last measured segment extended). A little under the
+    // dearest measured (an AMD EPYC without AMX: four sequences verifying 36
+    // rows cost 5.2 times their 4-row step, 0.22 a row), so that the prior
+    // stays optimistic there too.
+    static constexpr double prior_row_cost = 0.2;
     // Cost of a drafting pass over r rows, as a share of verifying r rows,
     // assumed before any pass is measured.
     static constexpr double prior_pass_share = 0.25;
@@ -85,10 +96,12 @@ public:
     // would otherwise decide, losing more on a wrong draft than a right one
     // gains.
     static constexpr double min_gain = 0.05;
-    // Decayed observations of position 0 after a kept token from which
-    // the estimate is trusted to say whether a shadow is worth its price
-    // (see shadow_due).
-    static constexpr double settled_evidence = 3.0;
+    // Decayed observations of position 0 after a kept token (the
+    // sequence's own, or the pool's it started from) from which the
+    // estimate, rather than the prior, says whether a shadow is worth its
+    // price (see shadow_due): one, so that a drafter whose right stretches
+    // end soon after they begin stops probing for them early.
+    static constexpr double settled_evidence = 1.0;
     // The most a whole draft is taken to be kept with, when counting the
     // steps a hit keeps a sequence drafting (at most 1 / (1 - this)).
     static constexpr double max_kept_whole = 0.95;
@@ -97,6 +110,9 @@ public:
     static constexpr double shadow_budget = 0.01;
     // Most steps between two shadows of one sequence.
     static constexpr int max_shadow_wait = 63;
+    // Most steps between the shadows of a sequence that misses, once the
+    // drafter has been right (see shadow_due).
+    static constexpr int max_probe_wait = 7;
 
     // n_seq sequences, each drafting at most n_max tokens a step (n_max >= 1).
     adaptive_draft_length(size_t n_seq, int32_t n_max);
@@ -142,7 +158,7 @@ public:
     // first step probes before it verifies anything. After consecutive
     // misses at position 0 the shadows thin out. Once the drafter has been
     // right anywhere (any sequence, any request), it is likely to be right
-    // again soon: waits of 0, 1, 3, then 7 steps. While it has never been
+    // again soon: waits of 0, 1, 3, then 7 (max_probe_wait) steps. While it has never been
     // right, waits of 0, 3, 15, 63 steps after 1, 2, 3, 4 misses (its own,
     // or those of all sequences per active sequence, whichever are more),
     // capped at the interval at which shadows cost shadow_budget of the
@@ -167,9 +183,10 @@ public:
     // them. And apart from a fresh sequence's first probe
     // (which also measures what drafting costs), no sequence shadows when
     // the last choose() found that even a drafter that is always right
-    // would not beat plain decoding by min_gain plus what a shadow step
-    // costs (a drafting pass over the batch, against a plain step) at the
-    // measured costs of this batch size.
+    // would not beat plain decoding, at any length the caps allow and the
+    // measured costs of this batch size, by min_gain plus what its shadows
+    // cost at the longest wait after misses (a drafting pass over the batch
+    // every max_probe_wait + 1 steps, against a plain step).
     // Counts the step as one without a shadow when it returns false.
     bool shadow_due(size_t seq, int32_t n_active);
 
@@ -203,6 +220,7 @@ private:
         size_t n = 0;        // measurements so far
         bool   sure = false; // one measurement counts (a plain step's)
         double lowest() const;
+        double excess() const; // the mean but the highest, over the lowest (0 below three)
         bool   counts() const { return n >= (sure ? 1u : 2u); }
     };
 
