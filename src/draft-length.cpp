@@ -65,10 +65,7 @@ double adaptive_draft_length::p_keep_through(size_t seq, int32_t i) const {
 }
 
 std::vector<double> adaptive_draft_length::curve(const std::vector<cost_cell> & cells, size_t n,
-                                                 const std::vector<double> * fallback) {
-    // What a step pays over its size's lowest: that of the size measured most.
-    const auto most = std::max_element(cells.begin(), cells.end(), [](const cost_cell & a, const cost_cell & b) { return a.n < b.n; });
-    const double excess = most != cells.end() ? most->excess() : 0.0;
+                                                 const std::vector<double> * fallback, double excess) {
     std::vector<std::pair<double, double>> seen; // (size, expected cost), ascending size
     for (size_t x = 1; x < cells.size(); ++x) {
         if (cells[x].counts()) {
@@ -113,7 +110,9 @@ std::vector<double> adaptive_draft_length::curve(const std::vector<cost_cell> & 
 }
 
 std::vector<double> adaptive_draft_length::verify_curve(size_t n) const {
-    return curve(verify_, n, nullptr);
+    // What a step pays over its size's lowest: that of the size measured most.
+    const auto most = std::max_element(verify_.begin(), verify_.end(), [](const cost_cell & a, const cost_cell & b) { return a.n < b.n; });
+    return curve(verify_, n, nullptr, most != verify_.end() ? most->excess() : 0.0);
 }
 
 std::vector<double> adaptive_draft_length::pass_curve(size_t n) const {
@@ -121,7 +120,7 @@ std::vector<double> adaptive_draft_length::pass_curve(size_t n) const {
     for (double & c : fallback) {
         c *= prior_pass_share;
     }
-    return curve(pass_, n, &fallback);
+    return curve(pass_, n, &fallback, 0.0);
 }
 
 double adaptive_draft_length::verify_cost(int32_t rows) const {

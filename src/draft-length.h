@@ -20,12 +20,15 @@
 //    sequence drafting r - 1 tokens measure the same point), and one
 //    drafting pass over r rows (a step drafting k tokens for some sequences
 //    makes k passes, pass j over the sequences drafting more than j). Each
-//    point is the lowest of its recent measurements plus what a step pays
-//    over its size's lowest: interference from the rest of the machine adds
-//    about the same time to a step, long or short (so many short steps pay
-//    it many times, one long step once), and the lowest sees none of it.
-//    That excess is the mean of the recent measurements but the highest,
-//    over their lowest, of the size measured most (of each curve); a size counts once
+//    point is the lowest of its recent measurements; a verification point
+//    plus what a step pays over its size's lowest: interference from the
+//    rest of the machine adds about the same time to a step, long or short
+//    (so many short steps pay it many times, one long step once), and the
+//    lowest sees none of it. That excess is the mean of the recent
+//    measurements but the highest, over their lowest, of the size measured
+//    most. (A pass is timed with the other passes of its step and the
+//    recorded rows the first one runs, so the spread of its measurements is
+//    mostly how many rows that was, not interference.) A size counts once
 //    it has been measured twice (a plain step's at once: a high one only
 //    makes drafting look better, and plain steps come back), since one slow
 //    first pass (buffers allocated, a prompt caught up) must not stop
@@ -228,7 +231,9 @@ private:
     std::vector<double> cumulative(size_t seq, int last_kept) const;
     // Cost of sizes [0, n) (0 costs 0) from the cells that count: see the
     // header comment. `fallback` (may be null) stands in for an empty curve.
-    static std::vector<double> curve(const std::vector<cost_cell> & cells, size_t n, const std::vector<double> * fallback);
+    // `excess` is added to every measured point.
+    static std::vector<double> curve(const std::vector<cost_cell> & cells, size_t n, const std::vector<double> * fallback,
+                                     double excess);
     std::vector<double> verify_curve(size_t n) const;
     std::vector<double> pass_curve(size_t n) const;
     static void record(std::vector<cost_cell> & cells, size_t size, double microseconds, bool sure);

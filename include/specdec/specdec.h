@@ -497,7 +497,8 @@ SPECDEC_API specdec_session_stats specdec_session_get_stats(const specdec_sessio
  * they miss, or as far as every 64th while the drafter has never been right
  * or while a shadow is not worth its price: its chance of hitting times
  * what a hit would save, against one drafting pass; never while even an
- * always-right drafter would not beat plain decoding at the measured costs)
+ * always-right drafter would not beat plain decoding at the measured costs
+ * by more than probes every 8th step cost)
  * that is never verified, only compared with the target's token. Output is
  * the same as with any fixed length; a length below the session's
  * n_draft_min is raised to it (or to 0 when that does not fit). Sequence

@@ -344,6 +344,12 @@ TEST(DraftLength, InterferenceIsPricedOnceAStep) {
     measure_verify(c, 1, 9, 400.0);
     EXPECT_DOUBLE_EQ(c.verify_cost(1), 104.8);
     EXPECT_DOUBLE_EQ(c.verify_cost(9), 404.8);
+    // A pass is timed with its step's other passes and the recorded rows the
+    // first one runs: its spread is not interference, its lowest stands.
+    for (double us : {10.0, 10.0, 14.0, 18.0}) {
+        c.observe_draft(1, 1, us);
+    }
+    EXPECT_DOUBLE_EQ(c.pass_cost(1), 10.0);
     // Two measurements say nothing of the spread: no excess.
     adaptive_draft_length d(1, 8);
     d.observe_verify(1, 1, 100.0);
