@@ -30,6 +30,13 @@ void measure_draft(adaptive_draft_length & c, int32_t passes, int32_t rows, doub
     c.observe_draft(passes, rows, microseconds);
     c.observe_draft(passes, rows, microseconds);
 }
+// One sequence: a plain step 100, two rows and nine rows as given, a pass.
+void measure_one_sequence(adaptive_draft_length & c, double two_rows, double nine_rows, double pass) {
+    c.observe_verify(1, 1, 100.0);
+    measure_verify(c, 1, 2, two_rows);
+    measure_verify(c, 1, 9, nine_rows);
+    measure_draft(c, 1, 1, pass);
+}
 
 // Expected tokens of a step that drafts k tokens when each is kept with
 // probability a given the ones before it were.
@@ -291,10 +298,7 @@ TEST(DraftLength, AStretchThatEndsAtOnceStopsTheProbesEarly) {
     // 1% budget's interval (every 22nd step) from the first miss on, not
     // after waits of 0, 1, 3 and 7 steps.
     adaptive_draft_length c(1, 8);
-    c.observe_verify(1, 1, 100.0);
-    measure_verify(c, 1, 2, 200.0);
-    measure_verify(c, 1, 9, 500.0);
-    measure_draft(c, 1, 1, 22.0);
+    measure_one_sequence(c, 200.0, 500.0, 22.0);
     c.observe(0, 1, 1);
     c.observe(0, 1, 0);
     std::vector<int> due;
@@ -480,10 +484,7 @@ TEST(DraftLength, NoShadowEveryStepWhereAHitWouldNotMakeItDraft) {
     // once its estimate has settled a hit cannot change that: its shadows
     // come at the 1% budget's interval (10 steps), not after every hit.
     adaptive_draft_length c(1, 8);
-    c.observe_verify(1, 1, 100.0);
-    measure_verify(c, 1, 2, 165.0);
-    measure_verify(c, 1, 9, 620.0);
-    measure_draft(c, 1, 1, 10.0);
+    measure_one_sequence(c, 165.0, 620.0, 10.0);
     std::mt19937 rng(3);
     std::bernoulli_distribution right(0.7);
     int drafted = 0;
@@ -517,10 +518,7 @@ TEST(DraftLength, NoShadowEveryFewStepsWhereAHitSavesLessThanTheShadowCosts) {
     // probing every eighth step.
     const auto due_steps = [](double pass_us) {
         adaptive_draft_length c(1, 8);
-        c.observe_verify(1, 1, 100.0);
-        measure_verify(c, 1, 2, 200.0);
-        measure_verify(c, 1, 9, 500.0);
-        measure_draft(c, 1, 1, pass_us);
+        measure_one_sequence(c, 200.0, 500.0, pass_us);
         c.observe(0, 1, 1);
         for (int i = 0; i < 5; ++i) {
             c.observe(0, 8, 8);
