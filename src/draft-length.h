@@ -45,11 +45,7 @@
 //    one expensive leap; one sequence's whole draft (n_max + 1 rows) is
 //    always allowed, since a single sequence's first draft is where a run
 //    learns whether drafting pays at all, and in a short run a ramp through
-//    shorter drafts costs more than such a leap can lose. Where only a
-//    length beyond that limit pays (a CPU where each row costs about as
-//    much as the first: short drafts of several sequences lose, long ones
-//    gain), a step drafts the longest the limit allows, so that the limit
-//    grows toward it.
+//    shorter drafts costs more than such a leap can lose.
 //
 // Every active sequence drafts one length: the one with the best expected
 // tokens per cost (verification of the whole batch plus the drafting passes
@@ -161,13 +157,13 @@ public:
     // first step probes before it verifies anything. After consecutive
     // misses at position 0 the shadows thin out. Once the drafter has been
     // right anywhere (any sequence, any request), it is likely to be right
-    // again soon: waits of 0, 1, 3, then 7 (max_probe_wait) steps. While it has never been
-    // right, waits of 0, 3, 15, 63 steps after 1, 2, 3, 4 misses (its own,
-    // or those of all sequences per active sequence, whichever are more),
-    // capped at the interval at which shadows cost shadow_budget of the
-    // throughput (a pass over n_active rows against a plain step of
-    // n_active sequences, both measured; 7 before they are), so that a
-    // drafter that is never right costs close to nothing.
+    // again soon: waits of 0, 1, 3, then 7 (max_probe_wait) steps. While it
+    // has never been right, waits of 0, 3, 15, 63 steps after 1, 2, 3, 4
+    // misses (its own, or those of all sequences per active sequence,
+    // whichever are more), capped at the interval at which shadows cost
+    // shadow_budget of the throughput (a pass over n_active rows against a
+    // plain step of n_active sequences, both measured; 7 before they are),
+    // so that a drafter that is never right costs close to nothing.
     // Shadows are for choices worth changing. Where the last choose() found
     // that a shadow would not pay for itself, the sequence shadows only at
     // that budget's interval, to follow drift. A shadow pays when the
