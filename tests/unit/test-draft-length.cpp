@@ -38,6 +38,20 @@ void measure_one_sequence(adaptive_draft_length & c, double two_rows, double nin
     measure_draft(c, 1, 1, pass);
 }
 
+// The steps, of `steps`, at which the one sequence of `c`, drafting nothing
+// (checked), shadows; every shadow misses.
+std::vector<int> shadows_while_missing(adaptive_draft_length & c, int steps) {
+    std::vector<int> due;
+    for (int step = 0; step < steps; ++step) {
+        EXPECT_EQ(c.choose(std::vector<int32_t>{8})[0], 0);
+        if (c.shadow_due(0, 1)) {
+            due.push_back(step);
+            c.observe(0, 1, 0);
+        }
+    }
+    return due;
+}
+
 // Expected tokens of a step that drafts k tokens when each is kept with
 // probability a given the ones before it were.
 double expected_tokens(double a, int32_t k) {
@@ -301,15 +315,7 @@ TEST(DraftLength, AStretchThatEndsAtOnceStopsTheProbesEarly) {
     measure_one_sequence(c, 200.0, 500.0, 22.0);
     c.observe(0, 1, 1);
     c.observe(0, 1, 0);
-    std::vector<int> due;
-    for (int step = 0; step < 70; ++step) {
-        EXPECT_EQ(c.choose(std::vector<int32_t>{8})[0], 0);
-        if (c.shadow_due(0, 1)) {
-            due.push_back(step);
-            c.observe(0, 1, 0);
-        }
-    }
-    EXPECT_EQ(due, (std::vector<int>{21, 43, 65}));
+    EXPECT_EQ(shadows_while_missing(c, 70), (std::vector<int>{21, 43, 65}));
 }
 
 TEST(DraftLength, CostCurveInterpolatesAndNeverFalls) {
@@ -527,15 +533,7 @@ TEST(DraftLength, NoShadowEveryFewStepsWhereAHitSavesLessThanTheShadowCosts) {
         for (int i = 0; i < 10; ++i) {
             c.observe(0, 1, 0);
         }
-        std::vector<int> due;
-        for (int step = 0; step < 100; ++step) {
-            EXPECT_EQ(c.choose(std::vector<int32_t>{8})[0], 0);
-            if (c.shadow_due(0, 1)) {
-                due.push_back(step);
-                c.observe(0, 1, 0);
-            }
-        }
-        return due;
+        return shadows_while_missing(c, 100);
     };
     EXPECT_EQ(due_steps(22.0), (std::vector<int>{7, 15, 23, 31, 39, 61, 83}));
     EXPECT_EQ(due_steps(2.0), (std::vector<int>{7, 15, 23, 31, 39, 47, 55, 63, 71, 79, 87, 95}));
