@@ -20,11 +20,11 @@
 //    sequence drafting r - 1 tokens measure the same point), and one
 //    drafting pass over r rows (a step drafting k tokens for some sequences
 //    makes k passes, pass j over the sequences drafting more than j). Each
-//    point is the lowest of its recent measurements; a verification point
-//    plus what a step pays over its size's lowest: interference from the
-//    rest of the machine adds about the same time to a step, long or short
-//    (so many short steps pay it many times, one long step once), and the
-//    lowest sees none of it. That excess is the mean of the recent
+//    point is the lowest of its recent measurements, and a verification
+//    point adds what a step pays over its size's lowest: interference from
+//    the rest of the machine adds about the same time to a step, long or
+//    short (so many short steps pay it many times, one long step once), and
+//    the lowest sees none of it. That excess is the mean of the recent
 //    measurements but the highest, over their lowest, of the size measured
 //    most. (A pass is timed with the other passes of its step and the
 //    recorded rows the first one runs, so the spread of its measurements is

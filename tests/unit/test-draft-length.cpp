@@ -275,13 +275,13 @@ TEST(DraftLength, NoShadowsWhereEvenAPerfectDrafterLoses) {
     EXPECT_TRUE(c.shadow_due(0, 1));
 }
 
-TEST(DraftLength, ShadowsGoOnWhereOnlyLongDraftsOfSeveralSequencesPay) {
-    // Four sequences on a CPU where each verified row costs about as much as
-    // the first: a plain step 50, 36 rows 250. With a pass of 16 over the
-    // batch, a drafter that is always right would gain 1.19x with eight
-    // tokens each, more than min_gain and its probes every eighth step
-    // (4%): after a first probe that missed the sequences probe again at
-    // once. With a pass of 40 it would gain nothing: no shadows.
+TEST(DraftLength, ShadowsGoOnWhereDraftingMayGainMoreThanItsProbesCost) {
+    // Four sequences: a plain step 50, 36 rows 250. With a pass of 16 over
+    // the batch, a drafter that is always right would gain 1.19x with eight
+    // tokens each: more than min_gain and its probes every eighth step (4%),
+    // though less than min_gain and a pass every step (32%). So after a
+    // first probe that missed, the sequences probe again at once. With a
+    // pass of 40 it would gain nothing: no shadows.
     const auto shadows = [](double pass_us) {
         adaptive_draft_length c(4, 8);
         const std::vector<int32_t> caps(4, 8);
