@@ -65,10 +65,10 @@ double adaptive_draft_length::p_keep_through(size_t seq, int32_t i) const {
 }
 
 std::vector<double> adaptive_draft_length::curve(const std::vector<cost_cell> & cells, size_t n,
-                                                 const std::vector<double> * fallback, double excess) {
+                                                 const std::vector<double> * fallback, double excess) const {
     std::vector<std::pair<double, double>> seen; // (size, expected cost), ascending size
     for (size_t x = 1; x < cells.size(); ++x) {
-        if (cells[x].counts()) {
+        if (cells[x].counts(step_)) {
             seen.emplace_back(static_cast<double>(x), cells[x].lowest() + excess);
         }
     }
@@ -132,6 +132,7 @@ double adaptive_draft_length::pass_cost(int32_t rows) const {
 }
 
 std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps, int32_t n_min) {
+    step_++;
     std::vector<int32_t> lengths(caps.size(), 0);
     const auto n_active = static_cast<int32_t>(std::count_if(caps.begin(), caps.end(), [](int32_t c) { return c >= 0; }));
     if (n_active == 0) {
@@ -302,6 +303,7 @@ void adaptive_draft_length::record(std::vector<cost_cell> & cells, size_t size, 
     c.samples[c.n % cost_cell::window] = std::max(microseconds, 1.0); // a clock that read 0 must not make a step free
     c.n++;
     c.sure = c.sure || sure;
+    c.newest = step_;
 }
 
 void adaptive_draft_length::observe_verify(int32_t n_active, int32_t rows, double microseconds) {

@@ -32,7 +32,11 @@
 //    it has been measured twice (a plain step's at once: a high one only
 //    makes drafting look better, and plain steps come back), since one slow
 //    first pass (buffers allocated, a prompt caught up) must not stop
-//    drafting for good.
+//    drafting for good. A size no plain step measured stops counting once
+//    it has gone cost_memory steps without a measurement (until it is
+//    measured again): a size is measured only while it is drafted, so one
+//    priced during a slow spell of the host would otherwise keep drafting
+//    priced out for good.
 //    Sizes between measured ones are interpolated; below the smallest and
 //    above the largest, the prior's shape scales through the nearest one
 //    (above several, the average measured slope goes on where that is
@@ -109,6 +113,11 @@ public:
     static constexpr double shadow_budget = 0.01;
     // Most steps between two shadows of one sequence.
     static constexpr int max_shadow_wait = 63;
+    // Steps (choose() calls) after its newest measurement at which a size
+    // no plain step measured stops counting (see the header comment): where
+    // the size truly does not pay, drafting it again once in this many
+    // steps costs about 1% where that step wastes two or three plain steps.
+    static constexpr uint64_t cost_memory = 256;
     // Most steps between the shadows of a sequence that misses, once the
     // drafter has been right (see shadow_due).
     static constexpr int max_probe_wait = 7;
@@ -216,11 +225,12 @@ private:
     struct cost_cell {
         static constexpr size_t window = 8;
         double samples[window] = {};
-        size_t n = 0;        // measurements so far
-        bool   sure = false; // one measurement counts (a plain step's)
+        size_t   n = 0;        // measurements so far
+        bool     sure = false; // one measurement counts, and none expires (a plain step's)
+        uint64_t newest = 0;   // the step of the newest measurement
         double lowest() const;
         double excess() const; // the mean but the highest, over the lowest (0 below three)
-        bool   counts() const { return n >= (sure ? 1u : 2u); }
+        bool   counts(uint64_t step) const { return n >= (sure ? 1u : 2u) && (sure || step - newest <= cost_memory); }
     };
 
     // p_keep_through for every position, from the evidence in state last_kept.
@@ -228,11 +238,11 @@ private:
     // Cost of sizes [0, n) (0 costs 0) from the cells that count: see the
     // header comment. `fallback` (may be null) stands in for an empty curve.
     // `excess` is added to every measured point.
-    static std::vector<double> curve(const std::vector<cost_cell> & cells, size_t n, const std::vector<double> * fallback,
-                                     double excess);
+    std::vector<double> curve(const std::vector<cost_cell> & cells, size_t n, const std::vector<double> * fallback,
+                              double excess) const;
     std::vector<double> verify_curve(size_t n) const;
     std::vector<double> pass_curve(size_t n) const;
-    static void record(std::vector<cost_cell> & cells, size_t size, double microseconds, bool sure);
+    void record(std::vector<cost_cell> & cells, size_t size, double microseconds, bool sure);
 
     // Steps between the shadows of n_active sequences at which they cost
     // shadow_budget of the throughput (7 before the costs are measured).
@@ -241,6 +251,7 @@ private:
     int shadow_wait(const sequence_evidence & e, int32_t n_active) const;
 
     int32_t n_max_;
+    uint64_t  step_ = 0;        // choose() calls so far
     uint64_t  hits_ = 0;        // first draft tokens kept, over every sequence and request
     uint64_t  misses_ = 0;      // ... and rejected
     bool      drafting_may_pay_ = true; // the last choose(): some draft beats plain at acceptance 1

@@ -343,6 +343,29 @@ TEST(DraftLength, CostCurveInterpolatesAndNeverFalls) {
     EXPECT_NEAR(c.verify_cost(3), 60.0, 1.0);
 }
 
+TEST(DraftLength, ASizeMeasuredInASlowSpellIsTriedAgain) {
+    // One sequence whose drafts are all kept. Nine rows were measured at
+    // 1000 while the host was slow, against a plain step of 100: drafting
+    // looks slower than plain decoding, so nothing drafts and nine rows are
+    // not measured again. After cost_memory steps without a measurement they
+    // stop counting: the prior prices them from the plain step, and the
+    // sequence drafts again. The plain step's measurement never expires.
+    adaptive_draft_length c(1, 8);
+    for (int i = 0; i < 10; ++i) {
+        c.observe(0, 8, 8);
+    }
+    c.observe_verify(1, 1, 100.0);
+    measure_verify(c, 1, 9, 1000.0);
+    measure_draft(c, 8, 8, 10.0);
+    const std::vector<int32_t> caps{8};
+    for (uint64_t step = 1; step <= adaptive_draft_length::cost_memory; ++step) {
+        ASSERT_EQ(c.choose(caps)[0], 0) << step;
+    }
+    EXPECT_EQ(c.choose(caps)[0], 8);
+    EXPECT_DOUBLE_EQ(c.verify_cost(1), 100.0);
+    EXPECT_DOUBLE_EQ(c.verify_cost(9), 100.0 * (1.0 + 8 * adaptive_draft_length::prior_row_cost));
+}
+
 TEST(DraftLength, InterferenceIsPricedOnceAStep) {
     // The plain step measured at 100, 100, 104, 108, 112 and one 300 (a
     // hiccup, left out): a step pays 4.8 over its size's lowest on average.
@@ -500,6 +523,8 @@ TEST(DraftLength, NoShadowEveryStepWhereAHitWouldNotMakeItDraft) {
         if (k > 0) {
             drafted++;
             c.observe(0, k, simulate_kept(k, 0.7, rng));
+            c.observe_verify(1, k + 1, 100.0 + 65.0 * k);
+            c.observe_draft(k, k, 10.0 * k);
         } else if (c.shadow_due(0, 1)) {
             late_shadows += step >= 100 ? 1 : 0;
             c.observe(0, 1, right(rng) ? 1 : 0);
