@@ -278,11 +278,10 @@ int adaptive_draft_length::shadow_wait(const sequence_evidence & e, int32_t n_ac
         static_assert((1 << doublings) - 1 == max_probe_wait);
         return (1 << std::min(std::max(e.misses - 1, 0), doublings)) - 1;
     }
-    // Never right: the misses of the other sequences are evidence too (per
-    // active sequence, so that sequences starting together each wait as one
-    // sequence would, and a new one joining a never-right drafter waits long).
-    const uint64_t all = misses_ / static_cast<uint64_t>(std::max(n_active, 1));
-    const uint64_t n = std::max<uint64_t>({static_cast<uint64_t>(std::max(e.misses, 0)), all, 1}) - 1;
+    // Never right: every miss of every sequence is evidence, each on its own
+    // text (so four sequences that miss together wait as one sequence
+    // would after four misses, and a new one joining waits long).
+    const uint64_t n = std::max<uint64_t>({static_cast<uint64_t>(std::max(e.misses, 0)), misses_, 1}) - 1;
     return std::min((1 << std::min<uint64_t>(2 * n, 6)) - 1, interval); // 0, 3, 15, 63
 }
 

@@ -168,11 +168,12 @@ public:
     // right anywhere (any sequence, any request), it is likely to be right
     // again soon: waits of 0, 1, 3, then 7 (max_probe_wait) steps. While it
     // has never been right, waits of 0, 3, 15, 63 steps after 1, 2, 3, 4
-    // misses (its own, or those of all sequences per active sequence,
-    // whichever are more), capped at the interval at which shadows cost
-    // shadow_budget of the throughput (a pass over n_active rows against a
-    // plain step of n_active sequences, both measured; 7 before they are),
-    // so that a drafter that is never right costs close to nothing.
+    // misses (its own, or those of all sequences, whichever are more: each
+    // miss is on its own text), capped at the interval at which shadows
+    // cost shadow_budget of the throughput (a pass over n_active rows
+    // against a plain step of n_active sequences, both measured; 7 before
+    // they are), so that a drafter that is never right costs close to
+    // nothing.
     // Shadows are for choices worth changing. Where the last choose() found
     // that a shadow would not pay for itself, the sequence shadows only at
     // that budget's interval, to follow drift. A shadow pays when the

@@ -280,8 +280,8 @@ TEST(DraftLength, ShadowsGoOnWhereDraftingMayGainMoreThanItsProbesCost) {
     // the batch, a drafter that is always right would gain 1.19x with eight
     // tokens each: more than min_gain and its probes every eighth step (4%),
     // though less than min_gain and a pass every step (32%). So after a
-    // first probe that missed, the sequences probe again at once. With a
-    // pass of 40 it would gain nothing: no shadows.
+    // first probe that missed, the sequence probes again at once. With a
+    // pass of 40 it would gain nothing: no shadow.
     const auto shadows = [](double pass_us) {
         adaptive_draft_length c(4, 8);
         const std::vector<int32_t> caps(4, 8);
@@ -290,18 +290,12 @@ TEST(DraftLength, ShadowsGoOnWhereDraftingMayGainMoreThanItsProbesCost) {
         }
         measure_verify(c, 4, 36, 250.0);
         measure_draft(c, 1, 4, pass_us);
-        for (size_t s = 0; s < 4; ++s) {
-            c.observe(s, 1, 0);
-        }
+        c.observe(0, 1, 0); // (the others have not probed yet: they probe regardless)
         EXPECT_EQ(c.choose(caps), std::vector<int32_t>(4, 0));
-        int due = 0;
-        for (size_t s = 0; s < 4; ++s) {
-            due += c.shadow_due(s, 4) ? 1 : 0;
-        }
-        return due;
+        return c.shadow_due(0, 4);
     };
-    EXPECT_EQ(shadows(16.0), 4);
-    EXPECT_EQ(shadows(40.0), 0);
+    EXPECT_TRUE(shadows(16.0));
+    EXPECT_FALSE(shadows(40.0));
 }
 
 TEST(DraftLength, AStretchThatEndsAtOnceStopsTheProbesEarly) {
@@ -493,8 +487,8 @@ TEST(DraftLength, ShadowsOfANeverRightDrafterProbeAsRarelyAsTheirCostRequires) {
         }
     }
     EXPECT_EQ(due_steps, (std::vector<int>{0, 1, 5, 21, 51, 81}));
-    // Another sequence, of four, after those misses (six: 1.5 per active
-    // sequence). Four shadows in one pass cost 60% of a step of four:
+    // Another sequence, of four, after those six misses: it waits the
+    // longest at once. Four shadows in one pass cost 60% of a step of four:
     // within 1% when they come every 60 steps.
     due_steps.clear();
     for (int step = 0; step < 200; ++step) {
@@ -503,7 +497,33 @@ TEST(DraftLength, ShadowsOfANeverRightDrafterProbeAsRarelyAsTheirCostRequires) {
             due_steps.push_back(step);
         }
     }
-    EXPECT_EQ(due_steps, (std::vector<int>{0, 1, 5, 21, 81, 141}));
+    EXPECT_EQ(due_steps, (std::vector<int>{0, 60, 120, 180}));
+}
+
+TEST(DraftLength, SequencesThatMissTogetherWaitAsOneSequenceAfterAsManyMisses) {
+    // Four sequences start together and each misses its first probe: four
+    // misses on four texts, as much evidence as one sequence's four misses.
+    // They shadow next when one sequence would after four misses: at the
+    // 1% budget's interval (four shadows, 30 each, against a plain step of
+    // four at 200: every 60 steps), not after waits of 0, 3 and 15 steps.
+    adaptive_draft_length c(4, 4);
+    c.observe_verify(4, 4, 200.0);
+    measure_draft(c, 1, 4, 120.0);
+    std::vector<int> due_steps;
+    for (int step = 0; step < 130; ++step) {
+        int due = 0;
+        for (size_t s = 0; s < 4; ++s) {
+            if (c.shadow_due(s, 4)) {
+                c.observe(s, 1, 0);
+                due++;
+            }
+        }
+        if (due > 0) {
+            EXPECT_EQ(due, 4) << step; // together, in one pass
+            due_steps.push_back(step);
+        }
+    }
+    EXPECT_EQ(due_steps, (std::vector<int>{0, 60, 120}));
 }
 
 TEST(DraftLength, NoShadowEveryStepWhereAHitWouldNotMakeItDraft) {
@@ -566,7 +586,7 @@ TEST(DraftLength, NoShadowEveryFewStepsWhereAHitSavesLessThanTheShadowCosts) {
 
 TEST(DraftLength, ASequenceJoiningANeverRightDrafterWaitsLong) {
     // Two sequences have missed four times each; a new one, of three
-    // active, counts 9 / 3 = 3 misses after its own first miss.
+    // active, counts all nine misses after its own first miss.
     adaptive_draft_length c(3, 4);
     for (int i = 0; i < 4; ++i) {
         c.observe(0, 1, 0);
