@@ -601,7 +601,7 @@ TEST(DraftLength, ASequenceJoiningANeverRightDrafterWaitsLong) {
             c.observe(2, 1, 0);
         }
     }
-    EXPECT_EQ(due_steps, (std::vector<int>{8})); // a wait of 15, capped at 7 while no cost is measured
+    EXPECT_EQ(due_steps, (std::vector<int>{8})); // the longest wait, capped at 7 while no cost is measured
 }
 
 TEST(DraftLength, AFreshSequenceProbesBeforeItVerifiesADraft) {
