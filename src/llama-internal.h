@@ -4,6 +4,8 @@
 
 #include "llama.h"
 
+#include <vector>
+
 namespace specdec::detail {
 
 // The llama_context_type a context was created with.
@@ -18,5 +20,18 @@ bool has_tensor(const llama_model * model, const char * name);
 
 // Most outputs one sequence may request in a batch when a backend sampler is attached.
 uint32_t n_outputs_max_per_seq(const llama_context * ctx);
+
+// What a context copies out of each decode besides logits: the NextN hidden
+// rows and the inputs of chosen layers (a drafter turns them on over the
+// contexts it borrows; a session gives them back as it found them).
+struct feature_outputs {
+    bool              nextn        = false;
+    bool              nextn_masked = false;
+    std::vector<bool> layer_inputs; // [layer], 0..n_layer
+};
+feature_outputs feature_outputs_of(const llama_context * ctx);
+// Sets what differs from `o` (a layer input that changes makes the next
+// decode reserve its graph again, so unchanged ones are left alone).
+void set_feature_outputs(llama_context * ctx, const feature_outputs & o);
 
 } // namespace specdec::detail

@@ -2,6 +2,7 @@
 
 #include "compat.h"
 #include "error.h"
+#include "llama-internal.h"
 #include "mtp-drafter.h"
 #include "params.h"
 #include "sequence-copy.h"
@@ -16,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <optional>
 
 namespace specdec {
 
@@ -59,6 +61,12 @@ struct session::impl {
     int32_t         n_vocab = 0;
     bool            features = false;
 
+    // The contexts' feature outputs before the drafter turned any on; given
+    // back when the session ends (or its construction fails), so that
+    // decoding on them afterwards pays for no copies it does not read.
+    std::optional<detail::feature_outputs> target_outputs;
+    std::optional<detail::feature_outputs> draft_outputs;
+
     common_params_speculative upstream_params;
     common_speculative_ptr    spec; // null when mtp drives the strategy
     // The MTP strategy's driver when it handles the model (mtp-drafter.h).
@@ -72,6 +80,18 @@ struct session::impl {
     std::vector<bool>         pending;
 
     session_stats stats{};
+
+    impl() = default;
+    impl(const impl &) = delete;
+    impl & operator=(const impl &) = delete;
+    ~impl() {
+        if (target_outputs) {
+            detail::set_feature_outputs(target, *target_outputs);
+        }
+        if (draft_outputs) {
+            detail::set_feature_outputs(draft, *draft_outputs);
+        }
+    }
 
     // The batch decode_target() last ran on the target and process() has not
     // consumed yet: drafters that read the target's hidden states may only
@@ -306,6 +326,10 @@ session::session(llama_context * target, llama_context * draft, const session_pa
     s.n_vocab  = llama_vocab_n_tokens(llama_model_get_vocab(llama_get_model(target)));
     const detail::strategy_traits & tr = detail::traits_of(params.strategy);
     s.features = tr.reads_features;
+    s.target_outputs = detail::feature_outputs_of(target);
+    if (draft != nullptr) {
+        s.draft_outputs = detail::feature_outputs_of(draft);
+    }
 
     common_params_speculative & up = s.upstream_params;
     up.types = {tr.upstream};

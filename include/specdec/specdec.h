@@ -216,7 +216,8 @@ SPECDEC_API specdec_status specdec_draft_context_init(
  *            model; EAGLE3/DFLASH/DSPARK/DRAFT: a default context over the
  *            draft model; n-gram strategies: NULL. Must outlive the session.
  * The session turns on the hidden-state outputs its drafter reads on both
- * contexts. Every compatibility rule is checked before llama.cpp is called;
+ * contexts (NextN rows, layer inputs) and sets them back as it found them
+ * when it is freed, or when init fails. Every compatibility rule is checked before llama.cpp is called;
  * each failure has its own status. On success *out owns a new session.
  */
 SPECDEC_API specdec_status specdec_session_init(

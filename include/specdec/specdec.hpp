@@ -49,8 +49,11 @@ SPECDEC_API llama_context_ptr make_draft_context(llama_context * target, llama_m
 
 // Drafter + bookkeeping for one target context. Move-only; borrows `target`
 // and `draft` for its whole lifetime (they must outlive it, and nothing else
-// may decode on them while it lives, except through this session). A
-// moved-from session may be destroyed or assigned to; every other member throws
+// may decode on them while it lives, except through this session); the
+// hidden-state outputs its drafter turns on over them are set back as found
+// when it is destroyed (see specdec_session_init). A moved-from session may
+// be destroyed or assigned to; every other member throws specdec::error
+// (INVALID_ARGUMENT).
 class SPECDEC_API session {
 public:
     // Validates `params` and every compatibility rule of the strategy before

@@ -1,8 +1,10 @@
 // Session internals that no greedy run exercises: drafter bytes in a
 // checkpoint, the upstream logger level under concurrent session creation,
-// and a recurrent draft context that refuses to drop positions.
+// a recurrent draft context that refuses to drop positions, and the
+// feature outputs a session gives back to the contexts it borrowed.
 #include "harness.h"
 
+#include "llama-ext.h"
 #include "log.h"
 
 #include <gtest/gtest.h>
@@ -74,6 +76,39 @@ std::vector<uint8_t> with_drafter_bytes(std::vector<uint8_t> blob, size_t n) {
     const uint64_t v = n;
     std::memcpy(blob.data() + blob.size() - n - 8, &v, 8);
     return blob;
+}
+
+// The MTP drafter has the target copy out every row's NextN hidden state;
+// once its session ends, a decode copies none unless the host had asked for
+// them before the session began.
+TEST(FeatureOutputs, ASessionGivesTheTargetsOutputsBackAsItFoundThem) {
+    llama_model_ptr model = load_model(qwen35_file());
+    for (const bool host_asked : {false, true}) {
+        context_options t;
+        t.n_rs_seq = 2;
+        llama_context_ptr target = make_context(model.get(), t);
+        context_options d = t;
+        d.type = LLAMA_CONTEXT_TYPE_MTP;
+        d.other = target.get();
+        llama_context_ptr draft = make_context(model.get(), d);
+        if (host_asked) {
+            llama_set_embeddings_nextn(target.get(), true, /*masked=*/false);
+        }
+        test_batch b(1);
+        {
+            session_params sp = specdec_session_default_params();
+            sp.strategy = SPECDEC_STRATEGY_MTP;
+            sp.n_draft_max = 2;
+            session s(target.get(), draft.get(), sp);
+            b.add(20, 0, 0, true);
+            s.decode_target(b.b);
+            EXPECT_NE(llama_get_embeddings_nextn(target.get()), nullptr) << "host asked: " << host_asked;
+        }
+        b.clear();
+        b.add(21, 1, 0, true);
+        ASSERT_EQ(llama_decode(target.get(), b.b), 0);
+        EXPECT_EQ(llama_get_embeddings_nextn(target.get()) != nullptr, host_asked) << "host asked: " << host_asked;
+    }
 }
 
 TEST(CheckpointBlob, DrafterBytesOfAnotherSizeAreRefused) {
