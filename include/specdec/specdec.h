@@ -217,8 +217,9 @@ SPECDEC_API specdec_status specdec_draft_context_init(
  *            draft model; n-gram strategies: NULL. Must outlive the session.
  * The session turns on the hidden-state outputs its drafter reads on both
  * contexts (NextN rows, layer inputs) and sets them back as it found them
- * when it is freed, or when init fails. Every compatibility rule is checked before llama.cpp is called;
- * each failure has its own status. On success *out owns a new session.
+ * when it is freed, or when init fails. Every compatibility rule is checked
+ * before llama.cpp is called; each failure has its own status. On success
+ * *out owns a new session.
  */
 SPECDEC_API specdec_status specdec_session_init(
         struct llama_context         * target,
