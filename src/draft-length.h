@@ -135,7 +135,10 @@ public:
     // drafted (0 when it drafted nothing: nothing is learnt) and the first
     // `kept` of them kept. A sequence given length 0 should still draft one
     // token without verifying it and report (1, whether the target picked
-    // it): else what it learnt last about position 0 never changes.
+    // it): else what it learnt last about position 0 never changes. A fresh
+    // sequence's first outcome (its first probe) follows no decided drafted
+    // token, so it counts for neither state's estimates: it sets the state
+    // and the probe schedule only.
     void observe(size_t seq, int32_t proposed, int32_t kept);
 
     // A new request takes the slot of sequence `seq`: its acceptance
@@ -144,8 +147,7 @@ public:
     // drafter has been right and probes rarely where it has not; before any
     // evidence at all the sequence is fresh (see shadow_due). It starts as
     // after a kept token where the drafter has been observed after one
-    // before, else as after a miss (a first probe follows no hit, so it must
-    // not count against what follows one). The cost measurements stay.
+    // before, else as after a miss. The cost measurements stay.
     void reset(size_t seq);
 
     // The request of sequence `from` now runs in sequence `to`: its evidence

@@ -570,7 +570,8 @@ TEST(DraftLength, NoShadowEveryFewStepsWhereAHitSavesLessThanTheShadowCosts) {
     const auto due_steps = [](double pass_us) {
         adaptive_draft_length c(1, 8);
         measure_one_sequence(c, 200.0, 500.0, pass_us);
-        c.observe(0, 1, 1);
+        c.observe(0, 1, 0); // the first probe, which follows no decided token
+        c.observe(0, 1, 1); // a hit after that miss
         for (int i = 0; i < 5; ++i) {
             c.observe(0, 8, 8);
         }
@@ -628,6 +629,14 @@ TEST(DraftLength, AFreshSequenceProbesBeforeItVerifiesADraft) {
     // estimate of what follows a hit is still the prior alone.
     d.observe(0, 1, 1);
     EXPECT_DOUBLE_EQ(d.p_keep_through(0, 0), adaptive_draft_length::prior_acceptance);
+
+    // Nor does a first probe that hit count for what follows a miss: a
+    // drafter right on stretches, probed at the end of one, must not draft
+    // after the next miss as if it were right there half the time.
+    adaptive_draft_length e(1, 8);
+    e.observe(0, 1, 1);
+    e.observe(0, 8, 0);
+    EXPECT_DOUBLE_EQ(e.p_keep_through(0, 0), adaptive_draft_length::prior_acceptance_after_miss);
 }
 
 TEST(DraftLength, ANewRequestStartsFromTheDraftersRecentAcceptance) {
