@@ -235,20 +235,23 @@ void adaptive_draft_length::observe(size_t seq, int32_t proposed, int32_t kept) 
         return;
     }
     sequence_evidence & e = acceptance_[seq];
+    // One more decayed observation in `table`: position i was decided only
+    // when every token before it was kept.
+    const auto count = [&](std::vector<position_counts> & table) {
+        for (position_counts & c : table) {
+            c.reached *= decay;
+            c.kept *= decay;
+        }
+        for (int32_t i = 0; i < std::min(proposed, n_max_) && i <= kept; ++i) {
+            table[static_cast<size_t>(i)].reached += 1.0;
+            table[static_cast<size_t>(i)].kept += i < kept ? 1.0 : 0.0;
+        }
+    };
     // A fresh sequence's first probe follows no decided drafted token: it
     // says whether the drafter can be right, not what follows a hit or a miss.
     if (!e.fresh) {
-        for (auto * table : {&e.after[e.last_kept], &pooled_[e.last_kept]}) {
-            for (position_counts & c : *table) {
-                c.reached *= decay;
-                c.kept *= decay;
-            }
-            // Position i was decided only when every token before it was kept.
-            for (int32_t i = 0; i < std::min(proposed, n_max_) && i <= kept; ++i) {
-                (*table)[static_cast<size_t>(i)].reached += 1.0;
-                (*table)[static_cast<size_t>(i)].kept += i < kept ? 1.0 : 0.0;
-            }
-        }
+        count(e.after[e.last_kept]);
+        count(pooled_[e.last_kept]);
     }
     hits_ += kept > 0 ? 1 : 0;
     misses_ += kept > 0 ? 0 : 1;
