@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything specdec needs on a fresh Debian machine:
 #   1. the Debian packages for building and testing (skipped when present),
-#   2. llama.cpp v0.5.0, fetched once into a cache outside the repository.
+#   2. llama.cpp v0.5.0, fetched once into a cache outside the repository,
+#   3. this repository's patches to it (patches/), applied to that cache.
 # Prints the llama.cpp source directory on its last line.
 #
 # Environment:
@@ -17,6 +18,7 @@ readonly NPM_INTEGRITY="sha512-bltIipuWmc123H7tMIgDGKSsSrhmhlQYeVUC48XTjVW7XGJJi
 readonly GITHUB_URL="https://github.com/ggml-org/llama.cpp.git"
 
 cache_dir="${SPECDEC_CACHE_DIR:-$HOME/.cache/specdec}"
+repo_dir="$(cd "$(dirname "$0")/.." && pwd)"
 log() { echo "bootstrap: $*" >&2; }
 die() { echo "bootstrap: error: $*" >&2; exit 1; }
 
@@ -101,5 +103,32 @@ fetch_llama() {
     echo "$dest"
 }
 
+# The patches in patches/ (see patches/README.md) are applied to the cached
+# tree; a marker names the set applied, so a changed set restores the release's
+# files and applies the new one. A tree of the user's (SPECDEC_LLAMA_DIR) is
+# never changed: a missing patch is reported, and what it fixes stays broken.
+apply_patches() {
+    local tree="$1" patches=() want
+    patches=("$repo_dir"/patches/*.patch)
+    [ -e "${patches[0]}" ] || return 0
+    want="$(cat "${patches[@]}" | sha256sum | cut -d' ' -f1)"
+    if [ -n "${SPECDEC_LLAMA_DIR:-}" ]; then
+        for p in "${patches[@]}"; do
+            (cd "$tree" && git apply -R --check "$p" >/dev/null 2>&1) \
+                || log "warning: $tree lacks patches/$(basename "$p"); output may depend on batch composition"
+        done
+        return 0
+    fi
+    [ "$(cat "$tree/.specdec-patches" 2>/dev/null)" = "$want" ] && return 0
+    git -C "$tree" checkout -q -- . || die "cannot restore the release's files in $tree"
+    for p in "${patches[@]}"; do
+        git -C "$tree" apply "$p" || die "patches/$(basename "$p") does not apply to $tree"
+        log "applied patches/$(basename "$p")"
+    done
+    echo "$want" >"$tree/.specdec-patches"
+}
+
 install_packages
-fetch_llama
+tree="$(fetch_llama)"
+apply_patches "$tree"
+echo "$tree"
