@@ -64,6 +64,7 @@ const char * specdec_status_name(specdec_status status) {
         case SPECDEC_STATUS_LAYER_MISMATCH:     return "LAYER_MISMATCH";
         case SPECDEC_STATUS_VOCAB_MISMATCH:     return "VOCAB_MISMATCH";
         case SPECDEC_STATUS_MODEL_UNSUPPORTED:  return "MODEL_UNSUPPORTED";
+        case SPECDEC_STATUS_UNAVAILABLE:        return "UNAVAILABLE";
         case SPECDEC_STATUS_STATE_MALFORMED:    return "STATE_MALFORMED";
         case SPECDEC_STATUS_STATE_TOO_LARGE:    return "STATE_TOO_LARGE";
         case SPECDEC_STATUS_STATE_VERSION:      return "STATE_VERSION";

@@ -85,6 +85,7 @@ typedef enum specdec_status {
     SPECDEC_STATUS_LAYER_MISMATCH     = 305, /* draft extraction sites do not fit the target */
     SPECDEC_STATUS_VOCAB_MISMATCH     = 306, /* vocabularies differ */
     SPECDEC_STATUS_MODEL_UNSUPPORTED  = 307, /* the model lacks what the strategy needs */
+    SPECDEC_STATUS_UNAVAILABLE        = 308, /* the llama.cpp build lacks the feature asked for */
 
     /* state: a checkpoint blob was rejected; the session is unchanged */
     SPECDEC_STATUS_STATE_MALFORMED    = 400, /* bad magic, truncated, trailing bytes, bad field */
@@ -124,6 +125,25 @@ SPECDEC_API const char * specdec_llama_commit(void);
  * at build time (SPECDEC_CPU): e.g. "avx512: SSE42 AVX F16C FMA AVX2 BMI2
  * AVX512 AVX512_VBMI AVX512_VNNI AVX512_BF16". Static storage. */
 SPECDEC_API const char * specdec_cpu_variant(void);
+
+/* Exact kernels: llama.cpp's CPU kernels compute each row of a batch exactly
+ * as they compute that row alone, so greedy output is token for token the
+ * same decoded alone, beside other sequences, or verified in a speculative
+ * batch, even where two logits are within rounding of each other (random or
+ * real weights: near-ties are common). They come from patches/0001 to the
+ * pinned llama.cpp, applied by scripts/bootstrap.sh, and are on from the
+ * moment the library is loaded (llama.cpp alone keeps its own paths).
+ * Off restores llama.cpp's batch-dependent CPU paths (tiled and split-KV
+ * flash attention, and a single row's dot product where several rows take
+ * llamafile's sgemm): faster prompt processing on long prompts, but greedy
+ * output that may differ from plain decoding after a near-tie. Process-wide
+ * (it sets the CPU backend, every model and context alike); change it only
+ * while no decode runs. GPU backends are not covered. Returns
+ * SPECDEC_STATUS_UNAVAILABLE (and leaves the kernels as they are) when asked
+ * for exact kernels by a library built on a llama.cpp without the patch. */
+SPECDEC_API specdec_status specdec_set_exact_kernels(bool exact);
+/* Whether exact kernels are on (false when the build lacks them). */
+SPECDEC_API bool specdec_exact_kernels(void);
 
 /* Kind of a status; SPECDEC_STATUS_KIND_NONE for OK and unknown values. */
 SPECDEC_API specdec_status_kind specdec_status_kind_of(specdec_status status);

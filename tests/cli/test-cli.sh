@@ -56,6 +56,11 @@ check "adaptive generate" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -
 check "adaptive equals plain" cmp -s "$work/out" "$work/plain.txt"
 check "adaptive with a cap" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40 --n-draft auto --draft-max 2 --json
 check "adaptive json" contains "$work/out" '"adaptive": true'
+check "exact kernels by default" contains "$work/out" '"exact_kernels": true'
+check "fast kernels" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40 --kernels fast --json
+check "fast kernels in json" contains "$work/out" '"exact_kernels": false'
+check "fast kernels say so" contains "$work/err" "output may differ"
+check "unknown kernels" exit_is 2 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" --kernels turbo
 check "n-draft above draft-max" exit_is 1 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" --n-draft 4 --draft-max 2
 check "mtp json" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40 --json --n-draft 4
 check "json acceptance" contains "$work/out" '"acceptance_rate": 1.0'

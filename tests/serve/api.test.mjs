@@ -191,6 +191,7 @@ describe('serve api', { timeout: 240000 }, () => {
         assert.ok(m.get('specdec:time_to_first_token_seconds_count') > 0);
         assert.equal(m.get('specdec:time_to_first_token_seconds_bucket{le="+Inf"}'), m.get('specdec:time_to_first_token_seconds_count'));
         assert.ok(m.get('specdec:inter_token_latency_seconds_count') > 0);
+        assert.equal(m.get('specdec:exact_kernels'), 1); // the default
         // One more request moves the counters.
         await spec.client().completions.create({ prompt: 'abc', max_tokens: 16, temperature: 0 });
         const n = await metrics(spec);

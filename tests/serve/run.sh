@@ -2,7 +2,7 @@
 # `specdec serve` end to end over real HTTP with the official `openai` npm
 # client: node's own test runner (node:test) runs tests/serve/*.test.mjs,
 # each of which starts and stops its servers (helpers in server.mjs).
-# Usage: run.sh SPECDEC FIXTURE_TOOL [TEST_NAME...]   (names: api errors shutdown soak; default all but soak)
+# Usage: run.sh SPECDEC FIXTURE_TOOL [TEST_NAME...]   (names: api errors shutdown soak near-ties; default all but soak and near-ties)
 # Environment: SPECDEC_SOAK_REQUESTS (soak size, default 240), SPECDEC_CACHE_DIR (default ~/.cache/specdec).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -34,6 +34,15 @@ trap 'rm -rf "$work"' EXIT
 # chat template (which the chat endpoint must use) has none either.
 "$fixture" glm4moe-mtp "$work/exact.gguf" \
     --chat-template '{% for m in messages %}[{{ m.role }}] {{ m.content }} {% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}' >/dev/null
+
+# A random-weight target at a real width (Qwen3-0.6B's layers, 2 of them),
+# Q4_K_M: its greedy tokens often lead a rival by less than rounding, so a
+# kernel that computes a row differently in a shared batch changes them.
+if [[ " ${tests[*]} " == *" near-ties "* ]]; then
+    "$fixture" glm4moe-mtp "$work/near-tie.gguf" --shape qwen3-0.6b --random-target --drafter random \
+        --n-vocab 8192 --n-layer 2 --seed 5 --type q4_k_m >/dev/null
+    export SPECDEC_NEAR_TIE_MODEL="$work/near-tie.gguf"
+fi
 
 export SPECDEC_BIN="$specdec" SPECDEC_MODEL="$work/exact.gguf" SPECDEC_OPENAI_DIR="$openai_dir"
 # Worker threads sleep instead of spinning: ctest runs other test processes beside this one.

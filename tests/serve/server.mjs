@@ -10,10 +10,11 @@ export const OpenAI = require('openai').OpenAI;
 
 export const MODEL_ID = 'exact'; // the fixture's file name without .gguf
 
-// Starts a server with `args` added to the defaults; resolves once its
-// "listening on" line names the port. Its stderr is kept in .log.
-export async function startServer(args = [], { env = {} } = {}) {
-    const argv = ['serve', '-m', process.env.SPECDEC_MODEL, '--port', '0', '-t', '1', ...args];
+// Starts a server on `model` (default: the exact fixture) with `args` added
+// to the defaults; resolves once its "listening on" line names the port. Its
+// stderr is kept in .log.
+export async function startServer(args = [], { env = {}, model = process.env.SPECDEC_MODEL } = {}) {
+    const argv = ['serve', '-m', model, '--port', '0', '-t', '1', ...args];
     const proc = spawn(process.env.SPECDEC_BIN, argv, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
     const server = { proc, log: '', exited: null };
     server.exitPromise = new Promise((resolve) => proc.on('exit', (code, signal) => { server.exited = { code, signal }; resolve(server.exited); }));

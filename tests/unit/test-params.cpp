@@ -122,7 +122,18 @@ TEST(Status, EveryCodeHasADistinctName) {
             EXPECT_NE(specdec_status_kind_of(static_cast<specdec_status>(v)) == SPECDEC_STATUS_KIND_NONE, v != 0) << name;
         }
     }
-    EXPECT_EQ(names.size(), 31u);
+    EXPECT_EQ(names.size(), 32u);
+}
+
+// scripts/bootstrap.sh applies patches/0001 to the llama.cpp it builds on, so
+// exact kernels are there and on; the switch is process-wide and reads back.
+TEST(ExactKernels, OnByDefaultAndSwitchable) {
+    EXPECT_TRUE(specdec_exact_kernels());
+    EXPECT_EQ(specdec_set_exact_kernels(false), SPECDEC_STATUS_OK);
+    EXPECT_FALSE(specdec_exact_kernels());
+    EXPECT_EQ(specdec_set_exact_kernels(true), SPECDEC_STATUS_OK);
+    EXPECT_TRUE(specdec_exact_kernels());
+    EXPECT_EQ(specdec_status_kind_of(SPECDEC_STATUS_UNAVAILABLE), SPECDEC_STATUS_KIND_COMPATIBILITY);
 }
 
 TEST(Engine, CAbiRefusesBadArguments) {

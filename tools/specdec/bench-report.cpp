@@ -227,7 +227,11 @@ void write_bench_markdown(const json & bench, const std::string & path) {
     }
     md += "- tokens per run: " + std::to_string(bench.at("n_predict").get<int>()) + "\n";
     md += "- rounds: " + std::to_string(bench.at("repeats").get<int>()) + " (medians shown)\n";
-    md += "- threads: " + std::to_string(bench.at("threads").get<int>()) + "\n\n";
+    md += "- threads: " + std::to_string(bench.at("threads").get<int>()) + "\n";
+    md += std::string("- kernels: ") +
+          (bench.value("exact_kernels", false) ? "exact (each row of a batch computed as alone)"
+                                               : "fast (batch-dependent; output may differ from plain decoding)") +
+          "\n\n";
     const bool synthetic = is_synthetic(bench);
     if (synthetic) {
         md += "**WARNING: synthetic acceptance " + fixed(bench["synthetic_acceptance"].get<double>(), 2) +

@@ -257,7 +257,27 @@ void add_decoder_options(CLI::App * cmd, decoder_options & o) {
         ->check(CLI::Range(1, SPECDEC_MAX_DRAFT));
     cmd->add_option("--draft-min", o.n_draft_min, "drop shorter proposals")->check(CLI::NonNegativeNumber);
     cmd->add_option("--draft-p-min", o.p_min, "stop drafting below this draft probability")->check(CLI::Range(0.0f, 1.0f));
+    add_kernels_option(cmd, o.kernels);
     add_device_options(cmd, o.devices);
+}
+
+void add_kernels_option(CLI::App * cmd, std::string & kernels) {
+    cmd->add_option("--kernels", kernels,
+                    "CPU kernels: exact (each row of a batch computed as alone: output identical to plain decoding) "
+                    "or fast (llama.cpp's batch-dependent paths: faster long prompts, output may differ)")
+        ->check(CLI::IsMember({"exact", "fast"}))
+        ->capture_default_str();
+}
+
+void use_kernels(const std::string & kernels) {
+    const specdec_status st = specdec_set_exact_kernels(kernels == "exact");
+    if (st != SPECDEC_STATUS_OK) {
+        throw specdec::error(st, specdec_last_error());
+    }
+    if (kernels != "exact") {
+        std::fprintf(stderr, "specdec: --kernels fast: llama.cpp's batch-dependent CPU kernels; greedy output may differ "
+                             "from plain decoding of one sequence\n");
+    }
 }
 
 namespace {
@@ -293,6 +313,7 @@ bool resolve_strategy(const decoder_options & o, specdec_strategy & out) {
 } // namespace
 
 decoder load_decoder(const decoder_options & o, uint32_t n_seq) {
+    use_kernels(o.kernels);
     // Metadata first: llama.cpp's loader aborts on some malformed files.
     for (const std::string * path : {&o.model, &o.draft_model}) {
         specdec_model_info info{};

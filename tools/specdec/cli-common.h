@@ -68,6 +68,16 @@ std::vector<llama_token> tokenize(const llama_model * model, const std::string &
 
 std::string read_file(const std::string & path);
 
+// --kernels exact|fast, bound to `kernels` (see specdec_set_exact_kernels).
+void add_kernels_option(CLI::App * cmd, std::string & kernels);
+
+// Sets the CPU kernels `kernels` names, before anything decodes: "exact"
+// (every row of a batch computed as it would be alone) or "fast" (llama.cpp's
+// batch-dependent paths; says on stderr that output may then differ from
+// plain decoding). Throws specdec::error(UNAVAILABLE) for exact kernels on a
+// llama.cpp without patches/0001.
+void use_kernels(const std::string & kernels);
+
 // Accepts a draft length: "auto" (adaptive) or a number of tokens in
 // 1..SPECDEC_MAX_DRAFT.
 CLI::Validator draft_length_validator();
@@ -88,10 +98,11 @@ struct decoder_options {
     int32_t        n_draft_max = 0;         // the session's cap; 0: n_draft, or auto_draft_max with auto
     int32_t        n_draft_min = 0;         // shorter proposals are dropped
     float          p_min       = 0.0f;      // drafting stops below this draft probability
+    std::string    kernels     = "exact";   // CPU kernels: exact or fast (use_kernels)
 };
 
 // Declares -m, --model-draft, --spec, -c, -t, --n-draft, --draft-max,
-// --draft-min, --draft-p-min and the device options, bound to `o`.
+// --draft-min, --draft-p-min, --kernels and the device options, bound to `o`.
 void add_decoder_options(CLI::App * cmd, decoder_options & o);
 
 // Models, contexts and session, loaded from decoder_options. Members are

@@ -49,6 +49,7 @@ void add_bench_command(CLI::App & app, bench_options & o) {
         }
     });
     cmd->add_option("--model-draft", o.draft_model, "draft model (GGUF) for eagle3, dflash, dspark, draft")->check(CLI::ExistingFile);
+    add_kernels_option(cmd, o.kernels);
     cmd->add_option("--spec", o.specs, "strategies to compare (repeatable); default: the one the files' metadata implies");
     cmd->add_option("--n-draft", o.n_drafts,
                     "draft lengths to sweep (repeatable): a number of tokens, or auto (adaptive, up to the longest "
@@ -437,6 +438,7 @@ int bench_model(const bench_options & o) {
     const int32_t n_seq_top = *std::max_element(o.n_seqs.begin(), o.n_seqs.end());
     const bool any_mtp = std::find(strategies.begin(), strategies.end(), SPECDEC_STRATEGY_MTP) != strategies.end();
 
+    use_kernels(o.kernels);
     add_rpc_servers(o.devices);
     llama_model_ptr target_model = load_model(o.model, any_mtp, o.devices.target);
     llama_model_ptr draft_model;
@@ -536,6 +538,7 @@ int bench_model(const bench_options & o) {
     out["n_predict"] = o.n_predict;
     out["repeats"] = o.repeats;
     out["threads"] = threads;
+    out["exact_kernels"] = specdec_exact_kernels();
     out["synthetic_acceptance"] = synthetic ? nlohmann::json(o.synthetic_acceptance) : nlohmann::json(nullptr);
     // The target's cost of verifying k + 1 tokens, relative to one token.
     for (int32_t n_seq : o.n_seqs) {

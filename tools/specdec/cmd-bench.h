@@ -20,6 +20,7 @@ struct bench_options {
     std::string              fixture_type = "q4_k_m";  // its weights: f16, q8_0, q4_0 or q4_k_m
     uint32_t                 fixture_blocks = 0;       // its trunk blocks; 0: the shape's
     std::string              draft_model;
+    std::string              kernels = "exact";        // CPU kernels: exact or fast (use_kernels)
     std::vector<std::string> specs;                    // strategies to compare; empty: detected from the files
     std::vector<std::string> n_drafts = {"1", "2", "4", "8", "auto"}; // draft lengths swept per strategy; "auto": adaptive
     std::vector<int32_t>     n_seqs = {1};             // sequences decoded together, swept

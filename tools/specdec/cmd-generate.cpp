@@ -49,6 +49,7 @@ nlohmann::json to_json(const specdec::generation_result & r, const char * strate
     out["strategy"] = strategy;
     out["n_draft"] = n_draft;
     out["adaptive"] = adaptive;
+    out["exact_kernels"] = specdec_exact_kernels();
     uint64_t decoded = 0; // see decoded_tokens
     for (const auto & s : r.sequences) {
         const auto & st = s.stats;

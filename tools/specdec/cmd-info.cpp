@@ -163,6 +163,7 @@ int run_info(const info_options & opt) {
         {"llama_cpp", {{"release", specdec_llama_release()}, {"commit", specdec_llama_commit()}}},
         {"cpu", {{"model", cpu_model_name()},
                  {"kernels", specdec_cpu_variant()},
+                 {"exact_kernels", specdec_exact_kernels()},
                  {"compiled_features", compiled},
                  {"host_features", host},
                  {"missing_on_host", missing}}},
@@ -175,6 +176,8 @@ int run_info(const info_options & opt) {
     std::printf("%s\n", version_line().c_str());
     std::printf("CPU:           %s\n", cpu_model_name().c_str());
     std::printf("CPU kernels:   %s\n", specdec_cpu_variant());
+    std::printf("exact kernels: %s\n", specdec_exact_kernels() ? "yes (each row of a batch computed as alone; --kernels fast turns them off)"
+                                                                 : "no: this llama.cpp lacks patches/0001 (output may depend on the batch)");
     std::string line;
     for (const auto & [name, value] : compiled_list) {
         line += " " + name + (value == "1" ? "" : "=" + value);

@@ -117,6 +117,9 @@ std::string metrics::render() const {
            "Speculative: Total speculative decoding verification steps", d(n_drafts_));
     scalar(out, "llamacpp:requests_processing", "gauge", "Number of requests processing", static_cast<double>(running_));
     scalar(out, "llamacpp:requests_deferred", "gauge", "Number of requests deferred", static_cast<double>(waiting_));
+    scalar(out, "specdec:exact_kernels", "gauge",
+           "1: each row of a batch is computed as alone, so output equals plain decoding; 0: --kernels fast",
+           specdec_exact_kernels() ? 1.0 : 0.0);
     if (n_pos_ > 0) {
         header(out, "llamacpp:spec_decode_num_accepted_tokens_per_pos_total", "counter", "Accepted tokens per draft position");
         for (size_t i = 0; i < n_pos_; ++i) {
