@@ -93,6 +93,16 @@ describe('serve errors', { timeout: 240000 }, () => {
         assert.match(r.stderr, /IO_ERROR: cannot listen on 127\.0\.0\.1:/);
     });
 
+    test('a model llama.cpp would abort on at the first request: exit 1 before listening', () => {
+        // The fixture with its rope wider than its heads (run.sh): llama.cpp
+        // loads it and asserts in the first decode.
+        const r = spawnSync(process.env.SPECDEC_BIN, ['serve', '-m', process.env.SPECDEC_BAD_MODEL, '--port', '0', '-t', '1'],
+            { encoding: 'utf8', timeout: 60000 });
+        assert.equal(r.status, 1, r.stderr);
+        assert.doesNotMatch(r.stderr, /listening on/);
+        assert.match(r.stderr, /MALFORMED_FILE: .*rope\.dimension_count is 128, above the head size 64/);
+    });
+
     test('a body over --max-body is refused with 413', async () => {
         const body = JSON.stringify({ prompt: 'a'.repeat(100000) });
         const r = await rawPost(small.url, '/v1/completions', body, { Authorization: 'Bearer sk-test' });

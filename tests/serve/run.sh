@@ -35,7 +35,10 @@ trap 'rm -rf "$work"' EXIT
 "$fixture" glm4moe-mtp "$work/exact.gguf" \
     --chat-template '{% for m in messages %}[{{ m.role }}] {{ m.content }} {% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}' >/dev/null
 
-export SPECDEC_BIN="$specdec" SPECDEC_MODEL="$work/exact.gguf" SPECDEC_OPENAI_DIR="$openai_dir"
+# The same with its rope wider than its heads: a server must refuse it at start.
+"$fixture" glm4moe-mtp "$work/bad-rope.gguf" --set glm4moe.rope.dimension_count=u32:128 >/dev/null
+
+export SPECDEC_BIN="$specdec" SPECDEC_MODEL="$work/exact.gguf" SPECDEC_BAD_MODEL="$work/bad-rope.gguf" SPECDEC_OPENAI_DIR="$openai_dir"
 # Worker threads sleep instead of spinning: ctest runs other test processes beside this one.
 export OMP_WAIT_POLICY=PASSIVE
 # One file at a time (these machines have two cores; Node 18 has no --test-concurrency).
