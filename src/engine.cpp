@@ -163,8 +163,12 @@ request_id engine_core::add(std::span<const llama_token> prompt, const request_p
                  ")");
         }
     }
-    if (waiting_.size() >= p_.max_waiting) {
-        fail(SPECDEC_STATUS_QUEUE_FULL, waiting_.size(), " requests wait already (max_waiting); try again after a step");
+    // Queued requests that the next step's admission puts into free slots do
+    // not wait for a slot: a burst that fits the free slots is never refused.
+    const size_t n_free = static_cast<size_t>(std::count(slots_.begin(), slots_.end(), nullptr));
+    if (waiting_.size() >= n_free + p_.max_waiting) {
+        fail(SPECDEC_STATUS_QUEUE_FULL, waiting_.size() - std::min(n_free, waiting_.size()),
+             " requests wait for a slot already (max_waiting) and no slot is free; try again after a step");
     }
     const request_id id = next_id_.load();
     waiting_.push_back(std::make_unique<request_state>(id, prompt, params, b_.n_vocab(), b_.n_draft_max()));

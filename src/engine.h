@@ -71,7 +71,7 @@ private:
     std::optional<adaptive_draft_length> adaptive_; // one for all slots: lengths are planned for the whole batch
 
     std::vector<std::unique_ptr<request_state>> slots_;   // [seq]: the request holding it, or null
-    std::deque<std::unique_ptr<request_state>>  waiting_; // FIFO, at most p_.max_waiting
+    std::deque<std::unique_ptr<request_state>>  waiting_; // FIFO, at most p_.max_waiting + free slots
 
     std::atomic<request_id>  next_id_{1};
     mutable std::mutex       cancel_mutex_; // guards cancelled_, the only state other threads touch

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -15,6 +16,9 @@ namespace {
 
 constexpr int64_t max_layers  = 512;  // LLAMA_MAX_LAYERS
 constexpr int64_t max_experts = 1024; // LLAMA_MAX_EXPERTS
+// The one architecture made of NextN blocks only (a draft, no trunk):
+// nextn_predict_layers == block_count is its normal shape.
+constexpr std::string_view nextn_only_arch = "gemma4-assistant";
 
 class checker {
 public:
@@ -86,6 +90,12 @@ public:
         if (nextn > n_layer) {
             refuse(arch, ".nextn_predict_layers is ", nextn, ", above block_count = ", n_layer, " (llama.cpp asserts)");
         }
+        if (nextn > 0 && nextn == n_layer && arch != nextn_only_arch) {
+            refuse(arch, ".nextn_predict_layers is ", nextn, ", equal to block_count: no trunk block is left for ", arch,
+                   " (llama.cpp aborts in the first decode)");
+        }
+        heads(arch);
+        epsilons(arch);
         experts(arch);
         if (r_.type(arch + ".rope.scaling.type") == GGUF_TYPE_STRING) {
             static constexpr std::array<std::string_view, 4> known = {"none", "linear", "yarn", "longrope"};
@@ -104,6 +114,44 @@ public:
                 if (u32(key).value_or(1) == 0) {
                     refuse(key, " is 0 in a DSpark draft with hyper-connections; llama.cpp asserts it is > 0");
                 }
+            }
+        }
+    }
+
+    // Rotary dimensions within the head: the rope kernel asserts
+    // n_dims <= head size in the first decode (the loader checks this for
+    // llama, deci and falcon only). Models without attention heads have no rope.
+    void heads(const std::string & arch) const {
+        const int64_t n_head = scalar_or_array(arch + ".attention.head_count").front(); // the loader's n_head(): block 0
+        if (n_head == 0) {
+            return;
+        }
+        const int64_t n_embd = *u32(arch + ".embedding_length", true);
+        const int64_t head_k = u32(arch + ".attention.key_length").value_or(n_embd / n_head);
+        const int64_t n_rot = u32(arch + ".rope.dimension_count").value_or(head_k);
+        if (n_rot > head_k) {
+            refuse(arch, ".rope.dimension_count is ", n_rot, ", above the head size ", head_k,
+                   " (llama.cpp asserts n_dims <= head size in the first decode)");
+        }
+        const int64_t head_k_swa = u32(arch + ".attention.key_length_swa").value_or(head_k);
+        const int64_t n_rot_swa = u32(arch + ".rope.dimension_count_swa").value_or(n_rot);
+        if (n_rot_swa > head_k_swa) {
+            refuse(arch, ".rope.dimension_count_swa is ", n_rot_swa, ", above the sliding-window head size ", head_k_swa,
+                   " (llama.cpp asserts n_dims <= head size in the first decode)");
+        }
+    }
+
+    // Every norm epsilon the file carries is a divisor's guard: zero, negative,
+    // infinite or NaN gives NaN or infinite activations (or an abort in the
+    // norm kernel), so it must be positive and finite. Keys of another type
+    // are left to the loader, which refuses them.
+    void epsilons(const std::string & arch) const {
+        for (const char * suffix : {".attention.layer_norm_epsilon", ".attention.layer_norm_rms_epsilon",
+                                    ".attention.group_norm_epsilon", ".hyper_connection.epsilon"}) {
+            const std::string key = arch + suffix;
+            const std::optional<double> eps = r_.real(key);
+            if (eps && !(std::isfinite(*eps) && *eps > 0.0)) {
+                refuse(key, " is ", *eps, "; a norm epsilon must be positive and finite");
             }
         }
     }

@@ -20,6 +20,12 @@ namespace specdec::detail {
 //     <arch>.block_count must exist as uint32 (the loader throws "key not found")
 //   - GGML_ASSERT(n_layer_all > 0 && n_layer_all <= LLAMA_MAX_LAYERS):  1 <= block_count <= 512
 //   - GGML_ASSERT(n_layer_nextn <= n_layer_all):                         nextn_predict_layers <= block_count
+//   - a NextN-only model aborts in its first decode (glm4moe: no trunk block to run), so
+//     nextn_predict_layers < block_count, except gemma4-assistant (NextN blocks only by design)
+//   - the rope kernel's GGML_ASSERT(n_dims <= ne0) in the first decode:  rope.dimension_count <= attention.key_length
+//     (default embedding_length / head_count), and the same for the _swa keys
+//   - norm epsilons (attention.layer_norm_epsilon, layer_norm_rms_epsilon, group_norm_epsilon,
+//     hyper_connection.epsilon), when present as floats: positive and finite (else NaN activations or an abort)
 //   - GGML_ASSERT(n_expert <= LLAMA_MAX_EXPERTS):                        expert_count <= 1024
 //   - GGML_ASSERT(n_expert_used_max <= n_expert)                         (expert_used_count, scalar or per layer)
 //   - with experts: GGML_ASSERT(n_expert_used_max > 0), (n_expert_groups < n_expert),
@@ -38,7 +44,7 @@ namespace specdec::detail {
 //     unless the model is "no_vocab"/"none" (the loader throws)
 //   - GGML_ASSERT(id_to_token.size() == token_to_id.size()):             token texts are unique
 // The eagle3 and llama architectures' hparams code only throws; their other
-// required keys (e.g. attention.layer_norm_rms_epsilon) are left to the loader's error.
+// required keys (e.g. a missing attention.layer_norm_rms_epsilon) are left to the loader's error.
 void check_loadable(const gguf_context * ctx, const std::string & what);
 
 } // namespace specdec::detail

@@ -49,6 +49,18 @@ std::optional<int64_t> gguf_reader::integer(const std::string & key) const {
     return integer_at(gguf_get_val_data(ctx_, id), gguf_get_kv_type(ctx_, id), 0);
 }
 
+std::optional<double> gguf_reader::real(const std::string & key) const {
+    const int64_t id = gguf_find_key(ctx_, key.c_str());
+    if (id < 0) {
+        return std::nullopt;
+    }
+    switch (gguf_get_kv_type(ctx_, id)) {
+        case GGUF_TYPE_FLOAT32: return gguf_get_val_f32(ctx_, id);
+        case GGUF_TYPE_FLOAT64: return gguf_get_val_f64(ctx_, id);
+        default:                return std::nullopt;
+    }
+}
+
 std::optional<bool> gguf_reader::boolean(const std::string & key) const {
     const int64_t id = gguf_find_key(ctx_, key.c_str());
     if (id < 0 || gguf_get_kv_type(ctx_, id) != GGUF_TYPE_BOOL) {

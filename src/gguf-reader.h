@@ -23,6 +23,8 @@ public:
     // A scalar of any integer type, or nullopt when missing or of another type.
     std::optional<int64_t> integer(const std::string & key) const;
     int64_t integer(const std::string & key, int64_t fallback) const { return integer(key).value_or(fallback); }
+    // A scalar float32 or float64, or nullopt when missing or of another type.
+    std::optional<double> real(const std::string & key) const;
     // A scalar bool, or nullopt when missing or of another type.
     std::optional<bool> boolean(const std::string & key) const;
     // An array of any integer type ({} when missing or of another type).

@@ -19,8 +19,8 @@ void validate_sampling(const specdec_generate_params & p) {
 }
 
 token_sampler::token_sampler(const specdec_generate_params & p, uint32_t seed, int32_t n_vocab) : n_vocab_(n_vocab) {
-    if (p.temperature <= 0.0f) {
-        return;
+    if (p.temperature < SPECDEC_MIN_SAMPLING_TEMPERATURE) {
+        return; // greedy
     }
     chain_ = llama_sampler_chain_init(llama_sampler_chain_default_params());
     if (p.top_k > 0) {

@@ -529,11 +529,20 @@ SPECDEC_API specdec_session_stats specdec_session_get_stats(const specdec_sessio
  */
 #define SPECDEC_N_DRAFT_AUTO (-2)
 
+/*
+ * The lowest temperature that samples. Below it a request is greedy: the
+ * distribution is already its argmax unless two logits lie within about
+ * 1e-3 of each other, and much smaller temperatures divide logits into
+ * infinities (1e-38 made every draw the last token of the vocabulary).
+ */
+#define SPECDEC_MIN_SAMPLING_TEMPERATURE 1e-4f
+
 typedef struct specdec_generate_params {
     int32_t              n_predict;      /* most new tokens per sequence, >= 0; default 128 */
     int32_t              n_draft;        /* tokens drafted per step: 0..session n_draft_max, -1 = n_draft_max,
                                             SPECDEC_N_DRAFT_AUTO = chosen per step; default -1 */
-    float                temperature;    /* <= 0: greedy (argmax, lowest id on ties); default 0 */
+    float                temperature;    /* below SPECDEC_MIN_SAMPLING_TEMPERATURE (0 and negatives included):
+                                            greedy (argmax, lowest id on ties); default 0 */
     int32_t              top_k;          /* keep the k most likely tokens; <= 0: off; default 0 */
     float                top_p;          /* nucleus mass in (0, 1]; 1: off; default 1 */
     float                min_p;          /* drop tokens below min_p x the top probability, [0, 1); default 0 */
@@ -721,7 +730,8 @@ typedef uint64_t specdec_request_id; /* issued by an engine, from 1 up; 0 is nev
 typedef struct specdec_engine_params {
     uint32_t n_seq;           /* sequence slots [0, n_seq) the engine uses (sequences above are left alone);
                                  0 = every sequence of the session (plain: llama_n_seq_max); default 0 */
-    uint32_t max_waiting;     /* requests waiting for a slot at most, >= 1; add beyond: QUEUE_FULL; default 64 */
+    uint32_t max_waiting;     /* requests waiting for a slot at most, >= 1 (requests added between steps that the
+                                 next step puts into free slots do not count); add beyond: QUEUE_FULL; default 64 */
     int32_t  n_prefill_chunk; /* prompt tokens decoded per request per step, >= 0; 0 = the whole prompt in the
                                  step that admits it (in batches of n_batch); default 256 */
     bool     keep_finished;   /* true: a finished request's positions stay in the contexts until its slot is
@@ -799,7 +809,7 @@ SPECDEC_API void specdec_engine_free(specdec_engine * engine);
  * alone; its seed is used as given (specdec_generate's sequence i uses seed + i).
  * *id receives its id. Errors, nothing queued: INVALID_ARGUMENT (as
  * specdec_generate's for one prompt), PROMPT_TOO_LONG, CONTEXT_FULL (longer
- * than a slot's positions), QUEUE_FULL (max_waiting requests wait already).
+ * than a slot's positions), QUEUE_FULL (max_waiting requests wait already beyond the free slots).
  */
 SPECDEC_API specdec_status specdec_engine_add(specdec_engine * engine, const llama_token * prompt, size_t n_prompt,
                                               const specdec_generate_params * params, specdec_request_id * id);

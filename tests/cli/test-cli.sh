@@ -169,6 +169,29 @@ check "unknown option" exit_is 2 "$specdec" generate -m "$work/llama.gguf" --fro
 check "no subcommand" exit_is 2 "$specdec"
 check "draft length out of range" exit_is 2 "$specdec" generate -m "$work/llama.gguf" -p x --n-draft 0
 
+# Models llama.cpp loads and then aborts on in the first decode (issue 33):
+# inspect refuses them, and so does every command, with exit 1 before decoding.
+"$fixture" glm4moe-mtp "$work/rope-wide.gguf" --set glm4moe.rope.dimension_count=u32:128
+"$fixture" glm4moe-mtp "$work/eps-negative.gguf" --set glm4moe.attention.layer_norm_rms_epsilon=f32:-1
+"$fixture" glm4moe-mtp "$work/no-trunk.gguf" --set glm4moe.nextn_predict_layers=u32:3
+check "fixture --set with a bad type" exit_is 2 "$fixture" llama "$work/bad.gguf" --set llama.block_count=i8:1
+for bad in "rope-wide:glm4moe.rope.dimension_count is 128, above the head size 64" \
+           "eps-negative:glm4moe.attention.layer_norm_rms_epsilon is -1" \
+           "no-trunk:glm4moe.nextn_predict_layers is 3, equal to block_count"; do
+    file="${bad%%:*}" why="${bad#*:}"
+    check "inspect refuses $file" exit_is 1 "$specdec" inspect "$work/$file.gguf"
+    check "inspect says why: $file" contains "$work/err" "MALFORMED_FILE: .*$why"
+    check "generate refuses $file" exit_is 1 "$specdec" generate -m "$work/$file.gguf" -p abc -n 4
+    check "generate says why: $file" contains "$work/err" "$why"
+    check "bench refuses $file" exit_is 1 "$specdec" bench -m "$work/$file.gguf" -n 4 -r 1 --n-draft 1 -t 1
+    check "bench says why: $file" contains "$work/err" "$why"
+done
+# A file llama.cpp's loader refuses (llama requires the rope to span the
+# head) while inspect passes it: the error carries llama.cpp's own reason.
+"$fixture" llama "$work/llama-rope-short.gguf" --set llama.rope.dimension_count=u32:2
+check "loader refusal" exit_is 1 "$specdec" generate -m "$work/llama-rope-short.gguf" --spec none -p abc -n 4
+check "loader refusal carries llama.cpp's reason" contains "$work/err" "cannot load model .*: llama.cpp: .*invalid n_rot: 2"
+
 # The build: versions, the CPU kernels in use, llama.cpp's log on -v.
 check "version" exit_is 0 "$specdec" --version
 check "version names llama.cpp" grep -Eq "^specdec [0-9]+\.[0-9]+\.[0-9]+ \(llama.cpp v0\.5\.0, commit [0-9a-f]{40}\)$" "$work/out"

@@ -281,18 +281,24 @@ TEST(EngineCApi, RequestsJoinFailAndRunAgainThroughTheCAbi) {
     // Joining: request 2 comes two steps after request 1.
     specdec_request_id id[2] = {0, 0};
     ASSERT_EQ(specdec_engine_add(e, prompts[0].data(), prompts[0].size(), &gp, &id[0]), SPECDEC_STATUS_OK);
-    specdec_request_id refused = 0;
-    EXPECT_EQ(specdec_engine_add(e, prompts[1].data(), prompts[1].size(), &gp, &refused), SPECDEC_STATUS_QUEUE_FULL);
     EXPECT_EQ(specdec_engine_step(e), SPECDEC_STATUS_OK);
     EXPECT_EQ(specdec_engine_step(e), SPECDEC_STATUS_OK);
     ASSERT_EQ(specdec_engine_add(e, prompts[1].data(), prompts[1].size(), &gp, &id[1]), SPECDEC_STATUS_OK);
+    EXPECT_EQ(specdec_engine_step(e), SPECDEC_STATUS_OK);
+    // Both slots taken: one request may wait (max_waiting 1), the next is refused.
+    specdec_request_id waiting = 0, refused = 0;
+    ASSERT_EQ(specdec_engine_add(e, prompts[0].data(), prompts[0].size(), &gp, &waiting), SPECDEC_STATUS_OK);
+    EXPECT_EQ(specdec_engine_add(e, prompts[1].data(), prompts[1].size(), &gp, &refused), SPECDEC_STATUS_QUEUE_FULL);
+    EXPECT_EQ(specdec_engine_cancel(e, waiting), SPECDEC_STATUS_OK); // it never runs
     EXPECT_EQ(specdec_engine_run_until_idle(e), SPECDEC_STATUS_OK);
+    EXPECT_EQ(log.stop[waiting], SPECDEC_STOP_CANCELLED);
+    EXPECT_TRUE(log.tokens[waiting].empty());
     EXPECT_FALSE(specdec_engine_has_work(e));
     for (size_t i = 0; i < 2; ++i) {
         EXPECT_EQ(log.tokens[id[i]], ref.sequences[i].tokens) << "request " << i;
         EXPECT_EQ(log.stop[id[i]], SPECDEC_STOP_BUDGET);
     }
-    EXPECT_EQ(specdec_engine_cancel(e, id[1] + 1), SPECDEC_STATUS_UNKNOWN_REQUEST);
+    EXPECT_EQ(specdec_engine_cancel(e, waiting + 1), SPECDEC_STATUS_UNKNOWN_REQUEST);
     EXPECT_EQ(specdec_engine_cancel(e, id[0]), SPECDEC_STATUS_OK); // finished: nothing happens
     specdec_engine_free(e); // the next engine takes the same slots
 

@@ -1,8 +1,9 @@
 // The pre-load check that specdec_inspect (and so the CLI) runs on every
 // file: header values llama.cpp's loader aborts on, and keys it requires,
 // come back as MALFORMED_FILE naming the key. For each abort case the test
-// also shows that llama.cpp itself dies loading that file (death test), so
-// the check covers a real abort and the list in gguf-load-check.h stays true.
+// also shows that llama.cpp itself dies loading that file, or in the first
+// decode of one token (death tests), so the check covers a real abort and
+// the list in gguf-load-check.h stays true.
 #include "gguf-edit.h"
 #include "harness.h"
 
@@ -10,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <string>
 
@@ -29,12 +32,15 @@ std::string base_file(const std::string & arch) {
     return fixture("llama-target-2-256", [](const std::string & p) { fixtures::write_llama_target(p, {}); });
 }
 
+// Where llama.cpp ends the process on the edited file when nothing checks it first.
+enum class aborts { no, loading, decoding };
+
 struct edit_case {
     const char * name;
     const char * arch;                          // the fixture edited
     std::function<void(gguf_context *)> edit;
     const char * key;                           // the message must name it
-    bool llama_aborts;                          // loading the edited file directly aborts the process
+    aborts llama_aborts;                        // what llama.cpp does with the edited file, unchecked
 };
 
 void set_u32(gguf_context * g, const std::string & key, uint32_t v) { gguf_set_val_u32(g, key.c_str(), v); }
@@ -42,37 +48,37 @@ void set_u32(gguf_context * g, const std::string & key, uint32_t v) { gguf_set_v
 const std::vector<edit_case> & cases() {
     static const std::vector<edit_case> all = {
         {"BlockCountAboveMaxLayers", "llama", [](gguf_context * g) { set_u32(g, "llama.block_count", 4000000000u); },
-         "llama.block_count", true},
-        {"ZeroBlockCount", "llama", [](gguf_context * g) { set_u32(g, "llama.block_count", 0); }, "llama.block_count", true},
+         "llama.block_count", aborts::loading},
+        {"ZeroBlockCount", "llama", [](gguf_context * g) { set_u32(g, "llama.block_count", 0); }, "llama.block_count", aborts::loading},
         {"NextnAboveBlockCount", "llama", [](gguf_context * g) { set_u32(g, "llama.nextn_predict_layers", 3); },
-         "llama.nextn_predict_layers", true},
+         "llama.nextn_predict_layers", aborts::loading},
         {"ExpertCountAboveMax", "llama", [](gguf_context * g) { set_u32(g, "llama.expert_count", 2000); set_u32(g, "llama.expert_used_count", 2); },
-         "llama.expert_count", true},
+         "llama.expert_count", aborts::loading},
         {"MoreExpertsUsedThanExist", "llama", [](gguf_context * g) { set_u32(g, "llama.expert_count", 4); set_u32(g, "llama.expert_used_count", 8); },
-         "llama.expert_used_count", true},
+         "llama.expert_used_count", aborts::loading},
         {"ExpertsButNoneUsed", "llama", [](gguf_context * g) { set_u32(g, "llama.expert_count", 4); },
-         "llama.expert_used_count", true},
+         "llama.expert_used_count", aborts::loading},
         {"ExpertGroupsNotBelowExperts", "llama",
          [](gguf_context * g) { set_u32(g, "llama.expert_count", 4); set_u32(g, "llama.expert_used_count", 2); set_u32(g, "llama.expert_group_count", 4); },
-         "llama.expert_group_count", true},
+         "llama.expert_group_count", aborts::loading},
         {"ExpertGroupsThatDoNotDivide", "llama",
          [](gguf_context * g) {
              set_u32(g, "llama.expert_count", 8); set_u32(g, "llama.expert_used_count", 2);
              set_u32(g, "llama.expert_group_count", 3); set_u32(g, "llama.expert_group_used_count", 1);
          },
-         "llama.expert_group_count", true},
+         "llama.expert_group_count", aborts::loading},
         {"ExpertGroupsWithoutExperts", "llama", [](gguf_context * g) { set_u32(g, "llama.expert_group_count", 2); },
-         "llama.expert_group_count", true},
+         "llama.expert_group_count", aborts::loading},
         {"UnknownRopeScaling", "llama", [](gguf_context * g) { gguf_set_val_str(g, "llama.rope.scaling.type", "bogus"); },
-         "llama.rope.scaling.type", true},
+         "llama.rope.scaling.type", aborts::loading},
         {"ZeroFullAttentionInterval", "qwen35", [](gguf_context * g) {
              gguf_remove_key(g, "qwen35.attention.recurrent_layers");
              set_u32(g, "qwen35.full_attention_interval", 0);
-         }, "qwen35.full_attention_interval", true},
+         }, "qwen35.full_attention_interval", aborts::loading},
         {"Glm4moeWithoutExperts", "glm4moe", [](gguf_context * g) {
              set_u32(g, "glm4moe.expert_count", 0);
              set_u32(g, "glm4moe.expert_used_count", 0);
-         }, "glm4moe.expert_count", true},
+         }, "glm4moe.expert_count", aborts::loading},
         {"Glm4moeFirstBlockUsesNoExpert", "glm4moe", [](gguf_context * g) {
              // Per-block counts: the generic check sees a block that uses 2;
              // glm4moe's loader asserts on the first block's.
@@ -80,11 +86,26 @@ const std::vector<edit_case> & cases() {
              std::vector<uint32_t> used(n_layer, 2);
              used[0] = 0;
              gguf_set_arr_data(g, "glm4moe.expert_used_count", GGUF_TYPE_UINT32, used.data(), used.size());
-         }, "glm4moe.expert_used_count is 0 for the first block", true},
+         }, "glm4moe.expert_used_count is 0 for the first block", aborts::loading},
         {"DsparkBackboneWithoutOutputGroups", "dflash", [](gguf_context * g) {
              set_u32(g, "dflash.hyper_connection.count", 4);
              set_u32(g, "dflash.attention.output_group_count", 0);
-         }, "dflash.attention.output_group_count", false},
+         }, "dflash.attention.output_group_count", aborts::no},
+        // The loader takes these; the first decode aborts (issue 33: the
+        // server listened, then died on the first request).
+        {"RopeDimensionsAboveHead", "glm4moe", [](gguf_context * g) { set_u32(g, "glm4moe.rope.dimension_count", 128); },
+         "glm4moe.rope.dimension_count is 128, above the head size 64", aborts::decoding},
+        {"NegativeRmsEpsilon", "glm4moe",
+         [](gguf_context * g) { gguf_set_val_f32(g, "glm4moe.attention.layer_norm_rms_epsilon", -1.0f); },
+         "glm4moe.attention.layer_norm_rms_epsilon is -1", aborts::decoding},
+        {"NanRmsEpsilon", "qwen35",
+         [](gguf_context * g) { gguf_set_val_f32(g, "qwen35.attention.layer_norm_rms_epsilon", std::nanf("")); },
+         "qwen35.attention.layer_norm_rms_epsilon is nan", aborts::no},
+        {"ZeroRmsEpsilon", "llama", [](gguf_context * g) { gguf_set_val_f32(g, "llama.attention.layer_norm_rms_epsilon", 0.0f); },
+         "llama.attention.layer_norm_rms_epsilon is 0", aborts::no},
+        {"NextnWithoutTrunk", "glm4moe", [](gguf_context * g) {
+             set_u32(g, "glm4moe.nextn_predict_layers", gguf_get_val_u32(g, gguf_find_key(g, "glm4moe.block_count")));
+         }, "no trunk block", aborts::decoding},
         {"DuplicateTokenText", "llama", [](gguf_context * g) {
              std::vector<std::string> texts;
              const int64_t id = gguf_find_key(g, "tokenizer.ggml.tokens");
@@ -97,7 +118,7 @@ const std::vector<edit_case> & cases() {
                  ptrs.push_back(t.c_str());
              }
              gguf_set_arr_str(g, "tokenizer.ggml.tokens", ptrs.data(), ptrs.size());
-         }, "twice", true},
+         }, "twice", aborts::loading},
     };
     return all;
 }
@@ -120,12 +141,24 @@ TEST_P(LoadCheck, InspectRefusesWhatTheLoaderAbortsOn) {
     EXPECT_EQ(specdec_inspect(path.c_str(), &info), SPECDEC_STATUS_MALFORMED_FILE);
     EXPECT_NE(std::string(specdec_last_error()).find(c.key), std::string::npos) << specdec_last_error();
     EXPECT_EQ(specdec_check_pair(path.c_str(), nullptr, SPECDEC_STRATEGY_NGRAM_SIMPLE), SPECDEC_STATUS_MALFORMED_FILE);
-    if (c.llama_aborts) {
-        GTEST_FLAG_SET(death_test_style, "threadsafe");
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    if (c.llama_aborts == aborts::loading) {
         EXPECT_DEATH(
             {
                 llama_model_params p = llama_model_default_params();
                 llama_model_load_from_file(path.c_str(), p);
+            },
+            "");
+    }
+    if (c.llama_aborts == aborts::decoding) {
+        EXPECT_DEATH(
+            {
+                llama_model_ptr m = load_model(path); // throws when refused at load: the death test fails
+                llama_context_ptr ctx = make_context(m.get(), {});
+                test_batch b(1);
+                b.add(1, 0, 0, true);
+                llama_decode(ctx.get(), b.b);
+                std::exit(0); // decoded: no abort, the death test fails
             },
             "");
     }

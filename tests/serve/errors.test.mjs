@@ -51,6 +51,9 @@ describe('serve errors', { timeout: 240000 }, () => {
             ['/v1/completions', { prompt: 'abc', min_p: 2 }, 400, 'invalid_value'],
             ['/v1/completions', { prompt: 'abc', seed: 1e12 }, 400, undefined],
             ['/v1/completions', { prompt: 'abc', n: 3 }, 400, 'invalid_value'],
+            ['/v1/completions', { prompt: 'abc', stop: 'x'.repeat(257) }, 400, 'invalid_value'],
+            ['/v1/completions', { prompt: 'abc', echo: true }, 400, 'unsupported_parameter'],
+            ['/v1/completions', { prompt: 'abc', logit_bias: { 5: 100 } }, 400, 'unsupported_parameter'],
             ['/v1/completions', { prompt: 'abc'.repeat(600) }, 400, 'context_length_exceeded'],
             ['/v1/completions', { prompt: 'abc', model: 'gpt-4o' }, 404, 'model_not_found'],
             ['/v1/chat/completions', { messages: [] }, 400, 'invalid_value'],
@@ -80,6 +83,11 @@ describe('serve errors', { timeout: 240000 }, () => {
             (e) => e instanceof OpenAI.NotFoundError && e.code === 'model_not_found');
         await assert.rejects(c.completions.create({ model: 'exact', prompt: 'abc', max_tokens: -1, stream: true }),
             (e) => e instanceof OpenAI.BadRequestError);
+        // A field that would change the result and is not implemented is refused, named, not ignored.
+        await assert.rejects(c.chat.completions.create({ messages: [{ role: 'user', content: 'abc' }], logprobs: true, top_logprobs: 2 }),
+            (e) => e instanceof OpenAI.BadRequestError && e.param === 'logprobs' && e.code === 'unsupported_parameter');
+        await assert.rejects(c.chat.completions.create({ messages: [{ role: 'user', content: 'abc' }], response_format: { type: 'json_object' } }),
+            (e) => e instanceof OpenAI.BadRequestError && e.param === 'response_format');
         // The server still works.
         const r = await c.completions.create({ prompt: 'abc', max_tokens: 3, temperature: 0 });
         assert.equal(r.choices[0].text, 'def');
@@ -91,6 +99,16 @@ describe('serve errors', { timeout: 240000 }, () => {
             { encoding: 'utf8', timeout: 30000 });
         assert.equal(r.status, 1, r.stderr);
         assert.match(r.stderr, /IO_ERROR: cannot listen on 127\.0\.0\.1:/);
+    });
+
+    test('a model llama.cpp would abort on at the first request: exit 1 before listening', () => {
+        // The fixture with its rope wider than its heads (run.sh): llama.cpp
+        // loads it and asserts in the first decode.
+        const r = spawnSync(process.env.SPECDEC_BIN, ['serve', '-m', process.env.SPECDEC_BAD_MODEL, '--port', '0', '-t', '1'],
+            { encoding: 'utf8', timeout: 60000 });
+        assert.equal(r.status, 1, r.stderr);
+        assert.doesNotMatch(r.stderr, /listening on/);
+        assert.match(r.stderr, /MALFORMED_FILE: .*rope\.dimension_count is 128, above the head size 64/);
     });
 
     test('a body over --max-body is refused with 413', async () => {

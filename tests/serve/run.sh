@@ -2,7 +2,7 @@
 # `specdec serve` end to end over real HTTP with the official `openai` npm
 # client: node's own test runner (node:test) runs tests/serve/*.test.mjs,
 # each of which starts and stops its servers (helpers in server.mjs).
-# Usage: run.sh SPECDEC FIXTURE_TOOL [TEST_NAME...]   (names: api errors shutdown soak near-ties; default all but soak and near-ties)
+# Usage: run.sh SPECDEC FIXTURE_TOOL [TEST_NAME...]   (names: api errors shutdown soak hostile near-ties; default api errors shutdown)
 # Environment: SPECDEC_SOAK_REQUESTS (soak size, default 240), SPECDEC_CACHE_DIR (default ~/.cache/specdec).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -35,6 +35,9 @@ trap 'rm -rf "$work"' EXIT
 "$fixture" glm4moe-mtp "$work/exact.gguf" \
     --chat-template '{% for m in messages %}[{{ m.role }}] {{ m.content }} {% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}' >/dev/null
 
+# The same with its rope wider than its heads: a server must refuse it at start.
+"$fixture" glm4moe-mtp "$work/bad-rope.gguf" --set glm4moe.rope.dimension_count=u32:128 >/dev/null
+
 # A random-weight target at a real width (Qwen3-0.6B's layers, 2 of them),
 # Q4_K_M: its greedy tokens often lead a rival by less than rounding, so a
 # kernel that computes a row differently in a shared batch changes them.
@@ -44,7 +47,7 @@ if [[ " ${tests[*]} " == *" near-ties "* ]]; then
     export SPECDEC_NEAR_TIE_MODEL="$work/near-tie.gguf"
 fi
 
-export SPECDEC_BIN="$specdec" SPECDEC_MODEL="$work/exact.gguf" SPECDEC_OPENAI_DIR="$openai_dir"
+export SPECDEC_BIN="$specdec" SPECDEC_MODEL="$work/exact.gguf" SPECDEC_BAD_MODEL="$work/bad-rope.gguf" SPECDEC_OPENAI_DIR="$openai_dir"
 # Worker threads sleep instead of spinning: ctest runs other test processes beside this one.
 export OMP_WAIT_POLICY=PASSIVE
 # One file at a time (these machines have two cores; Node 18 has no --test-concurrency).

@@ -189,20 +189,46 @@ TEST(Engine, TheQueueRefusesPastItsBound) {
     fake_backend spec(4, chained_drafter());
     event_log log;
     engine_core engine(spec, slots(1, 0, 2), log.callback());
-    engine.add({{1}}, greedy(3));
+    engine.add({{1}}, greedy(30)); // takes the free slot at the next step
     engine.add({{2}}, greedy(3));
+    engine.add({{3}}, greedy(3));
     try {
-        engine.add({{3}}, greedy(3));
+        engine.add({{4}}, greedy(3));
         ADD_FAILURE() << "no error";
     } catch (const error & e) {
         EXPECT_EQ(e.code(), SPECDEC_STATUS_QUEUE_FULL);
         EXPECT_EQ(e.kind(), SPECDEC_STATUS_KIND_LIFECYCLE);
     }
-    engine.step(); // one request takes the slot: room for one more
-    EXPECT_NO_THROW(engine.add({{3}}, greedy(3)));
+    engine.step(); // the first runs, two wait: still full
+    EXPECT_THROW(engine.add({{4}}, greedy(3)), error);
+    engine.cancel(1);
+    engine.step(); // the first left, the second took the slot: room for one more
+    EXPECT_NO_THROW(engine.add({{4}}, greedy(3)));
     // Bad input is refused at once, typed as generate's.
     EXPECT_THROW(engine.add({}, greedy(3)), error);
     EXPECT_THROW(engine.add({{1}}, greedy(-1)), error);
+}
+
+// Issue 33: a burst between two steps was counted against max_waiting
+// before admission put it into free slots, so four requests for four free
+// slots with max_waiting 1 got QUEUE_FULL.
+TEST(Engine, ABurstThatFitsTheFreeSlotsIsNeverQueueFull) {
+    fake_backend spec(4, chained_drafter(3));
+    event_log log;
+    engine_core engine(spec, slots(4, 0, 1), log.callback());
+    std::vector<request_id> ids;
+    for (llama_token t = 1; t <= 5; ++t) { // four free slots, one waiting place
+        ASSERT_NO_THROW(ids.push_back(engine.add({{t}}, greedy(40)))) << "request " << t;
+    }
+    EXPECT_THROW(engine.add({{6}}, greedy(40)), error);
+    engine.step(); // four run, one waits
+    EXPECT_THROW(engine.add({{6}}, greedy(40)), error);
+    while (engine.has_work()) {
+        engine.step();
+    }
+    for (size_t i = 0; i < ids.size(); ++i) {
+        EXPECT_EQ(log.finished.at(ids[i]).output.tokens, solo({static_cast<llama_token>(i + 1)}, greedy(40)).tokens);
+    }
 }
 
 TEST(Engine, ASlotIsReusedAfterARequestFinishes) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <numeric>
 
@@ -541,6 +542,34 @@ TEST(Sampling, SeededSpeculationEqualsSeededPlainDecoding) {
         accepted += b.sequences[0].stats.n_accepted;
     }
     EXPECT_GT(accepted, 0u); // drafts were really kept, not only rejected
+}
+
+// Issue 33: temperature 1e-38 divided logits of 10-20 into infinities, the
+// softmax into NaN, and the draw returned the last token of the vocabulary.
+// Below SPECDEC_MIN_SAMPLING_TEMPERATURE a request is greedy.
+TEST(Sampling, TemperatureBelowTheThresholdIsGreedy) {
+    const auto large_logits = [](llama_token t, float * out) {
+        spread_logits(t, out);
+        for (int x = 0; x < V; ++x) {
+            out[x] *= 10.0f; // real models' scale: 0-20
+        }
+    };
+    fake_backend reference(0, silent_drafter());
+    reference.logits_for = large_logits;
+    const auto want = run_generation(reference, three_prompts, greedy(12), {});
+    for (const float temperature : {std::numeric_limits<float>::denorm_min(), 1e-38f, 1e-30f, 0.5f * SPECDEC_MIN_SAMPLING_TEMPERATURE}) {
+        fake_backend spec(3, [](llama_seq_id, llama_token t, int32_t cap) {
+            return std::vector<llama_token>(static_cast<size_t>(cap), t);
+        });
+        spec.logits_for = large_logits;
+        generate_params p = sampled(12, 7);
+        p.temperature = temperature;
+        p.ignore_eog = false;
+        const auto got = run_generation(spec, three_prompts, p, {});
+        for (size_t i = 0; i < three_prompts.size(); ++i) {
+            EXPECT_EQ(got.sequences[i].tokens, want.sequences[i].tokens) << "temperature " << temperature;
+        }
+    }
 }
 
 TEST(Sampling, AdaptiveLengthSeededEqualsSeededPlainDecoding) {

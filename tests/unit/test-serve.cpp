@@ -133,6 +133,83 @@ TEST(ServeParse, BadRequestsAre400WithTheField) {
     }
 }
 
+// Issue 33: stop strings of 8-200 KB made the engine thread's per-token
+// check cost #stops x output x length, for every request. Each string and
+// their total are capped; the 400 names the limit.
+TEST(ServeParse, StopStringsAreCappedInLength) {
+    request_limits l = limits(); // 256 bytes each, 1024 in all
+    l.max_stop = 16;
+    const auto message_of = [&](const json & stop) {
+        try {
+            parse_request(endpoint::completions, json({{"prompt", "a"}, {"stop", stop}}).dump(), l);
+        } catch (const api_error & e) {
+            EXPECT_EQ(e.status(), 400);
+            EXPECT_EQ(e.param(), "stop");
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    EXPECT_EQ(message_of(std::string(l.max_stop_bytes, 'x')), "");
+    EXPECT_NE(message_of(std::string(l.max_stop_bytes + 1, 'x')).find("at most 256"), std::string::npos);
+    EXPECT_NE(message_of(json::array({"a", std::string(300, 'y')})).find("at most 256"), std::string::npos);
+    const std::string fifth(l.max_stop_total_bytes / 5, 'z'); // 204 bytes
+    EXPECT_EQ(message_of(json::array({fifth, fifth, fifth, fifth, fifth})), "");
+    EXPECT_NE(message_of(json::array({fifth, fifth, fifth, fifth, fifth + "12345"})).find("at most 1024"), std::string::npos);
+}
+
+// Issue 33: fields that change the result were accepted and ignored, so an
+// evaluation harness or a JSON-mode client got wrong answers with no error.
+// Each is a 400 naming it unless it asks for nothing; unknown fields stay ignored.
+TEST(ServeParse, UnimplementedFieldsThatChangeTheResultAre400) {
+    const std::vector<std::pair<std::string, std::string>> refused = {
+        {R"("logprobs": true)", "logprobs"},
+        {R"("logprobs": 5)", "logprobs"},
+        {R"("top_logprobs": 3)", "top_logprobs"},
+        {R"("echo": true)", "echo"},
+        {R"("suffix": "}")", "suffix"},
+        {R"("logit_bias": {"42": -100})", "logit_bias"},
+        {R"("response_format": {"type": "json_object"})", "response_format"},
+        {R"("response_format": {"type": "json_schema", "json_schema": {"name": "x"}})", "response_format"},
+        {R"("tools": [{"type": "function", "function": {"name": "f"}}])", "tools"},
+        {R"("tool_choice": "required")", "tool_choice"},
+        {R"("tool_choice": {"type": "function", "function": {"name": "f"}})", "tool_choice"},
+        {R"("functions": [{"name": "f"}])", "functions"},
+        {R"("function_call": {"name": "f"})", "function_call"},
+        {R"("presence_penalty": 0.5)", "presence_penalty"},
+        {R"("frequency_penalty": -1)", "frequency_penalty"},
+        {R"("repeat_penalty": 1.1)", "repeat_penalty"},
+        {R"("best_of": 2)", "best_of"},
+        {R"("n": 2)", "n"},
+        {R"("grammar": "root ::= [a]")", "grammar"},
+        {R"("json_schema": {"type": "object"})", "json_schema"},
+    };
+    for (const auto & [field, param] : refused) {
+        for (const endpoint kind : {endpoint::completions, endpoint::chat}) {
+            const std::string body = (kind == endpoint::chat ? R"({"messages": [{"role": "user", "content": "a"}], )"
+                                                             : R"({"prompt": "a", )") + field + "}";
+            EXPECT_EQ(failure(kind, body), (std::pair<int, std::string>{400, param})) << body;
+        }
+    }
+    try {
+        completion(R"({"prompt": "a", "logit_bias": {"1": 5}})");
+        ADD_FAILURE() << "accepted";
+    } catch (const api_error & e) {
+        EXPECT_EQ(e.code(), "unsupported_parameter");
+        EXPECT_NE(std::string(e.what()).find("'logit_bias'"), std::string::npos) << e.what();
+    }
+    // Their defaults (and null) ask for nothing; unknown fields are ignored.
+    const std::vector<std::string> accepted = {
+        R"("logprobs": false)", R"("logprobs": null)", R"("top_logprobs": 0)", R"("echo": false)", R"("suffix": "")",
+        R"("logit_bias": {})", R"("response_format": {"type": "text"})", R"("tools": [])", R"("tool_choice": "none")",
+        R"("tool_choice": "auto")", R"("presence_penalty": 0)", R"("frequency_penalty": 0.0)", R"("repeat_penalty": 1)",
+        R"("best_of": 1)", R"("n": 1)", R"("user": "u")", R"("frobnicate": [1])", R"("stream_options": {"include_usage": true})",
+    };
+    for (const auto & field : accepted) {
+        const std::string body = R"({"prompt": "a", )" + field + "}";
+        EXPECT_EQ(failure(endpoint::completions, body).first, 0) << body;
+    }
+}
+
 TEST(ServeParse, UnknownModelIs404) {
     EXPECT_EQ(failure(endpoint::completions, R"({"prompt": "a", "model": "gpt-4"})"), (std::pair<int, std::string>{404, "model"}));
     EXPECT_EQ(failure(endpoint::completions, R"({"prompt": "a", "model": ""})").first, 0); // empty: the served one

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -24,7 +25,18 @@ namespace {
 
 int g_verbosity = 0;
 
+// llama.cpp's error lines while a model loads (load_model), so that a
+// refused file's message says why; null outside a load. Any thread may log.
+std::mutex    g_capture_m;
+std::string * g_capture = nullptr;
+
 void log_callback(ggml_log_level level, const char * text, void *) {
+    if (level == GGML_LOG_LEVEL_ERROR) {
+        std::lock_guard<std::mutex> lock(g_capture_m);
+        if (g_capture != nullptr && g_capture->size() < 4096) {
+            *g_capture += text;
+        }
+    }
     const bool show = g_verbosity >= 2 || (g_verbosity == 1 && (level == GGML_LOG_LEVEL_WARN || level == GGML_LOG_LEVEL_ERROR));
     if (show) {
         std::fputs(text, stderr);
@@ -102,6 +114,11 @@ std::vector<ggml_backend_dev_t> resolve_devices(const std::string & names) {
 } // namespace
 
 llama_model_ptr load_model(const std::string & path, bool load_mtp, const placement & where) {
+    // Metadata first: llama.cpp's loader (or its first decode) aborts on some malformed files.
+    specdec_model_info info{};
+    if (const specdec_status st = specdec_inspect(path.c_str(), &info); st != SPECDEC_STATUS_OK) {
+        throw specdec::error(st, specdec_last_error());
+    }
     llama_model_params mp = llama_model_default_params();
     mp.load_mtp = load_mtp;
     mp.n_gpu_layers = where.n_gpu_layers;
@@ -118,9 +135,28 @@ llama_model_ptr load_model(const std::string & path, bool load_mtp, const placem
         mp.progress_callback = show_progress;
         mp.progress_callback_user_data = &last;
     }
+    std::string errors;
+    {
+        std::lock_guard<std::mutex> lock(g_capture_m);
+        g_capture = &errors;
+    }
     llama_model * model = llama_model_load_from_file(path.c_str(), mp);
+    {
+        std::lock_guard<std::mutex> lock(g_capture_m);
+        g_capture = nullptr;
+    }
     if (model == nullptr) {
-        throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot load model '" + path + "' (run with -v for llama.cpp's log)");
+        // One line: llama.cpp's error lines joined with "; ".
+        std::string reason;
+        std::istringstream lines(errors);
+        for (std::string line; std::getline(lines, line);) {
+            if (!line.empty()) {
+                reason += (reason.empty() ? "" : "; ") + line;
+            }
+        }
+        throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot load model '" + path + "': " +
+                                                          (reason.empty() ? "llama.cpp gave no reason (run with -vv for its log)"
+                                                                          : "llama.cpp: " + reason));
     }
     return llama_model_ptr(model);
 }
@@ -312,15 +348,38 @@ bool resolve_strategy(const decoder_options & o, specdec_strategy & out) {
 
 } // namespace
 
+namespace {
+
+// One decode through everything a command will run, before it reports
+// ready: a one-token prompt, then a step that drafts one token (where there
+// is a drafter) and verifies it, on sequence 0. llama.cpp aborts on some
+// models only when it computes (rope wider than the head, say); the abort
+// handler in main.cpp then ends the process with exit 1 and llama.cpp's
+// message, before a server listens. A typed failure throws. The engine
+// clears sequence 0 when it next admits a request there.
+void warm_up(decoder & d) {
+    const llama_vocab * vocab = llama_model_get_vocab(d.target_model.get());
+    const llama_token bos = llama_vocab_bos(vocab);
+    const std::vector<std::vector<llama_token>> prompt = {{bos != LLAMA_TOKEN_NULL ? bos : 0}};
+    specdec::generate_params gp = specdec_generate_default_params();
+    gp.n_predict = 3; // the prompt's token, then one step with a draft of one
+    gp.ignore_eog = true;
+    try {
+        if (d.session) {
+            gp.n_draft = 1;
+            specdec::generate(*d.session, prompt, gp);
+        } else {
+            specdec::generate_plain(d.target.get(), prompt, gp);
+        }
+    } catch (const specdec::error & e) {
+        throw specdec::error(e.code(), std::string("the warm-up decode failed: ") + e.what());
+    }
+}
+
+} // namespace
+
 decoder load_decoder(const decoder_options & o, uint32_t n_seq) {
     use_kernels(o.kernels);
-    // Metadata first: llama.cpp's loader aborts on some malformed files.
-    for (const std::string * path : {&o.model, &o.draft_model}) {
-        specdec_model_info info{};
-        if (!path->empty() && specdec_inspect(path->c_str(), &info) != SPECDEC_STATUS_OK) {
-            throw specdec::error(SPECDEC_STATUS_MALFORMED_FILE, specdec_last_error());
-        }
-    }
     decoder d;
     const bool speculative = resolve_strategy(o, d.strategy);
     specdec::session_params sp = specdec_session_default_params();
@@ -349,6 +408,7 @@ decoder load_decoder(const decoder_options & o, uint32_t n_seq) {
     }
     if (!speculative) {
         d.adaptive = false;
+        warm_up(d);
         return d;
     }
     if (!o.draft_model.empty()) {
@@ -360,6 +420,7 @@ decoder load_decoder(const decoder_options & o, uint32_t n_seq) {
     d.session = std::make_unique<specdec::session>(d.target.get(), d.draft.get(), sp);
     // The drafter may have lowered n_draft_max (a DFlash block is shorter, say).
     d.n_draft = d.adaptive ? SPECDEC_N_DRAFT_AUTO : std::min(n_fixed, d.session->params().n_draft_max);
+    warm_up(d);
     return d;
 }
 

@@ -45,9 +45,12 @@ void add_device_options(CLI::App * cmd, device_options & o);
 // Adds the RPC servers of `o` as devices (a command calls it once, before loading); a no-op without --rpc.
 void add_rpc_servers(const device_options & o);
 
-// Loads a model onto the devices `where` names, showing progress on stderr
-// when it is a terminal. Throws specdec::error: INVALID_ARGUMENT (unknown
-// device or split mode), IO_ERROR (llama.cpp could not load it).
+// Inspects the file (specdec_inspect: the pre-load checks), then loads the
+// model onto the devices `where` names, showing progress on stderr when it
+// is a terminal. Throws specdec::error: MALFORMED_FILE or IO_ERROR (inspect refused it),
+// INVALID_ARGUMENT (unknown device or split mode), IO_ERROR (llama.cpp could
+// not load it, or the file is unreadable; the message
+// carries the error lines llama.cpp logged while loading).
 llama_model_ptr load_model(const std::string & path, bool load_mtp, const placement & where);
 
 // Context parameters for n_seq sequences of n_ctx_per_seq positions each,
@@ -123,10 +126,12 @@ struct decoder {
     const char * strategy_name() const { return session ? specdec_strategy_name(strategy) : "none"; }
 };
 
-// Inspects the files (llama.cpp aborts on some malformed ones), resolves the
-// strategy (--spec auto says on stderr when the metadata names no drafter and
-// decodes plainly), checks the pair, then loads the models, creates a target
-// context of n_seq sequences of o.n_ctx positions and the session. Throws
+// Resolves the strategy (--spec auto says on stderr when the metadata names
+// no drafter and decodes plainly), checks the pair, then loads the models
+// (load_model), creates a target context of n_seq sequences of o.n_ctx
+// positions and the session, and runs a warm-up decode (a target step, and a drafter step where there is one) so
+// that a model llama.cpp cannot compute fails here, not at the first request
+// (an abort ends the process with exit 1 and llama.cpp's message). Throws
 // specdec::error: INVALID_ARGUMENT (--spec none with a draft, --n-draft above
 // --draft-max, unknown strategy), MALFORMED_FILE, the pair's compatibility
 // status, IO_ERROR, NATIVE_FAILURE, and the session's errors.

@@ -5,6 +5,7 @@
 #include "serve-metrics.h"
 #include "serve-scheduler.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -46,6 +47,24 @@ void log_line(const std::string & s) {
     std::fprintf(stderr, "specdec serve: %s\n", s.c_str());
 }
 
+// The most bytes of prompt text n_ctx positions can hold, for byte-level BPE
+// vocabularies (every byte is covered, so a token never stands for more text
+// than its own piece): n_ctx x the longest piece. 0 (no bound) for the
+// others, whose unknown-text token can stand for any length.
+size_t max_prompt_bytes(const llama_model * model, uint32_t n_ctx) {
+    const llama_vocab * vocab = llama_model_get_vocab(model);
+    if (llama_vocab_type(vocab) != LLAMA_VOCAB_TYPE_BPE) {
+        return 0;
+    }
+    size_t longest = 1;
+    char buf[256];
+    for (llama_token t = 0; t < llama_vocab_n_tokens(vocab); ++t) {
+        const int32_t n = llama_token_to_piece(vocab, t, buf, sizeof(buf), 0, true);
+        longest = std::max<size_t>(longest, static_cast<size_t>(n < 0 ? -n : n));
+    }
+    return longest * n_ctx;
+}
+
 } // namespace
 
 int run_serve(const serve_options & o) {
@@ -76,6 +95,7 @@ int run_serve(const serve_options & o) {
     svc.model_id = o.alias.empty() ? std::filesystem::path(o.decoder.model).stem().string() : o.alias;
     svc.strategy = d.strategy_name();
     svc.n_ctx = static_cast<int32_t>(o.decoder.n_ctx);
+    svc.max_prompt_bytes = max_prompt_bytes(d.target_model.get(), o.decoder.n_ctx);
     svc.n_draft = d.n_draft;
     svc.verbosity = o.verbosity;
 
@@ -84,7 +104,7 @@ int run_serve(const serve_options & o) {
     ho.port = o.port;
     ho.api_key = o.api_key;
     ho.max_body = o.max_body;
-    ho.n_threads = std::max<size_t>(8, 2 * (o.n_parallel + 2));
+    ho.max_completions = static_cast<size_t>(o.n_parallel) + o.max_waiting;
     serve::http_server http(svc, ho);
     const int port = http.bind();
 

@@ -6,13 +6,26 @@
 
 #include "httplib.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
-#include <cstdio>
-#include <ctime>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <deque>
+#include <functional>
 #include <mutex>
 #include <random>
+#include <thread>
 #include <utility>
+#include <vector>
+
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 namespace cli::serve {
 
@@ -33,6 +46,10 @@ void send_error(httplib::Response & res, const api_error & e) {
 
 api_error unavailable(const std::string & message, const std::string & code) {
     return api_error(503, "unavailable_error", message, "", code);
+}
+
+api_error payload_too_large() {
+    return api_error(413, "invalid_request_error", "the request body is larger than this server takes", "", "payload_too_large");
 }
 
 api_error server_error(const std::string & message) {
@@ -63,7 +80,257 @@ api_error rejection(const request_channel & c) {
     }
 }
 
+using steady = std::chrono::steady_clock;
+
+// The connection a thread serves; the pre-routing handler moves its read
+// deadline from the headers' to the body's (a connection is served on one
+// thread from start to end).
+class deadline_stream;
+thread_local deadline_stream * t_stream = nullptr;
+
+// A connection's socket for httplib, whose reads end at a deadline: a
+// request's line and headers, then its body, must arrive within theirs
+// whatever the pace of the bytes, so that a client trickling a byte at a
+// time cannot hold a connection thread (httplib's own stream bounds each
+// read only). Writes wait at most `per_write` each, as httplib's do.
+class deadline_stream final : public httplib::Stream {
+public:
+    deadline_stream(socket_t sock, steady::time_point deadline, std::chrono::milliseconds per_read,
+                    std::chrono::milliseconds per_write)
+        : sock_(sock), deadline_(deadline), per_read_(per_read), per_write_(per_write) {}
+
+    void set_deadline(steady::time_point deadline) { deadline_ = deadline; }
+
+    bool is_readable() const override { return off_ < size_; }
+    bool wait_readable() const override {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - steady::now());
+        return left.count() > 0 && poll_for(POLLIN, std::min(left, per_read_));
+    }
+    bool wait_writable() const override { return poll_for(POLLOUT, per_write_); }
+    // Alive unless the peer closed or reset: a readable socket whose peek reads nothing.
+    bool is_peer_alive() const override {
+        if (!poll_for(POLLIN, std::chrono::milliseconds(0))) {
+            return true;
+        }
+        char c = 0;
+        const ssize_t n = recv(sock_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+        return n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
+    }
+
+    ssize_t read(char * ptr, size_t size) override {
+        if (off_ == size_) {
+            if (!wait_readable()) {
+                error_ = httplib::Error::Timeout;
+                return -1;
+            }
+            ssize_t n = 0;
+            do {
+                n = recv(sock_, buf_, sizeof(buf_), 0);
+            } while (n < 0 && errno == EINTR);
+            if (n <= 0) {
+                error_ = n == 0 ? httplib::Error::ConnectionClosed : httplib::Error::Read;
+                return n;
+            }
+            off_ = 0;
+            size_ = static_cast<size_t>(n);
+        }
+        const size_t k = std::min(size, size_ - off_);
+        std::memcpy(ptr, buf_ + off_, k);
+        off_ += k;
+        return static_cast<ssize_t>(k);
+    }
+    ssize_t write(const char * ptr, size_t size) override {
+        if (!wait_writable()) {
+            return -1;
+        }
+        ssize_t n = 0;
+        do {
+            n = send(sock_, ptr, size, MSG_NOSIGNAL);
+        } while (n < 0 && errno == EINTR);
+        return n;
+    }
+    void get_remote_ip_and_port(std::string & ip, int & port) const override { address_of(getpeername, ip, port); }
+    void get_local_ip_and_port(std::string & ip, int & port) const override { address_of(getsockname, ip, port); }
+    socket_t socket() const override { return sock_; }
+    time_t duration() const override {
+        return std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - started_).count();
+    }
+    const char * buffered_data(size_t & size) const override {
+        size = size_ - off_;
+        return size > 0 ? buf_ + off_ : nullptr;
+    }
+    void consume_buffered(size_t size) override { off_ += std::min(size, size_ - off_); }
+
+private:
+    bool poll_for(short events, std::chrono::milliseconds timeout) const {
+        pollfd p{sock_, events, 0};
+        int r = 0;
+        do {
+            r = poll(&p, 1, static_cast<int>(timeout.count()));
+        } while (r < 0 && errno == EINTR);
+        return r > 0;
+    }
+    void address_of(int (*get)(int, sockaddr *, socklen_t *), std::string & ip, int & port) const {
+        sockaddr_storage a{};
+        socklen_t n = sizeof(a);
+        char host[NI_MAXHOST] = "";
+        char serv[NI_MAXSERV] = "";
+        if (get(sock_, reinterpret_cast<sockaddr *>(&a), &n) == 0 &&
+            getnameinfo(reinterpret_cast<sockaddr *>(&a), n, host, sizeof(host), serv, sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV) == 0) {
+            ip = host;
+            port = std::atoi(serv);
+        }
+    }
+
+    socket_t                        sock_;
+    steady::time_point              deadline_;
+    const std::chrono::milliseconds per_read_;
+    const std::chrono::milliseconds per_write_;
+    const steady::time_point        started_ = steady::now();
+    char                            buf_[4096];
+    size_t                          off_ = 0;
+    size_t                          size_ = 0;
+};
+
+// Connection threads, started as connections need them, up to `max`: a
+// connection waiting in the queue always has a thread coming while fewer
+// than `max` run. (httplib's pool starts a thread only when none is idle at
+// the moment a connection arrives, so a burst of slow connections queued a
+// /health probe behind them.) Past `max`, connections wait in arrival order.
+class connection_pool final : public httplib::TaskQueue {
+public:
+    explicit connection_pool(size_t max) : max_(max) {}
+    ~connection_pool() override { shutdown(); }
+
+    bool enqueue(std::function<void()> fn) override {
+        std::lock_guard<std::mutex> lock(m_);
+        if (stopping_) {
+            return false;
+        }
+        jobs_.push_back(std::move(fn));
+        if (n_idle_ < jobs_.size() && threads_.size() < max_) {
+            threads_.emplace_back([this] { work(); });
+        }
+        cv_.notify_one();
+        return true;
+    }
+    // Runs the queued connections, then joins every thread.
+    void shutdown() override {
+        {
+            std::lock_guard<std::mutex> lock(m_);
+            stopping_ = true;
+        }
+        cv_.notify_all();
+        for (std::thread & t : threads_) {
+            if (t.joinable()) {
+                t.join();
+            }
+        }
+    }
+
+private:
+    void work() {
+        for (;;) {
+            std::function<void()> fn;
+            {
+                std::unique_lock<std::mutex> lock(m_);
+                ++n_idle_;
+                cv_.wait(lock, [this] { return !jobs_.empty() || stopping_; });
+                --n_idle_;
+                if (jobs_.empty()) {
+                    return; // stopping, nothing left
+                }
+                fn = std::move(jobs_.front());
+                jobs_.pop_front();
+            }
+            fn();
+        }
+    }
+
+    const size_t                       max_;
+    std::mutex                         m_;
+    std::condition_variable            cv_;
+    std::deque<std::function<void()>>  jobs_;
+    std::vector<std::thread>           threads_; // grows under m_; joined by shutdown()
+    size_t                             n_idle_ = 0; // threads waiting for a job
+    bool                               stopping_ = false;
+};
+
 } // namespace
+
+// httplib's server with its connection loop replaced: each request's reads
+// end at deadlines (deadline_stream), an idle kept-alive connection closes
+// after opt.keep_alive_s, and a stopped server ends its connections between
+// requests. Everything else (parsing, routing, responses) is httplib's.
+class guarded_server final : public httplib::Server {
+public:
+    explicit guarded_server(const http_options & o) : opt_(o) {}
+
+private:
+    // Waits until the socket has bytes, it closes or `timeout` passes; a
+    // kept-alive one (not `first`) also ends when the server stops (checked
+    // every 100 ms), while a new one is still answered. True when there are bytes.
+    bool wait_request(socket_t sock, std::chrono::milliseconds timeout, bool first) const {
+        const auto until = steady::now() + timeout;
+        while ((first || svr_sock_ != INVALID_SOCKET) && steady::now() < until) {
+            pollfd p{sock, POLLIN, 0};
+            const int r = poll(&p, 1, 100);
+            if (r > 0) {
+                return true;
+            }
+            if (r < 0 && errno != EINTR) {
+                return false;
+            }
+        }
+        return false;
+    }
+
+    bool process_and_close_socket(socket_t sock) override {
+        const bool ok = serve_guarded([&] {
+            std::string remote_ip, local_ip;
+            int remote_port = 0, local_port = 0;
+            bool served = false;
+            for (size_t count = max_requests_per_connection; count > 0; --count) {
+                const bool first = count == max_requests_per_connection;
+                if (!wait_request(sock, std::chrono::seconds(first ? opt_.header_timeout_s : opt_.keep_alive_s), first)) {
+                    break;
+                }
+                deadline_stream strm(sock, steady::now() + std::chrono::seconds(opt_.header_timeout_s),
+                                     std::chrono::seconds(opt_.read_timeout_s), std::chrono::seconds(opt_.write_timeout_s));
+                if (remote_ip.empty()) {
+                    strm.get_remote_ip_and_port(remote_ip, remote_port);
+                    strm.get_local_ip_and_port(local_ip, local_port);
+                }
+                t_stream = &strm;
+                bool closed = false;
+                served = process_request(strm, remote_ip, remote_port, local_ip, local_port,
+                                         count == 1 || svr_sock_ == INVALID_SOCKET, closed, nullptr);
+                t_stream = nullptr;
+                // A read that failed (a deadline passed, the peer closed) ends the connection:
+                // httplib answered 400 if it could, and the stream may be mid-request.
+                if (!served || closed || strm.get_error() != httplib::Error::Success) {
+                    break;
+                }
+            }
+            return served;
+        });
+        // The response out first, then the socket closed: half-close, read
+        // what the peer still sends (briefly), close.
+        shutdown(sock, SHUT_WR);
+        char sink[4096];
+        for (int i = 0; i < 16; ++i) {
+            pollfd p{sock, POLLIN, 0};
+            if (poll(&p, 1, 50) <= 0 || recv(sock, sink, sizeof(sink), 0) <= 0) {
+                break;
+            }
+        }
+        close(sock);
+        return ok;
+    }
+
+    static constexpr size_t max_requests_per_connection = 100; // httplib's keep-alive default
+    const http_options      opt_;
+};
 
 // Completions being answered: entered when a handler starts, left when its
 // response (for a stream: its last chunk) is out.
@@ -78,6 +345,10 @@ public:
         if (--n_ == 0) {
             cv_.notify_all();
         }
+    }
+    size_t count() {
+        std::lock_guard<std::mutex> lock(m_);
+        return n_;
     }
     bool wait_idle(std::chrono::milliseconds timeout) {
         std::unique_lock<std::mutex> lock(m_);
@@ -112,7 +383,7 @@ struct http_server::impl {
 
     service &             svc;
     http_options          opt;
-    httplib::Server       server;
+    guarded_server        server{opt};
     std::atomic<bool>     shutting_down{false};
     in_flight             flights;
     std::atomic<uint64_t> next_id{1};
@@ -126,6 +397,7 @@ struct http_server::impl {
     }
 
     void routes();
+    bool authorized(const httplib::Request & req, httplib::Response & res) const;
     void completion(endpoint kind, const httplib::Request & req, httplib::Response & res);
     void stream(const std::shared_ptr<request_channel> & c, const response_info & info, httplib::Response & res,
                 flight_guard & guard);
@@ -164,9 +436,14 @@ void http_server::stop() {
     impl_->server.stop();
 }
 
+// Connection threads beyond what completions hold: /health, /metrics, /v1/models and the 503s past the bound.
+constexpr size_t reserve_threads = 16;
+
 void http_server::impl::routes() {
-    const size_t n = std::max<size_t>(opt.n_threads, 1);
-    server.new_task_queue = [n] { return new httplib::ThreadPool(n, n * 4); };
+    // Connections beyond the most threads wait in the pool's queue, which is
+    // unbounded so that every request gets a status.
+    const size_t n_max = 2 * std::max<size_t>(opt.max_completions, 1) + reserve_threads;
+    server.new_task_queue = [n_max] { return new connection_pool(n_max); };
     server.set_payload_max_length(opt.max_body);
     // SO_REUSEADDR only: httplib's default, SO_REUSEPORT, would let a second
     // server bind the same port and take half of the connections.
@@ -174,21 +451,29 @@ void http_server::impl::routes() {
         int yes = 1;
         setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
     });
-    server.set_keep_alive_timeout(5);
 
+    // Runs once the headers are in, before the body is read: the cheapest
+    // checks first (body size, API key, the engine's bound), so that no
+    // refused request costs a body read, a parse or a tokenization.
     server.set_pre_routing_handler([this](const httplib::Request & req, httplib::Response & res) {
-        if (opt.api_key.empty() || req.path == "/health") {
-            return httplib::Server::HandlerResponse::Unhandled;
+        const bool completion = req.method == "POST" && (req.path == "/v1/completions" || req.path == "/v1/chat/completions");
+        if (completion && req.get_header_value_u64("Content-Length") > opt.max_body) {
+            send_error(res, payload_too_large());
+            return httplib::Server::HandlerResponse::Handled;
         }
-        const std::string auth = req.get_header_value("Authorization");
-        const std::string prefix = "Bearer ";
-        if (auth.compare(0, prefix.size(), prefix) == 0 && same_secret(auth.substr(prefix.size()), opt.api_key)) {
-            return httplib::Server::HandlerResponse::Unhandled;
+        if (!authorized(req, res)) {
+            return httplib::Server::HandlerResponse::Handled;
         }
-        send_error(res, api_error(401, "authentication_error",
-                                  auth.empty() ? "an API key is required: send Authorization: Bearer KEY" : "the API key is not valid",
-                                  "", "invalid_api_key"));
-        return httplib::Server::HandlerResponse::Handled;
+        if (t_stream != nullptr) { // the headers are in: the body has its own deadline
+            t_stream->set_deadline(steady::now() + std::chrono::seconds(opt.body_timeout_s));
+        }
+        if (completion && !shutting_down.load() && flights.count() >= opt.max_completions) {
+            svc.stats->add_rejected();
+            send_error(res, unavailable("the server is busy: every slot is taken and the waiting queue is full; retry later",
+                                        "queue_full"));
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        return httplib::Server::HandlerResponse::Unhandled;
     });
     // Statuses httplib sets by itself (no route, body over the limit, bad framing) get an OpenAI body too.
     server.set_error_handler([](const httplib::Request &, httplib::Response & res) {
@@ -196,8 +481,7 @@ void http_server::impl::routes() {
             return;
         }
         if (res.status == 413) {
-            send_error(res, api_error(413, "invalid_request_error", "the request body is larger than this server takes", "",
-                                      "payload_too_large"));
+            send_error(res, payload_too_large());
         } else if (res.status == 404) {
             send_error(res, api_error(404, "invalid_request_error", "no such route", "", "not_found"));
         } else {
@@ -247,6 +531,22 @@ void http_server::impl::routes() {
     });
 }
 
+// Every route but /health needs the API key when one is set; false: answered 401.
+bool http_server::impl::authorized(const httplib::Request & req, httplib::Response & res) const {
+    if (opt.api_key.empty() || req.path == "/health") {
+        return true;
+    }
+    const std::string auth = req.get_header_value("Authorization");
+    const std::string prefix = "Bearer ";
+    if (auth.compare(0, prefix.size(), prefix) == 0 && same_secret(auth.substr(prefix.size()), opt.api_key)) {
+        return true;
+    }
+    send_error(res, api_error(401, "authentication_error",
+                              auth.empty() ? "an API key is required: send Authorization: Bearer KEY" : "the API key is not valid",
+                              "", "invalid_api_key"));
+    return false;
+}
+
 void http_server::impl::completion(endpoint kind, const httplib::Request & req, httplib::Response & res) {
     flight_guard guard(flights);
     try {
@@ -258,6 +558,18 @@ void http_server::impl::completion(endpoint kind, const httplib::Request & req, 
         limits.model_id = svc.model_id;
         limits.n_ctx = svc.n_ctx;
         const parsed_request r = parse_request(kind, req.body, limits);
+        // No position holds more than max_prompt_bytes / n_ctx bytes of text:
+        // a longer text cannot fit, and is refused before it is templated or tokenized.
+        size_t n_text = r.prompt.size();
+        for (const chat_message & m : r.messages) {
+            n_text += m.content.size();
+        }
+        if (svc.max_prompt_bytes > 0 && n_text > svc.max_prompt_bytes) {
+            throw invalid_request("the prompt has " + std::to_string(n_text) + " bytes of text; the context holds " +
+                                      std::to_string(svc.n_ctx) + " positions per request (-c), which no text longer than " +
+                                      std::to_string(svc.max_prompt_bytes) + " bytes fits",
+                                  kind == endpoint::chat ? "messages" : "prompt", "context_length_exceeded");
+        }
 
         std::string text = r.prompt;
         if (kind == endpoint::chat) {

@@ -1,5 +1,6 @@
 // `specdec serve`, the HTTP layer (cpp-httplib from the pinned llama.cpp
-// tree, without TLS): routes, API key, body limit, error mapping, and the
+// tree, without TLS, its connection loop replaced by one with deadlines):
+// admission, routes, API key, body limit, error mapping, and the
 // translation between request JSON / SSE and the scheduler. It owns the
 // connections and cancels a request whose client went away; it never sees
 // speculation (the engine does that).
@@ -28,6 +29,7 @@ struct service {
     std::string            model_id;             // GET /v1/models, and what `model` may name
     std::string            strategy = "none";    // the drafter, reported per response
     int32_t                n_ctx = 0;            // positions per sequence
+    size_t                 max_prompt_bytes = 0; // longer prompt text cannot fit n_ctx (checked before tokenizing); 0: no bound
     int32_t                n_draft = 0;          // request_params::n_draft for every request
     int                    verbosity = 0;        // >= 1: one stderr line per request
 };
@@ -37,7 +39,18 @@ struct http_options {
     int         port = 8080;                     // 0: any free port (bind() returns it)
     std::string api_key;                         // non-empty: every route but /health needs "Authorization: Bearer KEY"
     size_t      max_body = size_t(8) << 20;      // request bodies above this many bytes: 413
-    size_t      n_threads = 8;                   // connection threads kept (more start under load, up to 4x)
+    // Completions answered at once at most: the engine's bound, slots +
+    // waiting places. Past it a completion gets 503 before its body is read.
+    // Connection threads: up to twice this (streams, and connections idling
+    // in keep-alive after one) plus a reserve for /health, /metrics and
+    // rejections, so that those answer while every slot and place is taken.
+    size_t      max_completions = 68;
+    // Deadlines, in seconds, so that slow or idle clients cannot hold connection threads:
+    int         header_timeout_s = 10;           // a request's line and headers arrive within this of its first byte, which arrives within this of accept
+    int         body_timeout_s = 60;             // its body within this after its headers
+    int         read_timeout_s = 5;              // one read waits at most this
+    int         write_timeout_s = 5;             // one write waits at most this (a client that stops reading)
+    int         keep_alive_s = 2;                // an idle kept-alive connection is closed after this
 };
 
 class http_server {

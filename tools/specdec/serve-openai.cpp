@@ -146,7 +146,7 @@ std::vector<chat_message> parse_messages(const json & body) {
     return out;
 }
 
-std::vector<std::string> parse_stop(const json & body, size_t max_stop) {
+std::vector<std::string> parse_stop(const json & body, const request_limits & limits) {
     const auto it = body.find("stop");
     std::vector<std::string> out;
     if (it == body.end() || it->is_null()) {
@@ -164,16 +164,75 @@ std::vector<std::string> parse_stop(const json & body, size_t max_stop) {
     } else {
         throw wrong_type("stop", "a string or an array of strings", *it);
     }
-    if (out.size() > max_stop) {
-        throw invalid_request("'stop' has " + std::to_string(out.size()) + " strings; at most " + std::to_string(max_stop) + " are taken",
+    if (out.size() > limits.max_stop) {
+        throw invalid_request("'stop' has " + std::to_string(out.size()) + " strings; at most " + std::to_string(limits.max_stop) +
+                                  " are taken",
                               "stop");
     }
+    size_t total = 0;
     for (const auto & s : out) {
         if (s.empty()) {
             throw invalid_request("'stop' holds an empty string", "stop");
         }
+        if (s.size() > limits.max_stop_bytes) {
+            throw invalid_request("'stop' holds a string of " + std::to_string(s.size()) + " bytes; each may have at most " +
+                                      std::to_string(limits.max_stop_bytes),
+                                  "stop");
+        }
+        total += s.size();
+    }
+    if (total > limits.max_stop_total_bytes) {
+        throw invalid_request("'stop' has " + std::to_string(total) + " bytes in all; at most " +
+                                  std::to_string(limits.max_stop_total_bytes) + " are taken",
+                              "stop");
     }
     return out;
+}
+
+// A field this server does not implement, and the values of it that ask
+// for nothing (null always does). Any other value would change the result,
+// so it is refused rather than ignored.
+struct unimplemented_field {
+    const char * name;
+    const char * defaults; // for the message
+    bool (*is_default)(const json &);
+};
+
+bool is_false(const json & v) { return v.is_boolean() && !v.get<bool>(); }
+bool is_zero(const json & v) { return v.is_number() && v.get<double>() == 0.0; }
+bool is_one(const json & v) { return v.is_number() && v.get<double>() == 1.0; }
+bool is_empty(const json & v) { return v.is_string() ? v.get_ref<const std::string &>().empty() : (v.is_array() || v.is_object()) && v.empty(); }
+bool is_text_format(const json & v) { return v.is_object() && v.size() == 1 && v.value("type", json()) == "text"; }
+bool is_no_tool_call(const json & v) { return v == "none" || v == "auto"; }
+
+constexpr unimplemented_field unimplemented_fields[] = {
+    {"logprobs", "false", is_false},
+    {"top_logprobs", "0", is_zero},
+    {"echo", "false", is_false},
+    {"suffix", "\"\"", is_empty},
+    {"logit_bias", "{}", is_empty},
+    {"response_format", "{\"type\": \"text\"}", is_text_format},
+    {"tools", "[]", is_empty},
+    {"tool_choice", "\"none\" or \"auto\"", is_no_tool_call},
+    {"functions", "[]", is_empty},
+    {"function_call", "\"none\" or \"auto\"", is_no_tool_call},
+    {"presence_penalty", "0", is_zero},
+    {"frequency_penalty", "0", is_zero},
+    {"repeat_penalty", "1", is_one},
+    {"best_of", "1", is_one},
+    {"grammar", "\"\"", is_empty},
+    {"json_schema", "{}", is_empty},
+};
+
+void refuse_unimplemented(const json & body) {
+    for (const unimplemented_field & f : unimplemented_fields) {
+        const auto it = body.find(f.name);
+        if (it != body.end() && !it->is_null() && !f.is_default(*it)) {
+            throw invalid_request("'" + std::string(f.name) + "' is not supported by this server, and ignoring it would change the "
+                                      "result; omit it or send " + f.defaults,
+                                  f.name, "unsupported_parameter");
+        }
+    }
 }
 
 } // namespace
@@ -221,6 +280,7 @@ parsed_request parse_request(endpoint kind, std::string_view body, const request
         }
         r.stream = it->get<bool>();
     }
+    refuse_unimplemented(j);
     if (integer_in(j, "n", 1, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()) != 1) {
         throw invalid_request("'n' must be 1: this server returns one choice per request", "n");
     }
@@ -238,7 +298,7 @@ parsed_request parse_request(endpoint kind, std::string_view body, const request
     if (given && seed >= 0) {
         r.seed = static_cast<uint32_t>(seed);
     }
-    r.stop = parse_stop(j, limits.max_stop);
+    r.stop = parse_stop(j, limits);
     return r;
 }
 

@@ -52,6 +52,10 @@ struct request_limits {
     std::string model_id;          // the served model: `model` must be absent, empty or this
     int32_t     n_ctx = 0;         // positions per sequence: max_tokens above it is refused
     size_t      max_stop = 16;     // stop strings at most
+    // Bytes of one stop string, and of all of them: the engine thread checks
+    // every stop string against each new token's text, for every request.
+    size_t      max_stop_bytes = 256;
+    size_t      max_stop_total_bytes = 1024;
 };
 
 // A validated request. Defaults are OpenAI's where it has one.
@@ -61,7 +65,7 @@ struct parsed_request {
     std::vector<chat_message> messages;          // chat (at least one)
     bool                      stream = false;
     int32_t                   max_tokens = -1;   // -1: not given (completions: 16, chat: until the context is full)
-    float                     temperature = 1.0f; // [0, 2]; 0: greedy
+    float                     temperature = 1.0f; // [0, 2]; below SPECDEC_MIN_SAMPLING_TEMPERATURE: greedy
     float                     top_p = 1.0f;      // (0, 1]
     int32_t                   top_k = 0;         // >= 0; 0: off (not OpenAI: llama-server's)
     float                     min_p = 0.0f;      // [0, 1) (not OpenAI: llama-server's)
@@ -72,8 +76,10 @@ struct parsed_request {
 
 // Parses a request body. Throws api_error: 400 (malformed JSON, not an
 // object, a field of the wrong type or out of its range, n != 1, no prompt
-// or messages), 404 model_not_found (`model` names another model). Unknown
-// fields are ignored.
+// or messages, a stop string over the limits, a field this server does not
+// implement with a value other than its default: code unsupported_parameter),
+// 404 model_not_found (`model` names another model). Unknown fields are
+// ignored.
 parsed_request parse_request(endpoint kind, std::string_view body, const request_limits & limits);
 
 // The engine's parameters for a request (stop strings point into `r`, which
