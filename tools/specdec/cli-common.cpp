@@ -177,10 +177,16 @@ std::vector<llama_token> tokenize(const llama_model * model, const std::string &
     const llama_vocab * vocab = llama_model_get_vocab(model);
     const auto n_text = static_cast<int32_t>(text.size());
     std::vector<llama_token> tokens(text.size() + 2);
-    int32_t n = llama_tokenize(vocab, text.data(), n_text, tokens.data(), static_cast<int32_t>(tokens.size()), true, parse_special);
-    if (n < 0) {
-        tokens.resize(static_cast<size_t>(-n));
+    int32_t n = 0;
+    try { // llama.cpp throws through llama_tokenize on a byte its vocabulary lacks
         n = llama_tokenize(vocab, text.data(), n_text, tokens.data(), static_cast<int32_t>(tokens.size()), true, parse_special);
+        if (n < 0) {
+            tokens.resize(static_cast<size_t>(-n));
+            n = llama_tokenize(vocab, text.data(), n_text, tokens.data(), static_cast<int32_t>(tokens.size()), true, parse_special);
+        }
+    } catch (const std::exception & e) {
+        throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT,
+                             std::string("the model's vocabulary cannot tokenize this text (llama.cpp: ") + e.what() + ")");
     }
     if (n < 0) {
         throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, "cannot tokenize the prompt");

@@ -66,7 +66,8 @@ inline uint64_t decoded_tokens(const specdec_sequence_stats & st) {
 // The model's tokens for `text`, with its BOS (or other special tokens the
 // vocabulary adds). `parse_special`: text such as "<|im_start|>" becomes that
 // special token (for chat templates) instead of its characters. Throws
-// specdec::error(INVALID_ARGUMENT) when llama.cpp cannot tokenize it.
+// specdec::error(INVALID_ARGUMENT) when llama.cpp cannot tokenize it (a
+// character the vocabulary lacks, for one).
 std::vector<llama_token> tokenize(const llama_model * model, const std::string & text, bool parse_special = false);
 
 std::string read_file(const std::string & path);

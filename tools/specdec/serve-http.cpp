@@ -582,9 +582,8 @@ void http_server::impl::completion(endpoint kind, const httplib::Request & req, 
         std::vector<llama_token> prompt;
         try {
             prompt = tokenize(svc.model, text, kind == endpoint::chat); // templates spell special tokens as text
-        } catch (const std::exception & e) { // llama.cpp throws through llama_tokenize (a byte its vocabulary lacks)
-            throw invalid_request(std::string("the model's vocabulary cannot tokenize this text (llama.cpp: ") + e.what() + ")",
-                                  kind == endpoint::chat ? "messages" : "prompt");
+        } catch (const specdec::error & e) {
+            throw invalid_request(e.what(), kind == endpoint::chat ? "messages" : "prompt");
         }
         if (prompt.empty()) {
             throw invalid_request("the prompt is empty (it has no tokens)", "prompt");
