@@ -6,6 +6,7 @@
 #include "engine.h"
 
 #include "error.h"
+#include "restore-points.h"
 #include "sequence-copy.h"
 
 #include <algorithm>
@@ -69,9 +70,25 @@ protected:
     const llama_vocab * vocab_;
 };
 
+// Where positions [0, n) of a sequence holding `held` can be kept: n itself
+// when every memory cuts back anywhere (or nothing is cut), else the latest
+// restore point at or below n (0: none).
+int32_t keepable(const restore_points & target, const restore_points * draft, llama_seq_id seq, int32_t n, int32_t held) {
+    if (n >= held || (!target.enabled() && (draft == nullptr || !draft->enabled()))) {
+        return n;
+    }
+    return target.enabled() ? target.latest(seq, n) : draft->latest(seq, n);
+}
+
 class session_backend final : public context_backend {
 public:
-    explicit session_backend(session & s) : context_backend(s.target_context()), s_(s) {}
+    explicit session_backend(session & s)
+        : context_backend(s.target_context()), s_(s),
+          target_points_(s.target_context(), s.params().n_seq, restore_points::needed_for(s.target_context())),
+          // The MTP strategy's head cache is attention only, whatever the model.
+          draft_points_(s.draft_context(), s.params().n_seq,
+                        s.draft_context() != nullptr && s.params().strategy != SPECDEC_STRATEGY_MTP &&
+                            restore_points::needed_for(s.draft_context())) {}
 
     uint32_t n_seq() const override { return s_.params().n_seq; }
     int32_t n_draft_max() const override { return s_.params().n_draft_max; }
@@ -81,6 +98,8 @@ public:
         if (s_.draft_context() != nullptr) {
             s_.remove_range(SPECDEC_CONTEXT_DRAFT, seq, -1, -1);
         }
+        target_points_.forget_above(seq, 0);
+        draft_points_.forget_above(seq, 0);
     }
     void reset(llama_seq_id seq) noexcept override {
         try {
@@ -96,9 +115,44 @@ public:
             // Only a proposal still pending refuses this; the next begin() reports it.
         }
     }
-    void begin(llama_seq_id seq, std::span<const llama_token> prompt) override { s_.begin(seq, prompt); }
+    void begin(llama_seq_id seq, std::span<const llama_token> prompt) override {
+        s_.begin(seq, prompt);
+        target_points_.record(seq, static_cast<llama_pos>(prompt.size()));
+        draft_points_.record(seq, static_cast<llama_pos>(prompt.size()));
+    }
+    int32_t keep(llama_seq_id seq, int32_t n, int32_t held) override {
+        const int32_t m = keepable(target_points_, &draft_points_, seq, n, held);
+        if (m == 0) {
+            clear(seq);
+            return 0;
+        }
+        if (m < held) {
+            for (restore_points * points : {&target_points_, &draft_points_}) {
+                if (points->enabled()) {
+                    points->restore(seq, m);
+                }
+            }
+            try {
+                s_.remove_range(SPECDEC_CONTEXT_TARGET, seq, m, -1);
+                if (s_.draft_context() != nullptr) {
+                    s_.remove_range(SPECDEC_CONTEXT_DRAFT, seq, m, -1);
+                }
+            } catch (const error & e) {
+                if (e.code() != SPECDEC_STATUS_MODEL_UNSUPPORTED) {
+                    throw;
+                }
+                clear(seq); // a memory that refuses to be cut: nothing is kept
+                return 0;
+            }
+        }
+        return m;
+    }
     bool moves_sequences() const override { return streams_per_sequence(target_) && s_.can_move_sequences(); }
-    void move(llama_seq_id from, llama_seq_id to) override { s_.move_sequence(from, to); }
+    void move(llama_seq_id from, llama_seq_id to) override {
+        s_.move_sequence(from, to);
+        target_points_.move(from, to);
+        draft_points_.move(from, to);
+    }
     void decode(const llama_batch & batch) override { s_.decode_target(batch); }
     void process(const llama_batch & batch) override { s_.process(batch); }
     void draft(std::span<const draft_request> requests) override { s_.draft(requests); }
@@ -107,23 +161,47 @@ public:
     void truncate(llama_seq_id seq, llama_pos p0) override { s_.remove_range(SPECDEC_CONTEXT_TARGET, seq, p0, -1); }
 
 private:
-    session & s_;
+    session &      s_;
+    restore_points target_points_;
+    restore_points draft_points_;
 };
 
 class plain_backend final : public context_backend {
 public:
-    using context_backend::context_backend;
+    explicit plain_backend(llama_context * target)
+        : context_backend(target), points_(target, llama_n_seq_max(target), restore_points::needed_for(target)) {}
 
     uint32_t n_seq() const override { return llama_n_seq_max(target_); }
     int32_t n_draft_max() const override { return 0; }
     int32_t n_draft_min() const override { return 0; }
-    void clear(llama_seq_id seq) override { llama_memory_seq_rm(llama_get_memory(target_), seq, -1, -1); }
+    void clear(llama_seq_id seq) override {
+        llama_memory_seq_rm(llama_get_memory(target_), seq, -1, -1);
+        points_.forget_above(seq, 0);
+    }
     void reset(llama_seq_id seq) noexcept override { clear(seq); }
-    void begin(llama_seq_id, std::span<const llama_token>) override {}
+    void begin(llama_seq_id seq, std::span<const llama_token> prompt) override {
+        points_.record(seq, static_cast<llama_pos>(prompt.size()));
+    }
+    int32_t keep(llama_seq_id seq, int32_t n, int32_t held) override {
+        const int32_t m = keepable(points_, nullptr, seq, n, held);
+        if (m == 0) {
+            clear(seq);
+        } else if (m < held) {
+            if (points_.enabled()) {
+                points_.restore(seq, m);
+            }
+            if (!llama_memory_seq_rm(llama_get_memory(target_), seq, m, -1)) {
+                clear(seq); // a memory that refuses to be cut: nothing is kept
+                return 0;
+            }
+        }
+        return m;
+    }
     bool moves_sequences() const override { return streams_per_sequence(target_); }
     void move(llama_seq_id from, llama_seq_id to) override {
         copy_sequence(target_, from, to);
         llama_memory_seq_rm(llama_get_memory(target_), from, -1, -1);
+        points_.move(from, to);
     }
     void decode(const llama_batch & batch) override {
         const int32_t rc = llama_decode(target_, batch);
@@ -139,6 +217,9 @@ public:
     std::span<const llama_token> proposal(llama_seq_id) override { return {}; }
     void accept(llama_seq_id, uint16_t) override {}
     void truncate(llama_seq_id, llama_pos) override {}
+
+private:
+    restore_points points_;
 };
 
 } // namespace
@@ -233,5 +314,6 @@ extern "C" specdec_engine_params specdec_engine_default_params(void) {
     p.max_waiting = 64;
     p.n_prefill_chunk = 256;
     p.keep_finished = false;
+    p.reuse_prompts = true;
     return p;
 }

@@ -45,6 +45,7 @@ struct specdec_engine {
             c.text = "";
             if (e.result != nullptr) {
                 const specdec::sequence_result & out = e.result->output;
+                c.n_prompt_cached = e.result->n_prompt_cached;
                 c.stop = out.stop;
                 c.stats = out.stats;
                 c.times = e.result->times;

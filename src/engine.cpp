@@ -23,6 +23,11 @@ int64_t since_us(clock_type::time_point t0) {
     return std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - t0).count();
 }
 
+size_t common_prefix(std::span<const llama_token> a, std::span<const llama_token> b) {
+    const size_t n = std::min(a.size(), b.size());
+    return static_cast<size_t>(std::mismatch(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(n), b.begin()).first - a.begin());
+}
+
 std::vector<std::string> stop_strings(const request_params & p) {
     std::vector<std::string> out;
     for (size_t i = 0; i < p.n_stop_strings; ++i) {
@@ -140,6 +145,8 @@ engine_core::engine_core(generation_backend & backend, const engine_params & par
              " tokens");
     }
     slots_.resize(n_seq);
+    held_.resize(n_seq);
+    freed_at_.assign(n_seq, 0);
     if (b_.n_draft_max() > 0) {
         adaptive_.emplace(n_seq, b_.n_draft_max());
     }
@@ -194,6 +201,7 @@ bool engine_core::decoding(const request_state * r) const {
 
 void engine_core::step() {
     const auto t0 = clock_type::now();
+    ++n_steps_;
     try {
         apply_cancellations();
         admit();
@@ -247,16 +255,28 @@ void engine_core::apply_cancellations() {
     retire();
 }
 
-// Waiting requests take the free slots, lowest first, in arrival order.
+// Waiting requests take free slots in arrival order (see choose_slot). With
+// prompt reuse a request keeps what its slot holds of its prompt, as far as
+// the backend can cut the slot's memory back, and decodes only the rest.
 void engine_core::admit() {
-    for (size_t s = 0; s < slots_.size() && !waiting_.empty(); ++s) {
-        if (slots_[s] != nullptr) {
-            continue;
-        }
+    while (!waiting_.empty() && std::count(slots_.begin(), slots_.end(), nullptr) > 0) {
         std::unique_ptr<request_state> r = std::move(waiting_.front());
         waiting_.pop_front();
-        r->result.seq_id = static_cast<llama_seq_id>(s);
-        b_.clear(r->result.seq_id);
+        const size_t s = choose_slot(r->prompt);
+        const auto seq = static_cast<llama_seq_id>(s);
+        r->result.seq_id = seq;
+        std::vector<llama_token> & held = held_[s];
+        if (p_.reuse_prompts) {
+            // At least the prompt's last token is decoded: its logits give the first token.
+            const size_t n = std::min(common_prefix(held, r->prompt), r->prompt.size() - 1);
+            const int32_t kept = b_.keep(seq, static_cast<int32_t>(n), static_cast<int32_t>(held.size()));
+            held.resize(static_cast<size_t>(kept));
+            r->n_prefilled = static_cast<size_t>(kept);
+            r->result.n_prompt_cached = static_cast<size_t>(kept);
+        } else {
+            b_.clear(seq);
+            held.clear();
+        }
         if (adaptive_) {
             adaptive_->reset(s); // from the drafter's recent acceptance over every request
         }
@@ -264,15 +284,38 @@ void engine_core::admit() {
     }
 }
 
+// Without prompt reuse, the lowest free slot. With it, the free slot whose
+// tokens share the longest prefix with the prompt; among equals (no match
+// at all, typically) the one free the longest, so that the slots a
+// conversation's next turn would reuse are taken last.
+size_t engine_core::choose_slot(std::span<const llama_token> prompt) const {
+    size_t best = slots_.size();
+    size_t best_prefix = 0;
+    for (size_t s = 0; s < slots_.size(); ++s) {
+        if (slots_[s] != nullptr) {
+            continue;
+        }
+        if (!p_.reuse_prompts) {
+            return s;
+        }
+        const size_t prefix = common_prefix(held_[s], prompt);
+        if (best == slots_.size() || prefix > best_prefix || (prefix == best_prefix && freed_at_[s] < freed_at_[best])) {
+            best = s;
+            best_prefix = prefix;
+        }
+    }
+    return best;
+}
+
 // With a KV stream per sequence, llama.cpp decodes a batch in one forward
 // pass per run of consecutive sequence ids (docs/bench.md): four sequences
 // in slots 0, 2, 4 and 6 cost four passes where slots 0-3 cost one. So once
 // admission has filled what it can, the highest running request moves down
 // into the lowest free slot until the running requests hold slots [0, n).
-// Not with keep_finished: a finished request's positions stay in its slot
-// until a waiting request takes it.
+// Not with keep_finished or reuse_prompts: a finished request's positions
+// stay in its slot until a waiting request takes it.
 void engine_core::compact() {
-    if (p_.keep_finished || !b_.moves_sequences()) {
+    if (p_.keep_finished || p_.reuse_prompts || !b_.moves_sequences()) {
         return;
     }
     size_t free = 0;
@@ -290,6 +333,8 @@ void engine_core::compact() {
         const auto from = static_cast<llama_seq_id>(end - 1);
         const auto to = static_cast<llama_seq_id>(free);
         b_.move(from, to); // `to` was emptied as its request left (keep_finished is off)
+        held_[free] = std::move(held_[end - 1]);
+        held_[end - 1].clear();
         if (adaptive_) {
             adaptive_->move(end - 1, free);
         }
@@ -334,6 +379,7 @@ void engine_core::prefill() {
                 ending.emplace_back(r.get(), batch_->size());
             }
             batch_->add(r->prompt[r->n_prefilled], static_cast<llama_pos>(r->n_prefilled), r->result.seq_id, last);
+            held_[static_cast<size_t>(r->result.seq_id)].push_back(r->prompt[r->n_prefilled]);
         }
     }
     if (batch_->size() > 0) {
@@ -444,6 +490,8 @@ void engine_core::verify(step_plan & plan) {
         for (size_t k = 0; k < plan.proposals[s].size(); ++k) {
             batch_->add(plan.proposals[s][k], r.n_past + 1 + static_cast<llama_pos>(k), r.result.seq_id, true);
         }
+        held_[s].push_back(r.id_last);
+        held_[s].insert(held_[s].end(), plan.proposals[s].begin(), plan.proposals[s].end());
     }
     const auto t0 = clock_type::now();
     b_.decode(batch_->b);
@@ -522,6 +570,7 @@ int32_t engine_core::accept_one(request_state & r, const std::vector<llama_token
     }
     r.n_past += 1 + static_cast<llama_pos>(kept);
     r.id_last = last;
+    held_[static_cast<size_t>(r.result.seq_id)].resize(static_cast<size_t>(r.n_past));
     return static_cast<int32_t>(kept);
 }
 
@@ -578,16 +627,18 @@ void engine_core::hand_out(request_state & r) {
 }
 
 // Finished requests leave: their slots are free (and emptied unless
-// keep_finished) before their finished events go out.
+// keep_finished or reuse_prompts) before their finished events go out.
 void engine_core::retire() {
-    for (auto & slot : slots_) {
-        if (slot == nullptr || !slot->done) {
+    for (size_t s = 0; s < slots_.size(); ++s) {
+        if (slots_[s] == nullptr || !slots_[s]->done) {
             continue;
         }
-        const std::unique_ptr<request_state> r = std::move(slot);
-        if (!p_.keep_finished) {
+        const std::unique_ptr<request_state> r = std::move(slots_[s]);
+        if (!p_.keep_finished && !p_.reuse_prompts) {
             b_.clear(r->result.seq_id);
+            held_[s].clear();
         }
+        freed_at_[s] = n_steps_;
         hand_out(*r);
     }
 }
@@ -598,6 +649,7 @@ void engine_core::retire() {
 void engine_core::fail_running() noexcept {
     for (size_t s = 0; s < slots_.size(); ++s) {
         b_.reset(static_cast<llama_seq_id>(s));
+        held_[s].clear();
         const std::unique_ptr<request_state> r = std::move(slots_[s]);
         if (r == nullptr) {
             continue;

@@ -45,6 +45,7 @@ private:
     // The phases of a step, in order.
     void apply_cancellations();
     void admit();
+    size_t choose_slot(std::span<const llama_token> prompt) const; // a free slot for this prompt
     void compact();
     void prefill();
     void start(request_state & r, int32_t row);
@@ -71,6 +72,9 @@ private:
     std::optional<adaptive_draft_length> adaptive_; // one for all slots: lengths are planned for the whole batch
 
     std::vector<std::unique_ptr<request_state>> slots_;   // [seq]: the request holding it, or null
+    std::vector<std::vector<llama_token>>       held_;    // [seq]: the tokens at its positions [0, size) in the target
+    std::vector<uint64_t>                       freed_at_; // [seq]: the step its last request left in
+    uint64_t                                    n_steps_ = 0;
     std::deque<std::unique_ptr<request_state>>  waiting_; // FIFO, at most p_.max_waiting + free slots
 
     std::atomic<request_id>  next_id_{1};

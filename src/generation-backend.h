@@ -31,7 +31,17 @@ public:
     // After a failure: completes a pending proposal of `seq` with nothing
     // accepted, then empties the sequence; best effort, never throws.
     virtual void reset(llama_seq_id seq) noexcept = 0;
+    // The prompt of `seq` is in the contexts (its last row's logits just
+    // computed): the drafter begins, and a memory that cannot be cut back to
+    // any position (recurrent or sliding-window state) records this point as
+    // one keep() may restore.
     virtual void begin(llama_seq_id seq, std::span<const llama_token> prompt) = 0;
+    // `seq` holds positions [0, held) and no proposal is pending: keeps
+    // [0, n) (n <= held) and drops the rest from the target, the drafter and
+    // its context. A memory that cannot be cut back to n restores the latest
+    // point begin() recorded at or below n, or empties the sequence. Returns
+    // the positions kept, <= n. Throws specdec::error.
+    virtual int32_t keep(llama_seq_id seq, int32_t n, int32_t held) = 0;
     // Whether move() may be called, and is worth it: every sequence has a KV
     // stream of its own, so llama.cpp decodes a batch in one forward pass per
     // run of consecutive sequence ids, and the drafter's state can be moved.

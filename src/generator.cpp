@@ -30,6 +30,7 @@ generation_result run_generation(generation_backend & backend, std::span<const s
     ep.max_waiting = ep.n_seq;
     ep.n_prefill_chunk = 0;
     ep.keep_finished = true;
+    ep.reuse_prompts = false; // the sequences' earlier contents are the caller's, not the engine's
     generation_result out;
     out.sequences.resize(prompts.size());
     engine_core engine(backend, ep, [&](const engine_event & e) {

@@ -694,29 +694,40 @@ SPECDEC_API specdec_generation_times specdec_generation_get_times(const specdec_
  * ---------------------------------------------------------------------------
  * An engine owns a set of sequence slots [0, n_seq) of a session (or of a
  * bare target context: plain decoding, the reference) and a bounded FIFO of
- * waiting requests. Each step: cancelled requests leave; waiting requests
- * take free slots (lowest first; the slot's memory is cleared); a running
- * request in a slot above a free one then moves into it (highest first, see
- * specdec_session_move_sequence), so the running requests hold slots
- * [0, n) and each verification batch costs one forward pass per group of
- * equal draft lengths, not one per gap; it moves only where that helps and
- * is possible: a KV stream per sequence (no kv_unified), a drafter that
- * moves (specdec_session_can_move_sequences; plain decoding always), and
- * keep_finished off; prompts are
- * decoded, at most n_prefill_chunk tokens per request per step, so a long
- * prompt does not hold back the others' next token; a request whose prompt
- * is read to the end emits its first token from the last row's logits right
- * away (time to first token: a prefill, as without speculation); every
- * request past its prompt drafts and is verified in one target batch, then
- * emits its tokens;
- * finished requests leave, and their slots are free for the next step.
+ * waiting requests. Each step:
+ *  - cancelled requests leave;
+ *  - waiting requests take free slots, in arrival order. With reuse_prompts
+ *    each takes the free slot whose positions share the longest prefix with
+ *    its prompt (ties and no match: the slot free the longest), keeps that
+ *    prefix and decodes only the rest; otherwise the lowest free slot, whose
+ *    memory is cleared. A target whose memory cannot be cut back to any
+ *    position (recurrent or hybrid models, sliding-window attention) keeps
+ *    either everything the slot holds, when the prompt continues all of it,
+ *    or the state recorded where one of the slot's last 4 prompts ended, or
+ *    nothing;
+ *  - without reuse_prompts and keep_finished, a running request in a slot
+ *    above a free one then moves into it (highest first, see
+ *    specdec_session_move_sequence), so the running requests hold slots
+ *    [0, n) and each verification batch costs one forward pass per group of
+ *    equal draft lengths, not one per gap; it moves only where that helps
+ *    and is possible: a KV stream per sequence (no kv_unified) and a drafter
+ *    that moves (specdec_session_can_move_sequences; plain decoding always);
+ *  - prompts are decoded, at most n_prefill_chunk tokens per request per
+ *    step, so a long prompt does not hold back the others' next token; a
+ *    request whose prompt is read to the end emits its first token from the
+ *    last row's logits right away (time to first token: a prefill, as
+ *    without speculation);
+ *  - every request past its prompt drafts and is verified in one target
+ *    batch, then emits its tokens;
+ *  - finished requests leave, and their slots are free for the next step.
  * A request's output equals what specdec_generate gives its prompt alone
- * with the same parameters (greedy or seeded), whatever else runs beside it,
- * as far as llama.cpp's logits do: its kernels are not batch-invariant, so
+ * with the same parameters (greedy or seeded), whatever else runs beside it
+ * and whatever prefix it reused, as long as the kernels are exact
+ * (specdec_set_exact_kernels, the default): every row's logits are then
+ * independent of the batch it was computed in. With llama.cpp's own kernels
  * the same position decoded in a batch of another size can differ in the
  * last bits, which may change a draw between two almost equally likely
- * tokens (greedy output on the tests' fixtures and a seeded draw alone are
- * exact; the lossless guarantee, that each token is what the target's
+ * tokens (the lossless guarantee, that each token is what the target's
  * logits in that batch give, always holds).
  *
  * Threads: specdec_engine_cancel may be called from any thread at any time
@@ -737,6 +748,10 @@ typedef struct specdec_engine_params {
     bool     keep_finished;   /* true: a finished request's positions stay in the contexts until its slot is
                                  taken again (what specdec_generate does, so they can be read or captured);
                                  false: they are removed as it leaves; default false */
+    bool     reuse_prompts;   /* true: finished requests' positions stay (as keep_finished) and a new request
+                                 reuses the longest prefix a free slot holds (see above; the event's
+                                 n_prompt_cached says how much); false: every prompt is decoded whole;
+                                 default true */
 } specdec_engine_params;
 
 SPECDEC_API specdec_engine_params specdec_engine_default_params(void);
@@ -771,6 +786,7 @@ typedef struct specdec_engine_event {
     const char *              piece;    /* n_piece bytes, not NUL-terminated; never NULL */
     size_t                    n_piece;
     /* FINISHED */
+    size_t                    n_prompt_cached; /* prompt tokens taken from the slot's memory, not decoded (reuse_prompts) */
     specdec_stop_reason       stop;
     specdec_sequence_stats    stats;
     specdec_request_times     times;

@@ -182,6 +182,7 @@ using request_times  = specdec_request_times;
 struct request_result {
     request_id      id = 0;
     llama_seq_id    seq_id = -1;                   // its slot; -1 when cancelled while waiting
+    size_t          n_prompt_cached = 0;           // prompt tokens reused from its slot, not decoded
     sequence_result output;                        // tokens, text, stop reason, statistics
     request_times   times{-1, 0};
 };

@@ -49,13 +49,38 @@ public:
     int32_t n_draft_max() const override { return n_draft_max_; }
     int32_t n_draft_min() const override { return 0; }
 
-    void clear(llama_seq_id seq) override { kv[seq].clear(); }
+    void clear(llama_seq_id seq) override {
+        kv[seq].clear();
+        points[seq].clear();
+    }
     void reset(llama_seq_id seq) noexcept override {
         pending.erase(seq);
         kv[seq].clear();
         ++n_resets;
     }
-    void begin(llama_seq_id, std::span<const llama_token>) override {}
+    void begin(llama_seq_id seq, std::span<const llama_token> prompt) override {
+        EXPECT_EQ(kv[seq], std::vector<llama_token>(prompt.begin(), prompt.end())) << "begin() sees the whole prompt decoded";
+        points[seq].push_back(static_cast<int32_t>(prompt.size()));
+    }
+    // With cuts_anywhere false, as a recurrent memory: everything held, or a
+    // point begin() recorded, or nothing.
+    int32_t keep(llama_seq_id seq, int32_t n, int32_t held) override {
+        EXPECT_FALSE(pending.count(seq));
+        EXPECT_EQ(held, static_cast<int32_t>(kv[seq].size()));
+        EXPECT_LE(n, held);
+        int32_t m = n;
+        if (!cuts_anywhere && n < held) {
+            m = 0;
+            for (int32_t p : points[seq]) {
+                if (p <= n) {
+                    m = std::max(m, p);
+                }
+            }
+        }
+        kv[seq].resize(static_cast<size_t>(m));
+        keeps.push_back({seq, m});
+        return m;
+    }
     bool moves_sequences() const override { return movable && !unified; }
     void move(llama_seq_id from, llama_seq_id to) override {
         EXPECT_TRUE(moves_sequences());
@@ -135,6 +160,9 @@ public:
     std::function<std::string(llama_token)> piece_of = [](llama_token t) { return std::string(1, static_cast<char>('a' + t)); };
 
     std::map<llama_seq_id, std::vector<llama_token>> kv;
+    std::map<llama_seq_id, std::vector<int32_t>>     points;            // per sequence: every begin()'s prompt length
+    std::vector<std::pair<llama_seq_id, int32_t>>    keeps;             // every keep(): sequence, positions kept
+    bool                                             cuts_anywhere = true; // false: keep() as a recurrent memory
     std::map<llama_seq_id, std::vector<llama_token>> proposals;
     std::map<llama_seq_id, size_t>                   pending;
     std::vector<uint16_t>                            accepted_calls;

@@ -16,11 +16,13 @@ namespace {
 using detail::engine_core;
 using detail::run_generation;
 
-engine_params slots(uint32_t n_seq, int32_t chunk = 0, uint32_t max_waiting = 8) {
+// Without prompt reuse unless asked: most tests follow each request's own positions.
+engine_params slots(uint32_t n_seq, int32_t chunk = 0, uint32_t max_waiting = 8, bool reuse = false) {
     engine_params p = specdec_engine_default_params();
     p.n_seq = n_seq;
     p.n_prefill_chunk = chunk;
     p.max_waiting = max_waiting;
+    p.reuse_prompts = reuse;
     return p;
 }
 
@@ -250,16 +252,116 @@ TEST(Engine, ASlotIsReusedAfterARequestFinishes) {
     EXPECT_TRUE(spec.kv[0].empty()) << "a finished request's positions leave with it";
 }
 
+// Prompt tokens each decode of `spec` carried, from decode `from` on.
+int32_t decoded_rows(const fake_backend & spec, size_t from = 0) {
+    int32_t n = 0;
+    for (size_t i = from; i < spec.batches.size(); ++i) {
+        n += spec.batches[i].first;
+    }
+    return n;
+}
+
+// A conversation's second turn: its prompt is the first turn's prompt, its
+// answer and more. It takes the slot that holds the first turn (not the one
+// free the longest), decodes only what the slot does not hold, and gets the
+// tokens the whole prompt gives alone. A prompt with no common prefix takes
+// the slot free the longest, leaving the conversation's slot alone.
+TEST(Engine, APromptReusesTheLongestPrefixAFreeSlotHolds) {
+    fake_backend spec(4, chained_drafter(3));
+    event_log log;
+    engine_core engine(spec, slots(3, 0, 8, true), log.callback());
+    const std::vector<llama_token> turn1 = {1, 2, 3, 4, 5};
+    const request_id a = engine.add(turn1, greedy(6));
+    while (engine.has_work()) {
+        engine.step();
+    }
+    const request_result & first = log.finished.at(a);
+    ASSERT_EQ(first.output.tokens.size(), 6u);
+    EXPECT_EQ(first.n_prompt_cached, 0u);
+    const llama_seq_id slot = first.seq_id;
+    const std::vector<llama_token> held = spec.kv[slot];
+    ASSERT_GE(held.size(), turn1.size() + 5) << "the finished request's positions stay";
+
+    const request_id other = engine.add(std::vector<llama_token>{9, 9, 9}, greedy(2));
+    engine.step();
+    EXPECT_NE(log.slots.at(other).front(), slot) << "no common prefix: the slot free the longest";
+
+    std::vector<llama_token> turn2 = turn1;
+    turn2.insert(turn2.end(), first.output.tokens.begin(), first.output.tokens.end());
+    turn2.insert(turn2.end(), {7, 8});
+    const size_t before = spec.batches.size();
+    const request_id b = engine.add(turn2, greedy(8));
+    while (engine.has_work()) {
+        engine.step();
+    }
+    const request_result & second = log.finished.at(b);
+    EXPECT_EQ(second.seq_id, slot);
+    EXPECT_EQ(second.n_prompt_cached, held.size());
+    EXPECT_EQ(second.output.tokens, solo(turn2, greedy(8)).tokens);
+    // Its prompt's rows: the part the slot did not hold, once (the other
+    // request had finished before this one arrived).
+    int32_t verify_rows = 0;
+    for (size_t i = before; i < spec.batches.size(); ++i) {
+        verify_rows += spec.batches[i].second == spec.batches[i].first ? spec.batches[i].first : 0;
+    }
+    EXPECT_EQ(decoded_rows(spec, before) - verify_rows, static_cast<int32_t>(turn2.size() - held.size()));
+
+    // The same prompt again: all but its last token are reused.
+    const request_id c = engine.add(turn2, greedy(8));
+    while (engine.has_work()) {
+        engine.step();
+    }
+    EXPECT_EQ(log.finished.at(c).seq_id, slot);
+    EXPECT_EQ(log.finished.at(c).n_prompt_cached, turn2.size() - 1);
+    EXPECT_EQ(log.finished.at(c).output.tokens, second.output.tokens);
+}
+
+// A memory that cannot be cut back anywhere (recurrent state): a prompt that
+// leaves the slot's text inside the last answer restarts from where the last
+// prompt ended; one that leaves it inside that prompt, before any recorded
+// point, from nothing. The tokens are the whole prompt's alone either way.
+TEST(Engine, ARecurrentMemoryReusesUpToARecordedPoint) {
+    fake_backend spec(4, chained_drafter(3));
+    spec.cuts_anywhere = false;
+    event_log log;
+    engine_core engine(spec, slots(1, 0, 8, true), log.callback());
+    const std::vector<llama_token> turn1 = {1, 2, 3, 4, 5};
+    const request_id a = engine.add(turn1, greedy(6));
+    while (engine.has_work()) {
+        engine.step();
+    }
+    const std::vector<llama_token> out = log.finished.at(a).output.tokens;
+    ASSERT_EQ(out.size(), 6u);
+
+    std::vector<llama_token> edited = turn1; // the answer's second token differs
+    edited.insert(edited.end(), {out[0], static_cast<llama_token>((out[1] + 1) % 15), 2, 2});
+    const request_id b = engine.add(edited, greedy(5));
+    while (engine.has_work()) {
+        engine.step();
+    }
+    EXPECT_EQ(log.finished.at(b).n_prompt_cached, turn1.size()) << "back to where the first prompt ended";
+    EXPECT_EQ(log.finished.at(b).output.tokens, solo(edited, greedy(5)).tokens);
+
+    const std::vector<llama_token> early = {1, 2, 6, 6};
+    const request_id c = engine.add(early, greedy(5));
+    while (engine.has_work()) {
+        engine.step();
+    }
+    EXPECT_EQ(log.finished.at(c).n_prompt_cached, 0u) << "no point at or below 2 positions";
+    EXPECT_EQ(log.finished.at(c).output.tokens, solo(early, greedy(5)).tokens);
+    EXPECT_EQ(spec.keeps.back(), (std::pair<llama_seq_id, int32_t>{0, 0}));
+}
+
 // Four requests in slots 0-3; those in slots 0 and 2 finish first. With a
 // stream per sequence the request in slot 3 moves to slot 0 once slot 0 is
 // free, so every batch holds sequences [0, n); its tokens stay its solo ones.
 // No move where it cannot help or is not allowed: a waiting request takes
-// the free slot, keep_finished holds the slot's positions, a unified cache
+// the free slot, keep_finished or reuse_prompts holds the slot's positions, a unified cache
 // decodes any sequence ids in one pass, or the drafter cannot move.
 TEST(Engine, ARequestAboveAFreeSlotMovesDown) {
-    enum class setting { streams, waiting, keep_finished, unified, drafter_cannot_move };
-    for (const setting how : {setting::streams, setting::waiting, setting::keep_finished, setting::unified,
-                              setting::drafter_cannot_move}) {
+    enum class setting { streams, waiting, keep_finished, reuse_prompts, unified, drafter_cannot_move };
+    for (const setting how : {setting::streams, setting::waiting, setting::keep_finished, setting::reuse_prompts,
+                              setting::unified, setting::drafter_cannot_move}) {
         SCOPED_TRACE(static_cast<int>(how));
         fake_backend spec(4, chained_drafter(3));
         spec.unified = how == setting::unified;
@@ -267,6 +369,7 @@ TEST(Engine, ARequestAboveAFreeSlotMovesDown) {
         event_log log;
         engine_params ep = slots(4);
         ep.keep_finished = how == setting::keep_finished;
+        ep.reuse_prompts = how == setting::reuse_prompts;
         engine_core engine(spec, ep, log.callback());
         const std::vector<std::vector<llama_token>> prompts = {{1, 2}, {4}, {5, 6}, {7, 8, 9}, {10}};
         const std::vector<request_params> params = {greedy(2), greedy(30), greedy(6), greedy(30, SPECDEC_N_DRAFT_AUTO),

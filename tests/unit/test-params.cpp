@@ -141,6 +141,7 @@ TEST(Engine, CAbiRefusesBadArguments) {
     EXPECT_EQ(p.n_seq, 0u);
     EXPECT_GT(p.max_waiting, 0u);
     EXPECT_GE(p.n_prefill_chunk, 0);
+    EXPECT_TRUE(p.reuse_prompts) << "prompt reuse is on by default, as in llama-server";
     specdec_engine * e = reinterpret_cast<specdec_engine *>(1);
     EXPECT_EQ(specdec_engine_init(nullptr, nullptr, &p, nullptr, nullptr, &e), SPECDEC_STATUS_INVALID_ARGUMENT);
     EXPECT_EQ(e, nullptr);
