@@ -15,12 +15,17 @@
 //  - replayed verification: the reference continuation fed back in chunks
 //    of k + 1 rows per sequence, every sequence in one batch, as a drafter
 //    that is always right would be verified; every row's greedy token must
-//    be the reference's next token.
+//    be the reference's next token;
+//  - prompt reuse: a conversation's later turns on an engine that keeps the
+//    earlier turns' positions, plain and MTP, against each turn's prompt
+//    decoded whole on a fresh context.
 #include "harness.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -195,6 +200,90 @@ TEST_P(NearTies, EveryBatchShapeGivesPlainDecodingsTokens) {
             EXPECT_GT(drafted, 0u) << "k = " << k; // verification batches of k + 1 rows ran
         }
         EXPECT_EQ(replay_verification(model.get(), ref, k), "") << "replayed verification, k = " << k;
+    }
+}
+
+// Three turns of a conversation on one engine with two slots (a stranger's
+// request runs beside the first turn): the second turn's prompt continues
+// all the first turn holds, the third's leaves the first answer a third of
+// the way in. Each turn's tokens must be its prompt's decoded alone on a
+// fresh context, and the reused counts what the memory allows: an
+// attention cache cuts back anywhere, the hybrid's recurrent state goes back
+// to where the first prompt ended.
+TEST_P(NearTies, AReusedPrefixGivesAFreshPrefillsTokens) {
+    const auto [t, type] = GetParam();
+    auto model = load_model(target_file(t, type));
+    constexpr int n_turn = 96;
+    generate_params gp = greedy();
+    gp.n_predict = n_turn;
+    const auto alone = [&](const std::vector<llama_token> & prompt) {
+        auto ctx = target_context(model.get(), 1, 0);
+        return generate_plain(ctx.get(), std::span(&prompt, 1), gp).sequences[0].tokens;
+    };
+    const std::vector<llama_token> & turn1 = prompts[0];
+    const std::vector<llama_token> out1 = alone(turn1);
+    std::vector<llama_token> turn2 = turn1;
+    turn2.insert(turn2.end(), out1.begin(), out1.end());
+    turn2.insert(turn2.end(), {500, 7, 4000});
+    std::vector<llama_token> turn3(turn1);
+    turn3.insert(turn3.end(), out1.begin(), out1.begin() + n_turn / 3);
+    turn3.insert(turn3.end(), {42, 3});
+    const std::vector<llama_token> out2 = alone(turn2);
+    const std::vector<llama_token> out3 = alone(turn3);
+
+    for (const bool speculative : {false, true}) {
+        SCOPED_TRACE(speculative ? "MTP k = 3" : "plain");
+        auto target = target_context(model.get(), 2, 3);
+        session_params sp = specdec_session_default_params();
+        sp.strategy = SPECDEC_STRATEGY_MTP;
+        sp.n_draft_max = 3;
+        sp.n_seq = 2;
+        llama_context_params cp = llama_context_default_params();
+        cp.n_threads = 1;
+        cp.n_threads_batch = 1;
+        llama_context_ptr draft;
+        std::optional<session> s;
+        if (speculative) {
+            draft = make_draft_context(target.get(), nullptr, sp, cp);
+            s.emplace(target.get(), draft.get(), sp);
+        }
+        std::map<request_id, request_result> done;
+        const event_callback on_event = [&](const engine_event & e) {
+            if (e.type == SPECDEC_ENGINE_EVENT_FINISHED) {
+                done[e.id] = *e.result;
+            }
+            return true;
+        };
+        engine_params ep = specdec_engine_default_params();
+        ep.n_seq = 2;
+        ASSERT_TRUE(ep.reuse_prompts);
+        std::optional<engine> engine_slot;
+        if (speculative) {
+            engine_slot.emplace(*s, ep, on_event);
+        } else {
+            engine_slot.emplace(target.get(), ep, on_event);
+        }
+        engine & e = *engine_slot;
+        const request_id first = e.add(turn1, gp);
+        const request_id stranger = e.add(prompts[2], gp);
+        e.run_until_idle();
+        ASSERT_EQ(first_difference(done.at(first).output.tokens, out1), -1);
+        ASSERT_EQ(first_difference(done.at(stranger).output.tokens, alone(prompts[2])), -1);
+
+        const request_id second = e.add(turn2, gp);
+        e.run_until_idle();
+        const request_result & r2 = done.at(second);
+        EXPECT_EQ(r2.seq_id, done.at(first).seq_id) << "the conversation's slot";
+        // Everything the first turn left: its prompt and answer less the last
+        // answer token, which was drawn but never decoded.
+        EXPECT_EQ(r2.n_prompt_cached, turn1.size() + out1.size() - 1);
+        EXPECT_EQ(first_difference(r2.output.tokens, out2), -1) << "second turn";
+
+        const request_id third = e.add(turn3, gp);
+        e.run_until_idle();
+        const request_result & r3 = done.at(third);
+        EXPECT_EQ(r3.n_prompt_cached, t == trunk::hybrid ? turn1.size() : turn1.size() + n_turn / 3);
+        EXPECT_EQ(first_difference(r3.output.tokens, out3), -1) << "third turn";
     }
 }
 

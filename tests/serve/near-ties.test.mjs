@@ -2,6 +2,9 @@
 // often leads a rival by less than rounding, concurrent greedy requests on
 // an MTP server with three slots (verified together, k + 1 rows each) get
 // exactly the tokens each gets decoded alone by a plain server with one slot.
+// A conversation's later turns reuse what the MTP server's slot holds of
+// their prompts, and still get what the plain server, which decodes every
+// prompt whole (--no-prompt-reuse), gives.
 // SPECDEC_SERVE_KERNELS=fast runs both servers with --kernels fast: built on
 // a llama.cpp without patches/0001, the test then fails (measured: prompt 0
 // differs at token 31).
@@ -19,7 +22,7 @@ describe('serve near-ties', { timeout: 280000 }, () => {
     before(async () => {
         const model = process.env.SPECDEC_NEAR_TIE_MODEL;
         spec = await startServer(['--spec', 'mtp', '--n-draft', '3', '-np', '3', '-c', '512', ...kernels], { model });
-        plain = await startServer(['--spec', 'none', '-np', '1', '-c', '512', ...kernels], { model });
+        plain = await startServer(['--spec', 'none', '-np', '1', '-c', '512', '--no-prompt-reuse', ...kernels], { model });
     });
     after(async () => {
         assert.deepEqual(await stopServer(spec), { code: 0, signal: null }, spec.log);
@@ -41,5 +44,29 @@ describe('serve near-ties', { timeout: 280000 }, () => {
         assert.equal(m.get('specdec:exact_kernels'), kernels[1] === 'exact' ? 1 : 0);
         // Verification batches of k + 1 rows per request ran.
         assert.ok(together.every((r) => r.specdec.strategy === 'mtp' && r.specdec.drafted > 0), JSON.stringify(together[0].specdec));
+    });
+
+    test('a conversation reuses its earlier turns and still equals each turn decoded whole', async () => {
+        const before = await metrics(spec);
+        let conversation = 'the quick brown fox';
+        let cached = 0;
+        for (const [turn, more] of [' and then', ' but the', ' so a'].entries()) {
+            const request = { model: 'near-tie', prompt: conversation, max_tokens: 48, temperature: 0 };
+            const got = await spec.client().completions.create(request);
+            const want = await plain.client().completions.create(request);
+            const at = got.specdec.tokens.findIndex((t, j) => t !== want.specdec.tokens[j]);
+            assert.deepEqual(got.specdec.tokens, want.specdec.tokens, `turn ${turn}: first difference at token ${at}`);
+            assert.equal(want.usage.prompt_tokens_details.cached_tokens, 0, 'the plain server decodes every prompt whole');
+            const reused = got.usage.prompt_tokens_details.cached_tokens;
+            if (turn > 0) {
+                // At least the previous turn's prompt (the text may tokenize
+                // differently where the answer and the new text meet).
+                assert.ok(reused >= cached && reused < got.usage.prompt_tokens, `turn ${turn}: ${reused} cached`);
+            }
+            cached = got.usage.prompt_tokens;
+            conversation += got.choices[0].text + more;
+        }
+        const after = await metrics(spec);
+        assert.ok(after.get('specdec:prompt_tokens_cached_total') > before.get('specdec:prompt_tokens_cached_total'));
     });
 });

@@ -235,6 +235,7 @@ specdec::request_result sample_result() {
     specdec::request_result r;
     r.id = 3;
     r.seq_id = 0;
+    r.n_prompt_cached = 2;
     r.output.tokens = {10, 11, 12, 13};
     r.output.text = "wxyz";
     r.output.stop = SPECDEC_STOP_BUDGET;
@@ -259,7 +260,10 @@ TEST(ServeFormat, CompletionResponse) {
     EXPECT_EQ(j["model"], "tiny");
     EXPECT_EQ(j["choices"][0]["text"], "wxyz");
     EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
-    EXPECT_EQ(j["usage"], (json{{"prompt_tokens", 5}, {"completion_tokens", 4}, {"total_tokens", 9}}));
+    EXPECT_EQ(j["usage"], (json{{"prompt_tokens", 5},
+                                {"completion_tokens", 4},
+                                {"total_tokens", 9},
+                                {"prompt_tokens_details", {{"cached_tokens", 2}}}}));
     const json & s = j["specdec"];
     EXPECT_EQ(s["strategy"], "mtp");
     EXPECT_EQ(s["tokens"], (json{10, 11, 12, 13}));
@@ -339,6 +343,7 @@ TEST(ServeMetrics, CountersUseLlamaServerNames) {
     r.itl_s = 0.0007;
     m.add_generated(4);
     m.add_finished(r);
+    r.n_prompt_cached = 3; // reused, not processed
     r.stop = SPECDEC_STOP_CANCELLED;
     r.ttft_s = -1;
     r.itl_s = -1;
@@ -346,7 +351,8 @@ TEST(ServeMetrics, CountersUseLlamaServerNames) {
     m.set_load(2, 1);
     m.add_rejected();
     const std::string t = m.render();
-    EXPECT_EQ(series_value(t, "llamacpp:prompt_tokens_total"), 10);
+    EXPECT_EQ(series_value(t, "llamacpp:prompt_tokens_total"), 7);
+    EXPECT_EQ(series_value(t, "specdec:prompt_tokens_cached_total"), 3);
     EXPECT_EQ(series_value(t, "llamacpp:tokens_predicted_total"), 4);
     EXPECT_EQ(series_value(t, "llamacpp:spec_decode_num_draft_tokens_total"), 8);
     EXPECT_EQ(series_value(t, "llamacpp:spec_decode_num_accepted_tokens_total"), 6);

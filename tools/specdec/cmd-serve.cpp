@@ -39,6 +39,9 @@ void add_serve_command(CLI::App & app, serve_options & o) {
     cmd->add_option("--prefill-chunk", o.n_prefill_chunk, "prompt tokens decoded per request per step (0: whole prompts)")
         ->check(CLI::Range(0, 1 << 20))
         ->capture_default_str();
+    cmd->add_flag("!--no-prompt-reuse", o.reuse_prompts,
+                  "decode every prompt whole (default: a request reuses the longest prefix of its prompt that a free "
+                  "slot holds from earlier requests, as llama-server's prompt cache)");
 }
 
 namespace {
@@ -85,6 +88,7 @@ int run_serve(const serve_options & o) {
     ep.n_seq = o.n_parallel;
     ep.max_waiting = o.max_waiting;
     ep.n_prefill_chunk = o.n_prefill_chunk;
+    ep.reuse_prompts = o.reuse_prompts;
     serve::scheduler sched(d.session.get(), d.target.get(), ep, stats, o.verbosity >= 1 ? log_line : std::function<void(const std::string &)>());
 
     serve::service svc;

@@ -22,6 +22,7 @@ struct serve_options {
     double          shutdown_timeout = 10.0;    // seconds requests in flight may take after SIGINT/SIGTERM
     size_t          max_body = size_t(8) << 20; // bytes of a request body at most; more: 413
     int32_t         n_prefill_chunk = 256;      // prompt tokens decoded per request per step
+    bool            reuse_prompts = true;       // a request reuses the longest prefix a free slot holds
     int             verbosity = 0;              // set by main from -v
 };
 

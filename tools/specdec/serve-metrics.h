@@ -33,7 +33,8 @@ private:
 
 // What one finished request adds to the metrics.
 struct request_metrics {
-    size_t                 n_prompt = 0;
+    size_t                 n_prompt = 0;        // its prompt's tokens
+    size_t                 n_prompt_cached = 0; // of which reused from its slot, not decoded
     specdec_stop_reason    stop = SPECDEC_STOP_BUDGET;
     specdec_sequence_stats stats{};
     double                 ttft_s = -1;    // time to first token; < 0: no token was emitted
@@ -57,7 +58,8 @@ public:
 
 private:
     mutable std::mutex m_;
-    uint64_t n_prompt_ = 0;
+    uint64_t n_prompt_ = 0;        // decoded
+    uint64_t n_prompt_cached_ = 0; // reused
     uint64_t n_generated_ = 0;
     uint64_t n_drafted_ = 0;
     uint64_t n_accepted_ = 0;

@@ -338,7 +338,10 @@ json finish_reason_json(specdec_stop_reason stop) {
 
 json usage_body(const finished_request & f) {
     const size_t n_out = f.result->output.tokens.size();
-    return {{"prompt_tokens", f.n_prompt}, {"completion_tokens", n_out}, {"total_tokens", f.n_prompt + n_out}};
+    return {{"prompt_tokens", f.n_prompt},
+            {"completion_tokens", n_out},
+            {"total_tokens", f.n_prompt + n_out},
+            {"prompt_tokens_details", {{"cached_tokens", f.result->n_prompt_cached}}}};
 }
 
 json envelope(const response_info & info, bool chunk) {

@@ -199,6 +199,7 @@ bool scheduler::on_event(const specdec::engine_event & e) {
     }
     request_metrics rm;
     rm.n_prompt = c->n_prompt();
+    rm.n_prompt_cached = e.result->n_prompt_cached;
     rm.stop = e.result->output.stop;
     rm.stats = e.result->output.stats;
     if (c->t_first_) {
