@@ -146,7 +146,6 @@ engine_core::engine_core(generation_backend & backend, const engine_params & par
     }
     slots_.resize(n_seq);
     held_.resize(n_seq);
-    freed_at_.assign(n_seq, 0);
     if (b_.n_draft_max() > 0) {
         adaptive_.emplace(n_seq, b_.n_draft_max());
     }
@@ -201,7 +200,6 @@ bool engine_core::decoding(const request_state * r) const {
 
 void engine_core::step() {
     const auto t0 = clock_type::now();
-    ++n_steps_;
     try {
         apply_cancellations();
         admit();
@@ -286,8 +284,9 @@ void engine_core::admit() {
 
 // Without prompt reuse, the lowest free slot. With it, the free slot whose
 // tokens share the longest prefix with the prompt; among equals (no match
-// at all, typically) the one free the longest, so that the slots a
-// conversation's next turn would reuse are taken last.
+// at all, typically) an empty one, so that what another conversation's next
+// turn would reuse stays, then the lowest, so that running requests tend to
+// hold consecutive slots (a gap costs a forward pass: see compact()).
 size_t engine_core::choose_slot(std::span<const llama_token> prompt) const {
     size_t best = slots_.size();
     size_t best_prefix = 0;
@@ -299,7 +298,8 @@ size_t engine_core::choose_slot(std::span<const llama_token> prompt) const {
             return s;
         }
         const size_t prefix = common_prefix(held_[s], prompt);
-        if (best == slots_.size() || prefix > best_prefix || (prefix == best_prefix && freed_at_[s] < freed_at_[best])) {
+        if (best == slots_.size() || prefix > best_prefix ||
+            (prefix == best_prefix && held_[s].empty() && !held_[best].empty())) {
             best = s;
             best_prefix = prefix;
         }
@@ -638,7 +638,6 @@ void engine_core::retire() {
             b_.clear(r->result.seq_id);
             held_[s].clear();
         }
-        freed_at_[s] = n_steps_;
         hand_out(*r);
     }
 }

@@ -73,8 +73,6 @@ private:
 
     std::vector<std::unique_ptr<request_state>> slots_;   // [seq]: the request holding it, or null
     std::vector<std::vector<llama_token>>       held_;    // [seq]: the tokens at its positions [0, size) in the target
-    std::vector<uint64_t>                       freed_at_; // [seq]: the step its last request left in
-    uint64_t                                    n_steps_ = 0;
     std::deque<std::unique_ptr<request_state>>  waiting_; // FIFO, at most p_.max_waiting + free slots
 
     std::atomic<request_id>  next_id_{1};

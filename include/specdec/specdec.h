@@ -698,9 +698,9 @@ SPECDEC_API specdec_generation_times specdec_generation_get_times(const specdec_
  *  - cancelled requests leave;
  *  - waiting requests take free slots, in arrival order. With reuse_prompts
  *    each takes the free slot whose positions share the longest prefix with
- *    its prompt (ties and no match: the slot free the longest), keeps that
- *    prefix and decodes only the rest; otherwise the lowest free slot, whose
- *    memory is cleared. A target whose memory cannot be cut back to any
+ *    its prompt (among equals, no match typically: an empty slot, then the
+ *    lowest), keeps that prefix and decodes only the rest; otherwise the
+ *    lowest free slot, whose memory is cleared. A target whose memory cannot be cut back to any
  *    position (recurrent or hybrid models, sliding-window attention) keeps
  *    either everything the slot holds, when the prompt continues all of it,
  *    or the state recorded where one of the slot's last 4 prompts ended, or

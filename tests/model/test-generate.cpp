@@ -425,6 +425,7 @@ TEST_P(EngineLossless, ARequestMovedIntoAFreedSlotEqualsPlainDecoding) {
         session s(o.target.get(), o.draft.get(), sp);
         engine_params ep = specdec_engine_default_params();
         ep.keep_finished = keep;
+        ep.reuse_prompts = false; // it keeps slots too
         outcome & out = outcomes[keep ? 1 : 0];
         engine e(s, ep, log_into(out));
         run(e, out, 4);
@@ -447,7 +448,9 @@ TEST_P(EngineLossless, ARequestMovedIntoAFreedSlotEqualsPlainDecoding) {
     t.n_seq_max = 3;
     auto ctx = make_context(model.get(), t);
     outcome plain;
-    engine e(ctx.get(), specdec_engine_default_params(), log_into(plain));
+    engine_params ep = specdec_engine_default_params();
+    ep.reuse_prompts = false;
+    engine e(ctx.get(), ep, log_into(plain));
     run(e, plain, -1);
     EXPECT_EQ(plain.slots[plain.ids[2]].back(), 0);
 }
