@@ -10,7 +10,10 @@
 // between events, default 2), FAKE_REQUEST_LOG (append "SERVER MAX_TOKENS"
 // there for each completion request, SERVER as the driver names it),
 // FAKE_DROP_ARG (close the connection of every completion request when this
-// argument is given).
+// argument is given), FAKE_PROMPT_LOG (append each completion request's
+// prompt there, one JSON string a line). Each character of a prompt counts
+// as a token, and the final usage says how many of them the longest common
+// prefix with an earlier prompt covered, as a prompt cache would reuse.
 import { createServer } from 'node:http';
 import { appendFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -41,6 +44,14 @@ const server = createServer(async (req, res) => {
     if (q.model !== 'fake') { res.writeHead(400); res.end('model'); return; }
     server.n = (server.n ?? 0) + 1;
     if (env.FAKE_REQUEST_LOG) appendFileSync(env.FAKE_REQUEST_LOG, `${name} ${q.max_tokens}\n`);
+    if (env.FAKE_PROMPT_LOG) appendFileSync(env.FAKE_PROMPT_LOG, `${JSON.stringify(q.prompt)}\n`);
+    let cached = 0;
+    for (const p of server.prompts ?? []) {
+        let n = 0;
+        while (n < p.length && n < q.prompt.length - 1 && p[n] === q.prompt[n]) n++;
+        cached = Math.max(cached, n);
+    }
+    server.prompts = [...(server.prompts ?? []), q.prompt];
     if (drop) { req.socket.destroy(); return; }
     res.writeHead(200, { 'content-type': 'text/event-stream' });
     await sleep(5);
@@ -50,7 +61,8 @@ const server = createServer(async (req, res) => {
         res.write(`data: ${JSON.stringify({ choices: [{ text, index: 0, finish_reason: null }] })}\n\n`);
         await sleep(token_ms);
     }
-    const final = { choices: [{ text: '', index: 0, finish_reason: 'length' }], usage: { completion_tokens: q.max_tokens } };
+    const final = { choices: [{ text: '', index: 0, finish_reason: 'length' }],
+                    usage: { completion_tokens: q.max_tokens, prompt_tokens: q.prompt.length, prompt_tokens_details: { cached_tokens: cached } } };
     if (!specdec && argv.includes('--spec-type')) final.timings = { draft_n: 4, draft_n_accepted: 2 };
     res.end(`data: ${JSON.stringify(final)}\n\ndata: [DONE]\n\n`);
 });

@@ -147,6 +147,48 @@ test('a server that fails to start and texts that differ are reported', async ()
     assert.match(md, /Failures:\n\n- mixed \/ llama-mtp: could not start/);
 });
 
+test('chat: conversations resend what came before, report reuse per turn, and fill their own docs section', async () => {
+    const out = path.join(tmp, 'chat'), prompts = path.join(tmp, 'chat-prompts.log');
+    const docs = path.join(tmp, 'chat-docs', 'serving.md');
+    mkdirSync(path.dirname(docs), { recursive: true });
+    writeFileSync(docs, 'a\n<!-- serve-bench chat results begin -->\nold\n<!-- serve-bench chat results end -->\nb\n');
+    const r = await run_driver(out, ['--workload', 'chat', '--turns', '3', '--fixtures', 'exact', '--concurrency', '1,2',
+                                     '--servers', 'specdec-mtp,llama-plain', '--rounds', '1', '--warmup', '0', '--docs', docs],
+                               { FAKE_PROMPT_LOG: prompts });
+    assert.equal(r.code, 0, r.stderr);
+    const sent = readFileSync(prompts, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    // Per server and concurrency: max(2, C) = 2 conversations of 3 turns.
+    assert.equal(sent.length, 2 * 2 * 2 * 3);
+    for (const p of sent) assert.ok(p.startsWith('System: ') && p.endsWith('\n\nAssistant:'), p);
+    // Each later turn extends an earlier turn's prompt by its answer and a new message.
+    const later = sent.filter((p) => (p.match(/\nUser: /g) ?? []).length > 1);
+    assert.equal(later.length, 16);
+    for (const p of later) {
+        const cut = p.lastIndexOf('\n\nUser: ');
+        const earlier = p.slice(0, p.lastIndexOf('\n\nAssistant:', cut) + '\n\nAssistant:'.length);
+        assert.ok(sent.includes(earlier), `no earlier turn for ${p}`);
+    }
+    const summary = JSON.parse(readFileSync(path.join(out, 'summary.json'), 'utf8'));
+    assert.equal(summary.runs.length, 4);
+    for (const run of summary.runs) {
+        assert.equal(run.identical, true, `${run.server}/${run.concurrency}: ${run.identical_why}`);
+        assert.equal(run.conversations, 2);
+        assert.equal(run.requests, 6);
+        const raw = JSON.parse(readFileSync(path.join(out, 'raw', `exact-${run.server}-c${run.concurrency}.json`), 'utf8'));
+        assert.deepEqual(raw.records.filter((x) => x.conversation === 0).map((x) => x.max_tokens), [5, 2, 6]); // 48, 24, 64 x 6/64
+        assert.ok(run.cached_share > 0.5 && run.cached_share < 1, String(run.cached_share));
+        assert.equal(run.ttft_ms.by_turn.length, 3);
+    }
+    const md = readFileSync(path.join(out, 'results.md'), 'utf8');
+    assert.match(md, /Chat workload: conversations of 3 turns \(answers of 5, 2, 6 tokens\)/);
+    assert.match(md, /\| specdec-mtp \| 2 \| [0-9.]+ \| [0-9]+ \| [0-9]+ \/ [0-9]+ \| [0-9.]+ \| [0-9]+% \| yes \|/);
+    assert.match(md, /\| exact \| 2 \| [0-9.]+ \| [0-9.]+ \|/); // specdec-mtp ÷ llama-plain
+    assert.equal(existsSync(path.join(out, 'tokens-per-s.svg')), false);
+    const filled = readFileSync(docs, 'utf8');
+    assert.ok(filled.startsWith('a\n<!-- serve-bench chat results begin -->\n' + md));
+    assert.match(filled, /\[serving\/chat-summary.json\]\(serving\/chat-summary.json\)\.\n<!-- serve-bench chat results end -->\nb\n$/);
+});
+
 test('killing the driver stops its server', async () => {
     const out = path.join(tmp, 'killed'), pids = mkdtempSync(path.join(tmp, 'pids-'));
     const r = await run_driver(out, ['--fixtures', 'exact', '--concurrency', '1', '--servers', 'llama-plain'],

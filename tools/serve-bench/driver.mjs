@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // The serving benchmark's matrix: for each fixture, each server and each
-// concurrency, closed-loop load runs (loadgen.mjs) against servers this
-// script starts and stops. A fixture's servers all run at once, and each
+// concurrency, closed-loop load runs (loadgen.mjs; with --workload chat,
+// multi-turn conversations, chat.mjs) against servers this script starts
+// and stops, every one at its defaults (llama-server's prompt cache on). A fixture's servers all run at once, and each
 // point is measured in rounds: every round runs each server in turn, so
 // that a slow spell of a shared host falls on every server alike rather
 // than on whichever happened to run then. Writes the raw JSON of every
@@ -15,6 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
+import { pool_conversations, run_conversations, turn_tokens } from './chat.mjs';
 import { pool_rounds, request_tokens, run_closed_loop, warm_up, DEFAULT_PROMPTS } from './loadgen.mjs';
 
 const FIXTURES = ['exact', 'mixed', 'random'];
@@ -42,6 +44,11 @@ const USAGE = `usage: driver.mjs --specdec BIN --llama-server BIN --fixture-tool
                          <!-- serve-bench results begin/end --> markers, the chart and
                          summary.json beside it in serving/
   --out DIR              results directory (default: $TMPDIR/specdec-serve-bench-<UTC time>)
+  --workload NAME        single: single-turn requests over fixed prompts (default); chat: conversations
+                         of --turns turns, each turn resending the conversation so far (chat.mjs)
+  --turns N              chat: turns per conversation (default 5)
+  --temperature T        chat: sampling temperature, seeded per turn (default 0; identity is checked at 0 only)
+  --conversations N|auto chat: conversations per round; auto = max(2, C) (default auto)
   --fixtures LIST        exact,mixed,random (default all)
   --servers LIST         specdec-none,specdec-mtp,llama-plain,llama-mtp (default all)
   --concurrency LIST     default 1,2,4,8,16
@@ -49,7 +56,7 @@ const USAGE = `usage: driver.mjs --specdec BIN --llama-server BIN --fixture-tool
   --requests N|auto      requests per round; auto = max(--min-requests, --requests-per-client x C) (default auto)
   --min-requests N       default 8
   --requests-per-client N default 2
-  --max-tokens N         tokens per request (default 64)
+  --max-tokens N         tokens per request (default 64); chat: the scale of each turn's length (chat.mjs TURN_TOKENS)
   --varied-lengths       each prompt's requests ask their own share of --max-tokens (loadgen's
                          VARIED_FRACTIONS: 1, 1/4, 5/8, 1/8, 7/8, 3/8, 1/2, 3/4), so requests
                          end at different steps and slots free up while others run
@@ -71,6 +78,7 @@ function parse_args(argv) {
         concurrency: [1, 2, 4, 8, 16], rounds: 2, requests: 'auto', min_requests: 8, requests_per_client: 2, max_tokens: 64, threads: 2,
         slots: null, ctx: 512, llama_mtp_n_max: 3, shape: 'qwen3-0.6b', type: 'q4_k_m', fixture_dir: null, reference: null,
         warmup: null, startup_timeout_s: 300, request_timeout_s: 600, docs: null, varied: false,
+        workload: 'single', turns: 5, temperature: 0, conversations: 'auto',
     };
     const int = (k, v) => { const n = Number(v); if (!Number.isInteger(n) || n < 1) throw new Error(`${k} needs a positive integer`); return n; };
     for (let i = 0; i < argv.length; i++) {
@@ -104,9 +112,15 @@ function parse_args(argv) {
             case '--startup-timeout-s': a.startup_timeout_s = int(k, v); break;
             case '--request-timeout-s': a.request_timeout_s = int(k, v); break;
             case '--docs': a.docs = v; break;
+            case '--workload': a.workload = v; break;
+            case '--turns': a.turns = int(k, v); break;
+            case '--temperature': a.temperature = Number(v); break;
+            case '--conversations': a.conversations = v === 'auto' ? 'auto' : int(k, v); break;
             default: throw new Error(`unknown option ${k}`);
         }
     }
+    if (!['single', 'chat'].includes(a.workload)) throw new Error(`unknown workload ${a.workload} (single, chat)`);
+    if (!(a.temperature >= 0 && a.temperature <= 2)) throw new Error('--temperature must be within [0, 2]');
     for (const f of a.fixtures) if (!FIXTURES.includes(f)) throw new Error(`unknown fixture ${f} (${FIXTURES.join(', ')})`);
     for (const s of a.servers) if (!(s in SERVERS)) throw new Error(`unknown server ${s} (${Object.keys(SERVERS).join(', ')})`);
     if (a.servers.some((s) => SERVERS[s].kind === 'specdec') && !a.specdec) throw new Error('--specdec is required for the specdec servers');
@@ -121,6 +135,10 @@ function parse_args(argv) {
 }
 
 const requests_for = (a, c) => (a.requests === 'auto' ? Math.max(a.min_requests, a.requests_per_client * c) : a.requests);
+const conversations_for = (a, c) => (a.conversations === 'auto' ? Math.max(2, c) : a.conversations);
+// One measured run of the workload, and the pooling of a point's runs.
+const measure = (a, load) => (a.workload === 'chat' ? run_conversations(load) : run_closed_loop(load));
+const pool = (a, rounds, load) => (a.workload === 'chat' ? pool_conversations(rounds, load) : pool_rounds(rounds, load));
 
 // --- child processes: every one is killed on every way out -----------------
 const children = new Set();
@@ -146,7 +164,7 @@ function free_port() {
 function server_command(a, name, model, port) {
     const common_llama = ['-m', model, '-t', String(a.threads), '-tb', String(a.threads), '-np', String(a.slots),
                           '-c', String(a.slots * a.ctx), '--host', '127.0.0.1', '--port', String(port),
-                          '--metrics', '--no-cache-prompt', '--no-webui'];
+                          '--metrics', '--no-webui'];
     switch (name) {
         case 'specdec-none':
         case 'specdec-mtp':
@@ -247,8 +265,9 @@ function mark_identical(runs, a) {
             const why = [];
             if (!ref) why.push(`no reference (${a.reference}) run`);
             if (r.errors > 0) why.push(`${r.errors} failed requests`);
-            if (!r.consistent) why.push('requests of one prompt differ');
+            if (!r.consistent && a.workload !== 'chat') why.push('requests of one prompt differ');
             const requested = r.requested_tokens ?? r.requests * a.max_tokens; // (summaries written before it was recorded)
+            if (!r.consistent && a.workload === 'chat') why.push('rounds differ');
             if (r.completion_tokens !== requested) why.push(`${r.completion_tokens} tokens, expected ${requested}`);
             if (ref) {
                 const compared = Object.keys(r.texts).filter((p) => p in ref.texts);
@@ -256,10 +275,63 @@ function mark_identical(runs, a) {
                 if (differ.length > 0) why.push(`${differ.length} of ${compared.length} prompts differ from ${a.reference}`);
                 if (compared.length < Object.keys(r.texts).length) why.push(`${Object.keys(r.texts).length - compared.length} prompts not in the reference runs`);
             }
+            if (a.workload === 'chat' && a.temperature > 0) {
+                // Sampled: servers draw differently; each must still repeat itself round after round.
+                r.identical = null;
+                r.identical_why = r.consistent ? 'sampled: not compared' : 'sampled, and rounds differ';
+                continue;
+            }
             r.identical = why.length === 0;
             r.identical_why = why.join('; ');
         }
     }
+}
+
+// The chat workload's tables: per server and concurrency, the conversation's
+// time, time to first token on the first and the later turns, tokens/s and
+// the share of later prompts reused; then ratios against llama-server.
+function chat_markdown(runs, a, meta, head) {
+    const out = [head, ''];
+    out.push(`Chat workload: conversations of ${a.turns} turns (answers of ${Array.from({ length: a.turns }, (_, t) => turn_tokens(a, t)).join(', ')} tokens), ` +
+             `each turn resending the conversation so far over a shared system prompt, temperature ${a.temperature}` +
+             `${a.temperature > 0 ? ' (seeded per turn)' : ''}; ${a.conversations === 'auto' ? 'max(2, C)' : a.conversations} conversations a round, ` +
+             `${a.rounds} round${a.rounds > 1 ? 's' : ''} a point; -t ${a.threads}, ${a.slots} slots of ${a.ctx} tokens, fixtures ${a.shape} ${a.type}; ` +
+             `every server at its defaults (llama-server's prompt cache on). Whole run: ${(meta.elapsed_s / 60).toFixed(1)} min.`, '');
+    for (const fixture of a.fixtures) {
+        out.push(`**${fixture} drafter**`, '');
+        out.push('| server | C | conversation s | TTFT turn 1 ms | TTFT later turns mean / p99 ms | tok/s | later prompts reused | identical |');
+        out.push('|---|---|---|---|---|---|---|---|');
+        for (const s of a.servers) {
+            for (const c of a.concurrency) {
+                const r = runs.find((x) => x.fixture === fixture && x.server === s && x.concurrency === c);
+                if (!r) { out.push(`| ${s} | ${c} | not run | | | | | |`); continue; }
+                const same = r.identical === null ? r.identical_why : r.identical ? 'yes' : `**no**: ${r.identical_why}`;
+                out.push(`| ${s} | ${c} | ${fmt(r.conversation_s.mean)} | ${fmt(r.ttft_ms.first_turn, 0)} | ${fmt(r.ttft_ms.later_mean, 0)} / ${fmt(r.ttft_ms.later_p99, 0)} | ` +
+                         `${fmt(r.tokens_per_s)} | ${r.cached_share === null ? '–' : `${(100 * r.cached_share).toFixed(0)}%`} | ${same} |`);
+            }
+        }
+        out.push('');
+    }
+    const pairs = [['specdec-mtp', 'llama-plain'], ['specdec-mtp', 'llama-mtp'], ['specdec-none', 'llama-plain']]
+        .filter(([x, y]) => a.servers.includes(x) && a.servers.includes(y));
+    if (pairs.length > 0) {
+        out.push('**Ratios from this one run** (TTFT of turns 2 and later; conversation time)', '');
+        out.push(`| fixture | C | ${pairs.map(([x, y]) => `${x} ÷ ${y}: TTFT later | conversation`).join(' | ')} |`);
+        out.push(`|---|---|${pairs.map(() => '---|---').join('|')}|`);
+        for (const fixture of a.fixtures) {
+            for (const c of a.concurrency) {
+                const run = (s) => runs.find((x) => x.fixture === fixture && x.server === s && x.concurrency === c);
+                const ratio = (x, y, f) => (run(x) && run(y) && f(run(y)) ? (f(run(x)) / f(run(y))).toFixed(2) : '–');
+                const cells = pairs.map(([x, y]) => `${ratio(x, y, (r) => r.ttft_ms.later_mean)} | ${ratio(x, y, (r) => r.conversation_s.mean)}`);
+                out.push(`| ${fixture} | ${c} | ${cells.join(' | ')} |`);
+            }
+        }
+        out.push('');
+    }
+    out.push('Servers:', '');
+    for (const s of a.servers) out.push(`- \`${s}\`: ${SERVERS[s].title}: \`${meta.commands[s] ?? '(not started)'}\``);
+    out.push('');
+    return out.join('\n');
 }
 
 function markdown(runs, a, meta) {
@@ -269,6 +341,7 @@ function markdown(runs, a, meta) {
     if (v.commit) head.push(`commit ${v.commit}`);
     if (v.specdec) head.push(v.specdec);
     if (v.llama_server) head.push(`llama-server ${v.llama_server}`);
+    if (a.workload === 'chat') return chat_markdown(runs, a, meta, head.join('; ') + '.');
     out.push(head.join('; ') + '.');
     out.push('');
     const rounds = a.rounds ?? 1;
@@ -366,24 +439,32 @@ function svg_chart(runs, a) {
 }
 
 // --- the matrix -----------------------------------------------------------------
-const BEGIN = '<!-- serve-bench results begin -->', END = '<!-- serve-bench results end -->';
+const markers = (a) => (a.workload === 'chat'
+    ? ['<!-- serve-bench chat results begin -->', '<!-- serve-bench chat results end -->']
+    : ['<!-- serve-bench results begin -->', '<!-- serve-bench results end -->']);
 
 function write_reports(dir, a, runs, meta, failures, docs) {
     const md = markdown(runs, a, meta) + (failures.length ? `\nFailures:\n\n${failures.map((f) => `- ${f}`).join('\n')}\n` : '');
+    const chat = a.workload === 'chat';
     writeFileSync(path.join(dir, 'results.md'), md);
-    writeFileSync(path.join(dir, 'tokens-per-s.svg'), svg_chart(runs, a));
+    if (!chat) writeFileSync(path.join(dir, 'tokens-per-s.svg'), svg_chart(runs, a));
     if (!docs) return;
+    const [BEGIN, END] = markers(a);
     const text = readFileSync(docs, 'utf8');
     const b = text.indexOf(BEGIN), e = text.indexOf(END);
     if (b < 0 || e < b) throw new Error(`${docs} has no ${BEGIN} ... ${END} markers`);
     const assets = path.join(path.dirname(docs), 'serving');
     mkdirSync(assets, { recursive: true });
-    copyFileSync(path.join(dir, 'tokens-per-s.svg'), path.join(assets, 'tokens-per-s.svg'));
-    copyFileSync(path.join(dir, 'summary.json'), path.join(assets, 'summary.json'));
-    const block = `${BEGIN}\n${md}\n![tokens/s against concurrent clients](serving/tokens-per-s.svg)\n\n` +
-                  `Every run's numbers and texts: [serving/summary.json](serving/summary.json).\n${END}`;
+    const summary = chat ? 'chat-summary.json' : 'summary.json';
+    copyFileSync(path.join(dir, 'summary.json'), path.join(assets, summary));
+    let block = `${BEGIN}\n${md}\n`;
+    if (!chat) {
+        copyFileSync(path.join(dir, 'tokens-per-s.svg'), path.join(assets, 'tokens-per-s.svg'));
+        block += '![tokens/s against concurrent clients](serving/tokens-per-s.svg)\n\n';
+    }
+    block += `Every run's numbers and texts: [serving/${summary}](serving/${summary}).\n${END}`;
     writeFileSync(docs, text.slice(0, b) + block + text.slice(e + END.length));
-    log(`results written into ${docs}, chart and summary in ${assets}/`);
+    log(`results written into ${docs}, summary in ${assets}/`);
 }
 
 // What was measured: the repository's commit and both servers' versions.
@@ -464,7 +545,8 @@ async function main() {
                 for (const c of a.concurrency) {
                     const load = (srv) => ({ url: srv.url, concurrency: c, requests: requests_for(a, c), max_tokens: a.max_tokens, varied: a.varied,
                                              prompts: DEFAULT_PROMPTS, model: srv.model_id, timeout_ms: a.request_timeout_s * 1000,
-                                             warmup: a.warmup ?? c, warmup_tokens: 8, metrics: true });
+                                             warmup: a.warmup ?? c, warmup_tokens: 8, metrics: true,
+                                             turns: a.turns, temperature: a.temperature, conversations: conversations_for(a, c) });
                     const done = new Map([...live.keys()].map((name) => [name, []])); // name -> its rounds
                     for (const [name, srv] of [...live]) {
                         try { await warm_up(load(srv)); } catch (e) { await drop(name, e); }
@@ -474,18 +556,21 @@ async function main() {
                         const order = [...done.keys()].filter((name) => live.has(name));
                         for (let k = 0; k < order.length; k++) {
                             const name = order[(k + round) % order.length];
-                            try { done.get(name).push(await run_closed_loop(load(live.get(name)))); } catch (e) { await drop(name, e); }
+                            try { done.get(name).push(await measure(a, load(live.get(name)))); } catch (e) { await drop(name, e); }
                         }
                     }
                     for (const [name, rounds] of done) {
                         if (!live.has(name)) continue; // dropped: its failure is reported
-                        const r = pool_rounds(rounds, load(live.get(name)));
+                        const r = pool(a, rounds, load(live.get(name)));
                         Object.assign(r, { fixture, server: name, command: commands[name], loadavg_after: os.loadavg().map((x) => Number(x.toFixed(2))) });
-                        writeFileSync(path.join(a.out, 'raw', `${fixture}-${name}-c${c}.json`), JSON.stringify({ ...r, prompts: DEFAULT_PROMPTS }, null, 1) + '\n');
+                        writeFileSync(path.join(a.out, 'raw', `${fixture}-${name}-c${c}.json`), JSON.stringify(a.workload === 'chat' ? r : { ...r, prompts: DEFAULT_PROMPTS }, null, 1) + '\n');
                         const acc = r.draft?.acceptance != null ? `, acceptance ${r.draft.acceptance.toFixed(2)}` : '';
+                        const latency = a.workload === 'chat'
+                            ? `conversation ${r.conversation_s.mean} s, TTFT turn 1 ${r.ttft_ms.first_turn} ms, later turns ${r.ttft_ms.later_mean} ms, ` +
+                              `cached ${r.cached_share ?? '–'} of later prompts`
+                            : `TTFT p50 ${r.ttft_ms.p50} ms, ITL p50/p99 ${r.itl_ms.p50}/${r.itl_ms.p99} ms${acc}`;
                         log(`${fixture} / ${name} / C=${c}: ${r.tokens_per_s} tok/s (rounds ${r.rounds.map((x) => x.tokens_per_s).join(', ')}), ` +
-                            `TTFT p50 ${r.ttft_ms.p50} ms, ITL p50/p99 ${r.itl_ms.p50}/${r.itl_ms.p99} ms${acc}` +
-                            `${r.errors ? `, ${r.errors} errors: ${r.first_error}` : ''} (${r.wall_s} s)`);
+                            `${latency}${r.errors ? `, ${r.errors} errors: ${r.first_error}` : ''} (${r.wall_s} s)`);
                         delete r.records;
                         runs.push(r);
                     }

@@ -121,6 +121,7 @@ export async function run_request(opt, index, prompt_index) {
     const path = endpoint === 'chat' ? '/v1/chat/completions' : '/v1/completions';
 
     const rec = { index, prompt_index, max_tokens: body.max_tokens, start_ms: 0, ttft_ms: null, end_ms: 0, completion_tokens: 0, streamed_tokens: 0,
+                  prompt_tokens: null, cached_tokens: null,
                   events: 0, text_events: 0, text: '', finish_reason: null, token_times_ms: [], token_count_method: null,
                   timings: null, specdec: null, error: null };
     const t0 = performance.now();
@@ -160,6 +161,11 @@ export async function run_request(opt, index, prompt_index) {
                     if (ev.final_usage !== null) final_usage = ev.final_usage;
                     if (ev.finish_reason !== null) rec.finish_reason = ev.finish_reason;
                     if (ev.timings) rec.timings = ev.timings;
+                    // Prompt tokens, and how many the server reused rather than decoded:
+                    // OpenAI's usage.prompt_tokens_details.cached_tokens, or llama-server's timings.
+                    if (typeof obj.usage?.prompt_tokens === 'number') rec.prompt_tokens = obj.usage.prompt_tokens;
+                    if (typeof obj.usage?.prompt_tokens_details?.cached_tokens === 'number') rec.cached_tokens = obj.usage.prompt_tokens_details.cached_tokens;
+                    else if (typeof ev.timings?.cache_n === 'number') rec.cached_tokens = ev.timings.cache_n;
                     if (ev.specdec) rec.specdec = ev.specdec;
                 }
             }
