@@ -305,6 +305,7 @@ extern "C" specdec_generate_params specdec_generate_default_params(void) {
     p.stop_strings = nullptr;
     p.n_stop_strings = 0;
     p.synthetic_acceptance = -1.0f;
+    p.n_top_logprobs = -1;
     return p;
 }
 

@@ -40,6 +40,9 @@ struct specdec_engine {
             c.token = e.token;
             c.piece = e.piece.empty() ? "" : e.piece.data();
             c.n_piece = e.piece.size();
+            c.logprob = e.logprob;
+            c.top_logprobs = e.top_logprobs.empty() ? nullptr : e.top_logprobs.data();
+            c.n_top_logprobs = e.top_logprobs.size();
             c.stop = SPECDEC_STOP_INVALID;
             c.tokens = no_tokens;
             c.text = "";
@@ -53,6 +56,9 @@ struct specdec_engine {
                 c.n_tokens = out.tokens.size();
                 c.text = out.text.c_str();
                 c.n_text = out.text.size();
+                c.logprobs = out.logprobs.empty() ? nullptr : out.logprobs.data();
+                c.top_logprobs = out.top_logprobs.empty() ? nullptr : out.top_logprobs.data();
+                c.n_top_logprobs = out.top_logprobs.size();
             }
             return callback(&c, user_data);
         };
@@ -396,6 +402,22 @@ const char * specdec_generation_text(const specdec_generation * generation, size
         *n_bytes = r != nullptr ? r->text.size() : 0;
     }
     return r != nullptr ? r->text.c_str() : nullptr;
+}
+
+const float * specdec_generation_logprobs(const specdec_generation * generation, size_t i, size_t * n) {
+    const specdec::sequence_result * r = sequence_at(generation, i);
+    if (n != nullptr) {
+        *n = r != nullptr ? r->logprobs.size() : 0;
+    }
+    return r != nullptr && !r->logprobs.empty() ? r->logprobs.data() : nullptr;
+}
+
+const specdec_token_logprob * specdec_generation_top_logprobs(const specdec_generation * generation, size_t i, size_t * n) {
+    const specdec::sequence_result * r = sequence_at(generation, i);
+    if (n != nullptr) {
+        *n = r != nullptr ? r->top_logprobs.size() : 0;
+    }
+    return r != nullptr && !r->top_logprobs.empty() ? r->top_logprobs.data() : nullptr;
 }
 
 specdec_stop_reason specdec_generation_stop_reason(const specdec_generation * generation, size_t i) {

@@ -6,6 +6,7 @@
 #include "engine.h"
 
 #include "error.h"
+#include "logprobs.h"
 #include "sampler.h"
 #include "text-stream.h"
 
@@ -58,6 +59,10 @@ void validate_request(const generation_backend & backend, const request_params &
             fail(SPECDEC_STATUS_INVALID_ARGUMENT, "stop string ", i, " is empty");
         }
     }
+    if (p.n_top_logprobs > SPECDEC_MAX_TOP_LOGPROBS) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "n_top_logprobs is ", p.n_top_logprobs, "; it must be at most ",
+             SPECDEC_MAX_TOP_LOGPROBS, " (or negative: none)");
+    }
     validate_sampling(p);
 }
 
@@ -104,6 +109,7 @@ struct request_state {
     token_sampler        sampler;
     std::mt19937         synthetic_draws;
     text_stream          text;      // becomes result.output.text as it leaves
+    specdec_token_logprob logprob{}; // the last emitted token's, for its event
     const clock_type::time_point t_added = clock_type::now();
 
     size_t      n_prefilled = 0;    // prompt tokens decoded
@@ -401,9 +407,10 @@ void engine_core::start(request_state & r, int32_t row) {
         finish(r, SPECDEC_STOP_BUDGET);
         return;
     }
-    r.id_last = r.sampler.choose(b_.logits(row));
+    const float * logits = b_.logits(row);
+    r.id_last = r.sampler.choose(logits);
     r.result.output.stats.n_steps++;
-    emit(r, r.id_last, r.n_past);
+    emit(r, r.id_last, r.n_past, logits);
 }
 
 // How many tokens each decoding request drafts: within its token budget,
@@ -538,15 +545,16 @@ int32_t engine_core::accept_one(request_state & r, const std::vector<llama_token
         // alone: a rejected one ends the step even when the target agrees.
         const bool drafted = k < proposal.size();
         const llama_pos pos = r.n_past + 1 + static_cast<llama_pos>(k); // where the token would be decoded
+        const float * logits = b_.logits(row0 + static_cast<int32_t>(k));
         if (r.synthetic && drafted && keep_synthetic(r, proposal[k])) {
             last = proposal[k];
-            emit(r, last, pos);
+            emit(r, last, pos, logits);
             ++kept;
             continue;
         }
-        const llama_token x = r.sampler.choose(b_.logits(row0 + static_cast<int32_t>(k)));
+        const llama_token x = r.sampler.choose(logits);
         last = x;
-        emit(r, x, pos);
+        emit(r, x, pos, logits);
         if (r.synthetic || !drafted || x != proposal[k]) {
             break;
         }
@@ -580,33 +588,42 @@ bool engine_core::keep_synthetic(request_state & r, llama_token drafted) {
            !b_.is_eog(drafted);
 }
 
-// Adds the target's token x, which would be decoded at position pos, to the
-// output and streams the text it releases; or ends the request.
-void engine_core::emit(request_state & r, llama_token x, llama_pos pos) {
+// Adds the target's token x, which would be decoded at position pos and was
+// chosen from `logits`, to the output (with its log-probabilities, when the
+// request asked) and streams the text it releases; or ends the request.
+void engine_core::emit(request_state & r, llama_token x, llama_pos pos, const float * logits) {
     const llama_seq_id seq = r.result.seq_id;
     if (!r.p.ignore_eog && b_.is_eog(x)) {
         finish(r, SPECDEC_STOP_EOG);
         const std::string_view rest = r.text.finish();
         if (!rest.empty()) {
-            deliver({SPECDEC_ENGINE_EVENT_TOKEN, r.result.id, seq, LLAMA_TOKEN_NULL, rest, nullptr}); // the end: its answer changes nothing
+            deliver({SPECDEC_ENGINE_EVENT_TOKEN, r.result.id, seq, LLAMA_TOKEN_NULL, rest}); // the end: its answer changes nothing
         }
         return;
     }
     sequence_result & out = r.result.output;
     out.tokens.push_back(x);
     out.stats.n_generated++;
+    engine_event e{SPECDEC_ENGINE_EVENT_TOKEN, r.result.id, seq, x, {}, nullptr};
+    if (r.p.n_top_logprobs >= 0) {
+        const size_t first = out.top_logprobs.size();
+        out.logprobs.push_back(log_probability(logits, b_.n_vocab(), x, r.p.n_top_logprobs, out.top_logprobs));
+        r.logprob = {x, out.logprobs.back()};
+        e.logprob = &r.logprob;
+        e.top_logprobs = std::span(out.top_logprobs).subspan(first);
+    }
     if (out.tokens.size() == 1) {
         r.result.times.t_first_token_us = since_us(r.t_added);
     }
     const bool budget = out.tokens.size() >= static_cast<size_t>(r.p.n_predict);
     const bool full = pos >= n_ctx_; // x itself cannot be decoded
-    const std::string_view piece = r.text.push(b_.piece(x), budget || full);
+    e.piece = r.text.push(b_.piece(x), budget || full);
     if (r.text.stopped()) {
         finish(r, SPECDEC_STOP_STRING);
     } else if (budget || full) {
         finish(r, budget ? SPECDEC_STOP_BUDGET : SPECDEC_STOP_CONTEXT);
     }
-    if (!deliver({SPECDEC_ENGINE_EVENT_TOKEN, r.result.id, seq, x, piece, nullptr}) && !r.done) {
+    if (!deliver(e) && !r.done) {
         finish(r, SPECDEC_STOP_CALLBACK);
     }
 }
@@ -623,7 +640,9 @@ void engine_core::finish(request_state & r, specdec_stop_reason stop) {
 void engine_core::hand_out(request_state & r) {
     r.result.output.text = r.text.take_text();
     r.result.times.t_total_us = since_us(r.t_added);
-    deliver({SPECDEC_ENGINE_EVENT_FINISHED, r.result.id, r.result.seq_id, LLAMA_TOKEN_NULL, {}, &r.result});
+    engine_event e{SPECDEC_ENGINE_EVENT_FINISHED, r.result.id, r.result.seq_id};
+    e.result = &r.result;
+    deliver(e);
 }
 
 // Finished requests leave: their slots are free (and emptied unless

@@ -59,7 +59,7 @@ private:
 
     int32_t accept_one(request_state & r, const std::vector<llama_token> & proposal, int32_t row0);
     bool    keep_synthetic(request_state & r, llama_token drafted);
-    void    emit(request_state & r, llama_token x, llama_pos pos);
+    void    emit(request_state & r, llama_token x, llama_pos pos, const float * logits);
     bool    deliver(const engine_event & e);
     void    finish(request_state & r, specdec_stop_reason stop);
     void    hand_out(request_state & r);

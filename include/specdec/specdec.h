@@ -537,6 +537,15 @@ SPECDEC_API specdec_session_stats specdec_session_get_stats(const specdec_sessio
  */
 #define SPECDEC_MIN_SAMPLING_TEMPERATURE 1e-4f
 
+/* Log-probabilities, when asked (specdec_generate_params.n_top_logprobs). */
+#define SPECDEC_MAX_TOP_LOGPROBS 20
+
+typedef struct specdec_token_logprob {
+    llama_token token;
+    float       logprob; /* natural log of the target's probability of `token` at that position: the
+                            log-softmax of its logits, before temperature and top-k/top-p/min-p */
+} specdec_token_logprob;
+
 typedef struct specdec_generate_params {
     int32_t              n_predict;      /* most new tokens per sequence, >= 0; default 128 */
     int32_t              n_draft;        /* tokens drafted per step: 0..session n_draft_max, -1 = n_draft_max,
@@ -558,6 +567,11 @@ typedef struct specdec_generate_params {
                                                   whatever the target predicts, so the output is NOT the
                                                   target's text: it measures speed at a chosen acceptance
                                                   with an untrained drafter. Seeded by seed + sequence. */
+    int32_t              n_top_logprobs; /* < 0: no log-probabilities (default -1). 0..SPECDEC_MAX_TOP_LOGPROBS:
+                                            each output token's log-probability, and the n most likely tokens
+                                            at its position (most likely first; equal logits: lowest id
+                                            first), read from the verification logits that chose it (no
+                                            extra decode): what plain decoding reports, with exact kernels */
 } specdec_generate_params;
 
 SPECDEC_API specdec_generate_params specdec_generate_default_params(void);
@@ -681,6 +695,15 @@ SPECDEC_API const llama_token * specdec_generation_tokens(const specdec_generati
  * bytes), followed by a NUL. Not necessarily valid UTF-8 (a budget can end
  * inside a character). Invalid: NULL and 0. */
 SPECDEC_API const char * specdec_generation_text(const specdec_generation * generation, size_t i, size_t * n_bytes);
+/* With n_top_logprobs >= 0: the log-probability of each output token of
+ * sequence i (one per token of specdec_generation_tokens), their number in
+ * *n (optional). Not asked for, or invalid: NULL and 0. */
+SPECDEC_API const float * specdec_generation_logprobs(const specdec_generation * generation, size_t i, size_t * n);
+/* With n_top_logprobs >= 0: the n_top_logprobs most likely tokens at each
+ * output position of sequence i, position after position (n_top_logprobs x
+ * the tokens' count entries, in *n, optional). None, or invalid: NULL and 0. */
+SPECDEC_API const specdec_token_logprob * specdec_generation_top_logprobs(const specdec_generation * generation, size_t i,
+                                                                         size_t * n);
 /* Invalid: SPECDEC_STOP_INVALID. */
 SPECDEC_API specdec_stop_reason specdec_generation_stop_reason(const specdec_generation * generation, size_t i);
 /* Invalid: every field zero (n_steps 0 and n_generated 0, as after n_predict = 0; the error tells). */
@@ -785,6 +808,12 @@ typedef struct specdec_engine_event {
     llama_token               token;
     const char *              piece;    /* n_piece bytes, not NUL-terminated; never NULL */
     size_t                    n_piece;
+    const specdec_token_logprob * logprob; /* with n_top_logprobs >= 0: the token and its log-probability;
+                                              else NULL (and for the LLAMA_TOKEN_NULL event) */
+    /* TOKEN: the n_top_logprobs most likely tokens at its position. FINISHED: those of every output
+     * token, position after position. NULL and 0 when not asked for. */
+    const specdec_token_logprob * top_logprobs;
+    size_t                    n_top_logprobs;
     /* FINISHED */
     size_t                    n_prompt_cached; /* prompt tokens taken from the slot's memory, not decoded (reuse_prompts) */
     specdec_stop_reason       stop;
@@ -794,6 +823,8 @@ typedef struct specdec_engine_event {
     size_t                    n_tokens;
     const char *              text;     /* n_text bytes of output text, NUL-terminated (as specdec_generation_text) */
     size_t                    n_text;
+    const float *             logprobs; /* with n_top_logprobs >= 0: n_tokens log-probabilities, one per output
+                                           token (as specdec_generation_logprobs); else NULL */
 } specdec_engine_event;
 
 /* Called on the engine's thread during step. For a TOKEN event, return false

@@ -129,6 +129,10 @@ struct sequence_result {
                                       // necessarily valid UTF-8 when a budget ends inside a character)
     specdec_stop_reason      stop = SPECDEC_STOP_BUDGET;
     specdec_sequence_stats   stats{};
+    // With n_top_logprobs >= 0 (else empty): one log-probability per token,
+    // and n_top_logprobs most likely tokens per token, position after position.
+    std::vector<float>                 logprobs;
+    std::vector<specdec_token_logprob> top_logprobs;
 };
 
 struct generation_result {
@@ -194,6 +198,10 @@ struct engine_event {
     llama_token               token = LLAMA_TOKEN_NULL; // token events
     std::string_view          piece;                    // token events: the text it releases
     const request_result *    result = nullptr;         // finished events
+    // Token events of a request that asked (n_top_logprobs >= 0): the token
+    // and its log-probability; else null. And the most likely tokens there.
+    const specdec_token_logprob *          logprob = nullptr;
+    std::span<const specdec_token_logprob> top_logprobs;
 };
 
 // Receives every event on the engine's thread; the event and what it points

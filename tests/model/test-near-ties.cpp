@@ -18,7 +18,7 @@
 //    be the reference's next token;
 //  - prompt reuse: a conversation's later turns on an engine that keeps the
 //    earlier turns' positions, plain and MTP, against each turn's prompt
-//    decoded whole on a fresh context.
+//    decoded whole on a fresh context, log-probabilities included.
 #include "harness.h"
 
 #include <gtest/gtest.h>
@@ -216,10 +216,14 @@ TEST_P(NearTies, AReusedPrefixGivesAFreshPrefillsTokens) {
     constexpr int n_turn = 96;
     generate_params gp = greedy();
     gp.n_predict = n_turn;
-    const auto alone = [&](const std::vector<llama_token> & prompt) {
+    // The second turn also asks for log-probabilities, which must be plain decoding's.
+    generate_params with_logprobs = gp;
+    with_logprobs.n_top_logprobs = 5;
+    const auto alone_result = [&](const std::vector<llama_token> & prompt, const generate_params & p) {
         auto ctx = target_context(model.get(), 1, 0);
-        return generate_plain(ctx.get(), std::span(&prompt, 1), gp).sequences[0].tokens;
+        return generate_plain(ctx.get(), std::span(&prompt, 1), p).sequences[0];
     };
+    const auto alone = [&](const std::vector<llama_token> & prompt) { return alone_result(prompt, gp).tokens; };
     const std::vector<llama_token> & turn1 = prompts[0];
     const std::vector<llama_token> out1 = alone(turn1);
     std::vector<llama_token> turn2 = turn1;
@@ -228,7 +232,8 @@ TEST_P(NearTies, AReusedPrefixGivesAFreshPrefillsTokens) {
     std::vector<llama_token> turn3(turn1);
     turn3.insert(turn3.end(), out1.begin(), out1.begin() + n_turn / 3);
     turn3.insert(turn3.end(), {42, 3});
-    const std::vector<llama_token> out2 = alone(turn2);
+    const sequence_result ref2 = alone_result(turn2, with_logprobs);
+    const std::vector<llama_token> & out2 = ref2.tokens;
     const std::vector<llama_token> out3 = alone(turn3);
 
     for (const bool speculative : {false, true}) {
@@ -270,9 +275,18 @@ TEST_P(NearTies, AReusedPrefixGivesAFreshPrefillsTokens) {
         ASSERT_EQ(first_difference(done.at(first).output.tokens, out1), -1);
         ASSERT_EQ(first_difference(done.at(stranger).output.tokens, alone(prompts[2])), -1);
 
-        const request_id second = e.add(turn2, gp);
+        const request_id second = e.add(turn2, with_logprobs);
         e.run_until_idle();
         const request_result & r2 = done.at(second);
+        ASSERT_EQ(r2.output.logprobs.size(), ref2.logprobs.size());
+        ASSERT_EQ(r2.output.top_logprobs.size(), ref2.top_logprobs.size());
+        for (size_t i = 0; i < ref2.logprobs.size(); ++i) {
+            EXPECT_NEAR(r2.output.logprobs[i], ref2.logprobs[i], 1e-4) << "log-probability of token " << i;
+        }
+        for (size_t i = 0; i < ref2.top_logprobs.size(); ++i) {
+            EXPECT_EQ(r2.output.top_logprobs[i].token, ref2.top_logprobs[i].token) << "alternative " << i % 5 << " of token " << i / 5;
+            EXPECT_NEAR(r2.output.top_logprobs[i].logprob, ref2.top_logprobs[i].logprob, 1e-4);
+        }
         EXPECT_EQ(r2.seq_id, done.at(first).seq_id) << "the conversation's slot";
         // Everything the first turn left: its prompt and answer less the last
         // answer token, which was drawn but never decoded.
