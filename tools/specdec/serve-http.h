@@ -51,6 +51,11 @@ struct http_options {
     int         read_timeout_s = 5;              // one read waits at most this
     int         write_timeout_s = 5;             // one write waits at most this (a client that stops reading)
     int         keep_alive_s = 2;                // an idle kept-alive connection is closed after this
+    // Kernel send buffer of each connection, in bytes (Linux doubles it; 0:
+    // the kernel's, which grows to megabytes): a client that stops reading
+    // fills it, and its stream ends write_timeout_s later (cancelled), so
+    // it holds a slot for about this much unread output, not its whole budget.
+    int         send_buffer = 64 << 10;
 };
 
 class http_server {
