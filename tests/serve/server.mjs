@@ -135,8 +135,9 @@ export function reference(server) {
 }
 
 // What fetch cannot do, over a raw socket to 127.0.0.1: one request, written
-// at once; `halfClose` then shuts the socket's write side (socket.end(), a
-// TCP half-close) while it reads on. Resolves when the server closes the
+// at once, with any headers (`headers` replace Host, Connection: close and
+// the body's); `halfClose` then shuts the socket's write side (socket.end(),
+// a TCP half-close) while it reads on. Resolves when the server closes the
 // connection, with parseResponse's fields (status 0: no response at all).
 export function rawRequest(server, { method = 'POST', path = '/v1/completions', body = '', headers = {}, halfClose = false, timeoutMs = 60000 } = {}) {
     return new Promise((resolve, reject) => {
@@ -147,9 +148,8 @@ export function rawRequest(server, { method = 'POST', path = '/v1/completions', 
         sock.on('data', (d) => data.push(d));
         sock.on('error', () => {}); // a reset: what came before it is the answer
         sock.on('close', () => { clearTimeout(timer); resolve(parseResponse(Buffer.concat(data))); });
-        const head = [`${method} ${path} HTTP/1.1`, `Host: 127.0.0.1:${port}`, 'Connection: close'];
-        if (body !== '') head.push('Content-Type: application/json', `Content-Length: ${Buffer.byteLength(body)}`);
-        for (const [k, v] of Object.entries(headers)) head.push(`${k}: ${v}`);
+        const all = { Host: `127.0.0.1:${port}`, Connection: 'close', ...(body !== '' ? { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) } : {}), ...headers };
+        const head = [`${method} ${path} HTTP/1.1`, ...Object.entries(all).map(([k, v]) => `${k}: ${v}`)];
         sock.write(`${head.join('\r\n')}\r\n\r\n${body}`);
         if (halfClose) sock.end();
     });

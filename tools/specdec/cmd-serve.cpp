@@ -39,6 +39,14 @@ void add_serve_command(CLI::App & app, serve_options & o) {
     cmd->add_option("--prefill-chunk", o.n_prefill_chunk, "prompt tokens decoded per request per step (0: whole prompts)")
         ->check(CLI::Range(0, 1 << 20))
         ->capture_default_str();
+    cmd->add_option("--cors-origin", o.cors_origins,
+                    "a web page origin (http[s]://host[:port]) whose pages may call the server from a browser; repeatable; * allows "
+                    "any. Other requests with an Origin header get 403 unless it is the server's own address")
+        ->check(CLI::Validator(
+            [](const std::string & v) {
+                return serve::normalize_origin(v).empty() ? std::string("expected *, null or http[s]://host[:port] (no path)") : std::string();
+            },
+            "ORIGIN"));
 }
 
 namespace {
@@ -105,6 +113,9 @@ int run_serve(const serve_options & o) {
     ho.api_key = o.api_key;
     ho.max_body = o.max_body;
     ho.max_completions = static_cast<size_t>(o.n_parallel) + o.max_waiting;
+    for (const std::string & origin : o.cors_origins) {
+        ho.cors_origins.push_back(serve::normalize_origin(origin));
+    }
     serve::http_server http(svc, ho);
     const int port = http.bind();
 

@@ -7,6 +7,7 @@
 #include "httplib.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -22,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -61,6 +63,77 @@ api_error request_timeout() {
                      "the request did not arrive in time (its line and headers within the header deadline, its body within the body "
                      "deadline, each read within the read deadline)",
                      "", "request_timeout");
+}
+
+std::string lower(std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    return s;
+}
+
+// Splits "host[:port]" (an IPv6 host in brackets) into its lower-case host
+// and its port, `default_port` when absent; false when it is not one.
+bool split_host_port(const std::string & s, const std::string & default_port, std::string & host, std::string & port) {
+    size_t end = s.size(); // of the host
+    if (!s.empty() && s[0] == '[') {
+        end = s.find(']');
+        if (end == std::string::npos) {
+            return false;
+        }
+        ++end;
+    } else {
+        end = std::min(s.find(':'), s.size());
+    }
+    host = lower(s.substr(0, end));
+    port = end == s.size() ? default_port : s.substr(end + 1);
+    const bool digits = !port.empty() && port.size() <= 5 && std::all_of(port.begin(), port.end(), [](unsigned char c) { return std::isdigit(c); });
+    return !host.empty() && (end == s.size() || s[end] == ':') && digits;
+}
+
+// An IPv4 or bracketed IPv6 address, or localhost: a name no one else's DNS answers for.
+bool is_address_or_localhost(const std::string & host) {
+    unsigned char buf[16];
+    if (host == "localhost" || inet_pton(AF_INET, host.c_str(), buf) == 1) {
+        return true;
+    }
+    return host.size() > 2 && host.front() == '[' && host.back() == ']' && inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), buf) == 1;
+}
+
+// What the Origin policy (http_options::cors_origins) makes of a request.
+enum class origin_verdict {
+    absent,    // no Origin header: not a browser page's request (curl, SDKs)
+    own,       // a page of this server's own address, as the request's Host names it by an address or localhost
+    listed,    // --cors-origin allows it: its answers carry CORS headers
+    refused,   // 403
+};
+
+// Own address only by an address or localhost: a DNS name may be an
+// attacker's, rebound to this server's address, whose pages the browser
+// would then let read the answers.
+origin_verdict judge_origin(const httplib::Request & req, const std::vector<std::string> & allowed) {
+    if (!req.has_header("Origin")) {
+        return origin_verdict::absent;
+    }
+    const std::string origin = lower(req.get_header_value("Origin"));
+    for (const std::string & a : allowed) {
+        if (a == "*" || a == origin) {
+            return origin_verdict::listed;
+        }
+    }
+    const std::string scheme = "http://"; // this server speaks plain HTTP only
+    std::string o_host, o_port, h_host, h_port;
+    if (origin.compare(0, scheme.size(), scheme) == 0 && split_host_port(origin.substr(scheme.size()), "80", o_host, o_port) &&
+        split_host_port(req.get_header_value("Host"), "80", h_host, h_port) && o_host == h_host && o_port == h_port &&
+        is_address_or_localhost(o_host)) {
+        return origin_verdict::own;
+    }
+    return origin_verdict::refused;
+}
+
+api_error origin_refused(const std::string & origin) {
+    return api_error(403, "permission_error",
+                     "requests from web pages of " + origin + " are refused; start the server with --cors-origin " + origin +
+                         " to allow them",
+                     "", "origin_not_allowed");
 }
 
 // Compares without an early exit, so the time taken does not tell how much of the key matched.
@@ -489,6 +562,26 @@ struct http_server::impl {
                 flight_guard & guard, deadline_stream * conn);
 };
 
+std::string normalize_origin(const std::string & origin) {
+    if (origin == "*" || origin == "null") {
+        return origin;
+    }
+    std::string o = lower(origin);
+    if (!o.empty() && o.back() == '/') {
+        o.pop_back();
+    }
+    const size_t sep = o.find("://");
+    if (sep == std::string::npos) {
+        return "";
+    }
+    const std::string scheme = o.substr(0, sep);
+    const std::string rest = o.substr(sep + 3);
+    std::string host, port;
+    const bool ok = (scheme == "http" || scheme == "https") && rest.find_first_of("/?#@ ") == std::string::npos &&
+                    split_host_port(rest, "80", host, port);
+    return ok ? o : "";
+}
+
 http_server::http_server(service & svc, const http_options & options) : impl_(std::make_unique<impl>(svc, options)) {
     impl_->routes();
 }
@@ -543,9 +636,27 @@ void http_server::impl::routes() {
     });
 
     // Runs once the headers are in, before the body is read: the cheapest
-    // checks first (body size, API key, the engine's bound), so that no
-    // refused request costs a body read, a parse or a tokenization.
+    // checks first (the origin, body size, API key, the engine's bound), so
+    // that no refused request costs a body read, a parse or a tokenization.
     server.set_pre_routing_handler([this](const httplib::Request & req, httplib::Response & res) {
+        const origin_verdict origin = judge_origin(req, opt.cors_origins);
+        if (origin == origin_verdict::refused) {
+            send_error(res, origin_refused(req.get_header_value("Origin")));
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        // A CORS preflight (a browser asks before its request; it sends no API key) or a plain OPTIONS.
+        if (req.method == "OPTIONS") {
+            res.status = 204;
+            res.set_header("Allow", "GET, POST, OPTIONS");
+            if (origin == origin_verdict::listed) {
+                res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+                if (req.has_header("Access-Control-Request-Headers")) { // Authorization among them: "*" would not cover it
+                    res.set_header("Access-Control-Allow-Headers", req.get_header_value("Access-Control-Request-Headers"));
+                }
+                res.set_header("Access-Control-Max-Age", "600");
+            }
+            return httplib::Server::HandlerResponse::Handled;
+        }
         const bool completion = req.method == "POST" && (req.path == "/v1/completions" || req.path == "/v1/chat/completions");
         if (completion && req.get_header_value_u64("Content-Length") > opt.max_body) {
             send_error(res, payload_too_large());
@@ -564,6 +675,16 @@ void http_server::impl::routes() {
             return httplib::Server::HandlerResponse::Handled;
         }
         return httplib::Server::HandlerResponse::Unhandled;
+    });
+    // Every answer to a listed origin (errors, streams and preflights too) says the page may read it.
+    server.set_post_routing_handler([this](const httplib::Request & req, httplib::Response & res) {
+        if (judge_origin(req, opt.cors_origins) != origin_verdict::listed) {
+            return;
+        }
+        const bool any = std::find(opt.cors_origins.begin(), opt.cors_origins.end(), "*") != opt.cors_origins.end();
+        res.set_header("Access-Control-Allow-Origin", any ? "*" : req.get_header_value("Origin"));
+        res.set_header("Access-Control-Expose-Headers", "Retry-After");
+        res.set_header("Vary", "Origin");
     });
     // Statuses httplib sets by itself (no route, body over the limit, bad framing) get an OpenAI body too.
     server.set_error_handler([](const httplib::Request &, httplib::Response & res) {
