@@ -1,12 +1,13 @@
 // Every bad request gets a 4xx with OpenAI's error object, and the server
 // goes on: malformed JSON, wrong types, out-of-range parameters, a prompt
 // longer than the context, an unknown model, a body over the limit (413), a
-// missing or wrong API key (401), a full queue (503 with Retry-After).
+// missing or wrong API key (401), a full queue (503 with Retry-After), a
+// web page's request from an origin --cors-origin does not allow (403).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { spawnSync } from 'node:child_process';
-import { OpenAI, assertError, post, sleep, startServer, stopServer } from './server.mjs';
+import { OpenAI, assertError, metrics, post, rawRequest, sleep, startServer, stopServer } from './server.mjs';
 
 // A raw POST with node:http (fetch hides what a server does mid-upload).
 function rawPost(url, path, body, headers = {}) {
@@ -91,6 +92,90 @@ describe('serve errors', { timeout: 240000 }, () => {
         // The server still works.
         const r = await c.completions.create({ prompt: 'abc', max_tokens: 3, temperature: 0 });
         assert.equal(r.choices[0].text, 'def');
+    });
+
+    test('a web page of another origin is refused with 403 before any work; no Origin, or this server\'s own address, passes', async () => {
+        const port = new URL(s.url).port;
+        const body = JSON.stringify({ prompt: 'abc', max_tokens: 4, temperature: 0 });
+        const before = await metrics(s);
+        const refused = [
+            ['POST', '/v1/completions', { Origin: 'http://evil.example' }],
+            ['POST', '/v1/completions', { Origin: 'http://evil.example', 'Content-Type': 'text/plain' }], // a form-like "simple" request: no preflight
+            ['POST', '/v1/chat/completions', { Origin: 'null' }], // a sandboxed page or a file
+            ['POST', '/v1/completions', { Origin: `http://localhost:${Number(port) + 1}` }], // another port is another origin
+            // DNS rebinding: the attacker's name now points at 127.0.0.1, so Host and Origin agree; a name is not an address.
+            ['POST', '/v1/completions', { Origin: `http://evil.example:${port}`, Host: `evil.example:${port}` }],
+            ['OPTIONS', '/v1/completions', { Origin: 'http://evil.example', 'Access-Control-Request-Method': 'POST' }],
+            ['GET', '/v1/models', { Origin: 'http://evil.example' }],
+            ['GET', '/metrics', { Origin: 'http://evil.example' }],
+        ];
+        for (const [method, path, headers] of refused) {
+            const r = await rawRequest(s, { method, path, body: method === 'POST' ? body : '', headers });
+            assert.equal(r.status, 403, `${method} ${path} ${JSON.stringify(headers)}: ${r.body}`);
+            assert.equal(r.json.error.code, 'origin_not_allowed');
+            assert.equal(r.json.error.type, 'permission_error');
+            assert.equal(r.headers['access-control-allow-origin'], undefined);
+        }
+        const after = await metrics(s);
+        assert.equal(after.get('llamacpp:tokens_predicted_total'), before.get('llamacpp:tokens_predicted_total'), 'nothing refused ran');
+        // Without Origin (curl, SDKs), and from this server's own address, by IP or localhost: served.
+        for (const headers of [{}, { Origin: `http://127.0.0.1:${port}` }, { Origin: `http://localhost:${port}`, Host: `localhost:${port}` }]) {
+            const r = await rawRequest(s, { body, headers });
+            assert.equal(r.status, 200, `${JSON.stringify(headers)}: ${r.body}`);
+            assert.equal(r.json.choices[0].text, 'defg');
+            assert.equal(r.headers['access-control-allow-origin'], undefined, 'no CORS headers without --cors-origin');
+        }
+        assert.equal((await rawRequest(s, { method: 'OPTIONS', path: '/v1/completions' })).status, 204);
+    });
+
+    test('--cors-origin: listed origins are served with CORS headers and preflights; others still get 403', async () => {
+        const cors = await startServer(['-np', '1', '-c', '512', '--api-key', 'sk-test', '--cors-origin', 'http://app.example', '--cors-origin', 'HTTPS://Other.example:8443/']);
+        const any = await startServer(['-np', '1', '-c', '512', '--cors-origin', '*']);
+        try {
+            const auth = { Authorization: 'Bearer sk-test' };
+            const body = JSON.stringify({ prompt: 'abc', max_tokens: 4, temperature: 0 });
+            // The preflight carries no API key; the answer allows the headers asked for (Authorization too).
+            const pre = await rawRequest(cors, {
+                method: 'OPTIONS', path: '/v1/chat/completions',
+                headers: { Origin: 'http://app.example', 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'authorization, content-type' },
+            });
+            assert.equal(pre.status, 204, pre.body);
+            assert.equal(pre.headers['access-control-allow-origin'], 'http://app.example');
+            assert.match(pre.headers['access-control-allow-methods'], /POST/);
+            assert.equal(pre.headers['access-control-allow-headers'], 'authorization, content-type');
+            assert.equal(pre.headers.vary, 'Origin');
+            // The request itself, plain and streamed, and its errors (the page must be able to read them).
+            const ok = await rawRequest(cors, { body, headers: { ...auth, Origin: 'https://other.example:8443' } });
+            assert.equal(ok.status, 200, ok.body);
+            assert.equal(ok.json.choices[0].text, 'defg');
+            assert.equal(ok.headers['access-control-allow-origin'], 'https://other.example:8443');
+            assert.equal(ok.headers['access-control-expose-headers'], 'Retry-After');
+            const streamed = await rawRequest(cors, { body: JSON.stringify({ prompt: 'abc', max_tokens: 4, temperature: 0, stream: true }), headers: { ...auth, Origin: 'http://app.example' } });
+            assert.equal(streamed.status, 200, streamed.body);
+            assert.equal(streamed.headers['access-control-allow-origin'], 'http://app.example');
+            assert.match(streamed.body, /data: \[DONE\]/);
+            const noKey = await rawRequest(cors, { body, headers: { Origin: 'http://app.example' } });
+            assert.equal(noKey.status, 401, noKey.body);
+            assert.equal(noKey.headers['access-control-allow-origin'], 'http://app.example');
+            const unlisted = await rawRequest(cors, { body, headers: { ...auth, Origin: 'http://evil.example' } });
+            assert.equal(unlisted.status, 403, unlisted.body);
+            assert.equal(unlisted.headers['access-control-allow-origin'], undefined);
+            // "*": any origin, and the answers say so.
+            const star = await rawRequest(any, { body, headers: { Origin: 'http://evil.example' } });
+            assert.equal(star.status, 200, star.body);
+            assert.equal(star.headers['access-control-allow-origin'], '*');
+        } finally {
+            assert.deepEqual(await stopServer(cors), { code: 0, signal: null }, cors.log);
+            assert.deepEqual(await stopServer(any), { code: 0, signal: null }, any.log);
+        }
+    });
+
+    test('--cors-origin takes an origin, nothing else', () => {
+        for (const bad of ['app.example', 'http://app.example/path', 'ftp://app.example', 'http://app.example:port']) {
+            const r = spawnSync(process.env.SPECDEC_BIN, ['serve', '-m', process.env.SPECDEC_MODEL, '--port', '0', '--cors-origin', bad], { encoding: 'utf8', timeout: 30000 });
+            assert.equal(r.status, 2, `${bad}: ${r.stderr}`);
+            assert.match(r.stderr, /--cors-origin: expected \*, null or http\[s\]:\/\/host\[:port\]/);
+        }
     });
 
     test('a port in use is an error (exit 1), not a second server on it', () => {

@@ -3,6 +3,7 @@
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
+import net from 'node:net';
 import assert from 'node:assert/strict';
 
 const require = createRequire(`${process.env.SPECDEC_OPENAI_DIR}/node_modules/`);
@@ -131,4 +132,75 @@ export function reference(server) {
         }
         return cache.get(key);
     };
+}
+
+// What fetch cannot do, over a raw socket to 127.0.0.1: one request, written
+// at once, with any headers (`headers` replace Host, Connection: close and
+// the body's); `halfClose` then shuts the socket's write side (socket.end(),
+// a TCP half-close) while it reads on. Resolves when the server closes the
+// connection, with parseResponse's fields (status 0: no response at all).
+export function rawRequest(server, { method = 'POST', path = '/v1/completions', body = '', headers = {}, halfClose = false, timeoutMs = 60000 } = {}) {
+    return new Promise((resolve, reject) => {
+        const { port } = new URL(server.url);
+        const sock = net.connect(Number(port), '127.0.0.1');
+        const data = [];
+        const timer = setTimeout(() => { sock.destroy(); reject(new Error(`raw ${method} ${path}: the connection is open after ${timeoutMs} ms`)); }, timeoutMs);
+        sock.on('data', (d) => data.push(d));
+        sock.on('error', () => {}); // a reset: what came before it is the answer
+        sock.on('close', () => { clearTimeout(timer); resolve(parseResponse(Buffer.concat(data))); });
+        const all = { Host: `127.0.0.1:${port}`, Connection: 'close', ...(body !== '' ? { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) } : {}), ...headers };
+        const head = [`${method} ${path} HTTP/1.1`, ...Object.entries(all).map(([k, v]) => `${k}: ${v}`)];
+        sock.write(`${head.join('\r\n')}\r\n\r\n${body}`);
+        if (halfClose) sock.end();
+    });
+}
+
+// An HTTP/1.1 response read to the end of its connection: interim (1xx)
+// statuses before it, its status, headers (lower-case names), body
+// (de-chunked), and the body's JSON when it is JSON.
+export function parseResponse(buf) {
+    const interim = [];
+    let at = 0;
+    for (;;) {
+        const end = buf.indexOf('\r\n\r\n', at);
+        if (end < 0) return { status: 0, interim, headers: {}, body: '', json: null, raw: buf.toString() };
+        const lines = buf.subarray(at, end).toString().split('\r\n');
+        const status = Number(lines[0].split(' ')[1]);
+        const headers = {};
+        for (const l of lines.slice(1)) {
+            const i = l.indexOf(':');
+            headers[l.slice(0, i).trim().toLowerCase()] = l.slice(i + 1).trim();
+        }
+        at = end + 4;
+        if (status >= 100 && status < 200) { interim.push(status); continue; }
+        let body = '';
+        if ((headers['transfer-encoding'] ?? '').includes('chunked')) {
+            for (;;) {
+                const eol = buf.indexOf('\r\n', at);
+                if (eol < 0) break;
+                const n = parseInt(buf.subarray(at, eol).toString(), 16);
+                if (!(n > 0)) break;
+                body += buf.subarray(eol + 2, eol + 2 + n).toString();
+                at = eol + 2 + n + 2;
+            }
+        } else {
+            body = buf.subarray(at, at + Number(headers['content-length'] ?? buf.length - at)).toString();
+        }
+        let json = null;
+        try { json = JSON.parse(body); } catch { /* not JSON */ }
+        return { status, interim, headers, body, json };
+    }
+}
+
+// The `data:` events of a server-sent event body: the JSON objects in
+// order, and whether `[DONE]` ended them.
+export function sseEvents(body) {
+    const events = [];
+    let done = false;
+    for (const line of body.split('\n')) {
+        if (!line.startsWith('data: ')) continue;
+        if (line === 'data: [DONE]') { done = true; continue; }
+        events.push(JSON.parse(line.slice(6)));
+    }
+    return { events, done };
 }

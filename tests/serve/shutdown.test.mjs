@@ -1,5 +1,6 @@
 // SIGTERM: the server stops accepting, finishes the requests in flight and
-// exits 0; past --shutdown-timeout the rest are cancelled, still exit 0.
+// exits 0; past --shutdown-timeout the rest are cancelled, still exit 0. A
+// second SIGINT or SIGTERM during that drain ends the process at once.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { collect, post, sleep, startServer, stopServer, waitForMetrics } from './server.mjs';
@@ -37,6 +38,27 @@ describe('serve shutdown', { timeout: 240000 }, () => {
             await stopServer(s);
         }
     });
+
+    for (const [sig, code] of [['SIGTERM', 143], ['SIGINT', 130]]) {
+        test(`a second ${sig} during the drain exits at once with ${code}`, async () => {
+            const s = await startServer(['-np', '1', '-c', '65536', '--shutdown-timeout', '120']);
+            try {
+                const long = post(s, '/v1/completions', { prompt: 'abc', max_tokens: 60000, temperature: 0 }).catch((e) => ({ status: 0, error: String(e) }));
+                await waitForMetrics(s, (m) => m.get('llamacpp:requests_processing') === 1, 20000);
+                s.proc.kill(sig);
+                await waitForLog(s, new RegExp(`${sig}: finishing 1 requests in flight`));
+                const t0 = Date.now();
+                s.proc.kill(sig);
+                const exit = await Promise.race([s.exitPromise, sleep(10000).then(() => 'still running 10 s after the second signal')]);
+                assert.deepEqual(exit, { code, signal: null }, s.log);
+                assert.ok(Date.now() - t0 < 10000);
+                assert.match(s.log, new RegExp(`${sig} again: exiting now \\(exit ${code}\\), 1 requests unfinished`));
+                assert.equal((await long).status, 0, 'the request in flight got no answer: the process ended');
+            } finally {
+                await stopServer(s);
+            }
+        });
+    }
 
     test('past --shutdown-timeout the rest are cancelled; still exit 0', async () => {
         const s = await startServer(['-np', '1', '-c', '65536', '--shutdown-timeout', '0.3']);

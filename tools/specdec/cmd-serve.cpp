@@ -6,10 +6,10 @@
 #include "serve-scheduler.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
@@ -42,6 +42,14 @@ void add_serve_command(CLI::App & app, serve_options & o) {
     cmd->add_flag("!--no-prompt-reuse", o.reuse_prompts,
                   "decode every prompt whole (default: a request reuses the longest prefix of its prompt that a free "
                   "slot holds from earlier requests, as llama-server's prompt cache)");
+    cmd->add_option("--cors-origin", o.cors_origins,
+                    "a web page origin (http[s]://host[:port]) whose pages may call the server from a browser; repeatable; * allows "
+                    "any. Other requests with an Origin header get 403 unless it is the server's own address")
+        ->check(CLI::Validator(
+            [](const std::string & v) {
+                return serve::normalize_origin(v).empty() ? std::string("expected *, null or http[s]://host[:port] (no path)") : std::string();
+            },
+            "ORIGIN"));
 }
 
 namespace {
@@ -109,38 +117,56 @@ int run_serve(const serve_options & o) {
     ho.api_key = o.api_key;
     ho.max_body = o.max_body;
     ho.max_completions = static_cast<size_t>(o.n_parallel) + o.max_waiting;
+    for (const std::string & origin : o.cors_origins) {
+        ho.cors_origins.push_back(serve::normalize_origin(origin));
+    }
     serve::http_server http(svc, ho);
     const int port = http.bind();
 
-    std::atomic<bool> watching{true};
+    // The first SIGINT or SIGTERM drains: new requests get 503 while the
+    // ones in flight finish (until --shutdown-timeout, then cancelled), and
+    // the process exits 0. A second one during the drain exits at once,
+    // with 128 + its number (130 for SIGINT, 143 for SIGTERM), as a shell
+    // reports a process a signal ended; requests in flight get no answer.
     std::thread watcher([&] {
-        int sig = 0;
-        sigwait(&signals, &sig);
-        watching.store(false);
-        if (sig == SIGUSR1) {
-            return;
+        std::thread drain;
+        for (;;) {
+            int sig = 0;
+            sigwait(&signals, &sig);
+            if (sig == SIGUSR1) {
+                break; // run() ended
+            }
+            const char * name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+            if (drain.joinable()) {
+                std::fprintf(stderr, "specdec serve: %s again: exiting now (exit %d), %zu requests unfinished\n", name, 128 + sig,
+                             sched.n_in_flight());
+                std::fflush(stderr);
+                std::_Exit(128 + sig);
+            }
+            std::fprintf(stderr, "specdec serve: %s: finishing %zu requests in flight (at most %.0f s; %s again exits now)\n", name,
+                         sched.n_in_flight(), o.shutdown_timeout, name);
+            drain = std::thread([&] {
+                // The listening socket stays open until the requests in flight
+                // are answered, because closing it ends httplib's open streams.
+                http.begin_shutdown();
+                const auto deadline = std::chrono::milliseconds(static_cast<int64_t>(o.shutdown_timeout * 1000.0));
+                const size_t n_cancelled = sched.shutdown(deadline);
+                if (n_cancelled > 0) {
+                    std::fprintf(stderr, "specdec serve: cancelled %zu requests at the deadline\n", n_cancelled);
+                }
+                http.wait_idle(std::chrono::seconds(5)); // their last chunks are written
+                http.stop();
+            });
         }
-        std::fprintf(stderr, "specdec serve: %s: finishing %zu requests in flight (at most %.0f s)\n",
-                     sig == SIGINT ? "SIGINT" : "SIGTERM", sched.n_in_flight(), o.shutdown_timeout);
-        // New requests get 503 while the ones in flight finish; the
-        // listening socket stays open until then, because closing it ends
-        // httplib's open streams.
-        http.begin_shutdown();
-        const auto deadline = std::chrono::milliseconds(static_cast<int64_t>(o.shutdown_timeout * 1000.0));
-        const size_t n_cancelled = sched.shutdown(deadline);
-        if (n_cancelled > 0) {
-            std::fprintf(stderr, "specdec serve: cancelled %zu requests at the deadline\n", n_cancelled);
+        if (drain.joinable()) {
+            drain.join();
         }
-        http.wait_idle(std::chrono::seconds(5)); // their last chunks are written
-        http.stop();
     });
     std::fprintf(stderr, "specdec serve: listening on http://%s:%d (model %s, %s, %u slots of %u positions)\n", o.host.c_str(), port,
                  svc.model_id.c_str(), svc.strategy.c_str(), o.n_parallel, o.decoder.n_ctx);
     std::fflush(stderr);
     http.run();
-    if (watching.load()) {
-        pthread_kill(watcher.native_handle(), SIGUSR1);
-    }
+    pthread_kill(watcher.native_handle(), SIGUSR1); // pending until the watcher's next sigwait
     watcher.join();
     sched.shutdown(std::chrono::milliseconds(0));
     std::fprintf(stderr, "specdec serve: stopped\n");

@@ -7,6 +7,7 @@
 #include "httplib.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -22,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -56,6 +58,84 @@ api_error server_error(const std::string & message) {
     return api_error(500, "server_error", message, "", "internal_error");
 }
 
+api_error request_timeout() {
+    return api_error(408, "invalid_request_error",
+                     "the request did not arrive in time (its line and headers within the header deadline, its body within the body "
+                     "deadline, each read within the read deadline)",
+                     "", "request_timeout");
+}
+
+std::string lower(std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    return s;
+}
+
+// Splits "host[:port]" (an IPv6 host in brackets) into its lower-case host
+// and its port, `default_port` when absent; false when it is not one.
+bool split_host_port(const std::string & s, const std::string & default_port, std::string & host, std::string & port) {
+    size_t end = s.size(); // of the host
+    if (!s.empty() && s[0] == '[') {
+        end = s.find(']');
+        if (end == std::string::npos) {
+            return false;
+        }
+        ++end;
+    } else {
+        end = std::min(s.find(':'), s.size());
+    }
+    host = lower(s.substr(0, end));
+    port = end == s.size() ? default_port : s.substr(end + 1);
+    const bool digits = !port.empty() && port.size() <= 5 && std::all_of(port.begin(), port.end(), [](unsigned char c) { return std::isdigit(c); });
+    return !host.empty() && (end == s.size() || s[end] == ':') && digits;
+}
+
+// An IPv4 or bracketed IPv6 address, or localhost: a name no one else's DNS answers for.
+bool is_address_or_localhost(const std::string & host) {
+    unsigned char buf[16];
+    if (host == "localhost" || inet_pton(AF_INET, host.c_str(), buf) == 1) {
+        return true;
+    }
+    return host.size() > 2 && host.front() == '[' && host.back() == ']' && inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), buf) == 1;
+}
+
+// What the Origin policy (http_options::cors_origins) makes of a request.
+enum class origin_verdict {
+    absent,    // no Origin header: not a browser page's request (curl, SDKs)
+    own,       // a page of this server's own address, as the request's Host names it by an address or localhost
+    listed,    // --cors-origin allows it: its answers carry CORS headers
+    refused,   // 403
+};
+
+// Own address only by an address or localhost: a DNS name may be an
+// attacker's, rebound to this server's address, whose pages the browser
+// would then let read the answers.
+origin_verdict judge_origin(const httplib::Request & req, const std::vector<std::string> & allowed) {
+    if (!req.has_header("Origin")) {
+        return origin_verdict::absent;
+    }
+    const std::string origin = lower(req.get_header_value("Origin"));
+    for (const std::string & a : allowed) {
+        if (a == "*" || a == origin) {
+            return origin_verdict::listed;
+        }
+    }
+    const std::string scheme = "http://"; // this server speaks plain HTTP only
+    std::string o_host, o_port, h_host, h_port;
+    if (origin.compare(0, scheme.size(), scheme) == 0 && split_host_port(origin.substr(scheme.size()), "80", o_host, o_port) &&
+        split_host_port(req.get_header_value("Host"), "80", h_host, h_port) && o_host == h_host && o_port == h_port &&
+        is_address_or_localhost(o_host)) {
+        return origin_verdict::own;
+    }
+    return origin_verdict::refused;
+}
+
+api_error origin_refused(const std::string & origin) {
+    return api_error(403, "permission_error",
+                     "requests from web pages of " + origin + " are refused; start the server with --cors-origin " + origin +
+                         " to allow them",
+                     "", "origin_not_allowed");
+}
+
 // Compares without an early exit, so the time taken does not tell how much of the key matched.
 bool same_secret(const std::string & a, const std::string & b) {
     unsigned char diff = a.size() == b.size() ? 0 : 1;
@@ -88,6 +168,17 @@ using steady = std::chrono::steady_clock;
 class deadline_stream;
 thread_local deadline_stream * t_stream = nullptr;
 
+// What a client has done to its connection, as far as the socket shows
+// without a write. A FIN reads as end of file whether the client shut down
+// only its write side (a half-close: it still reads the answer) or closed
+// the socket, so end of file alone is `half_closed`; only a write tells the
+// two apart (a closed client's kernel answers it with a reset).
+enum class peer_state {
+    open,        // it may still send (or sent bytes not read yet: a pipelined request)
+    half_closed, // end of file: it sends nothing more, and may or may not read
+    gone,        // the connection was reset, or a write to it failed
+};
+
 // A connection's socket for httplib, whose reads end at a deadline: a
 // request's line and headers, then its body, must arrive within theirs
 // whatever the pace of the bytes, so that a client trickling a byte at a
@@ -101,21 +192,40 @@ public:
 
     void set_deadline(steady::time_point deadline) { deadline_ = deadline; }
 
+    // Without blocking; see peer_state.
+    peer_state peer() const {
+        if (write_failed_) {
+            return peer_state::gone;
+        }
+        pollfd p{sock_, POLLIN, 0};
+        if (poll(&p, 1, 0) <= 0) {
+            return peer_state::open;
+        }
+        if ((p.revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) { // a reset (or both directions shut)
+            return peer_state::gone;
+        }
+        char c = 0;
+        const ssize_t n = recv(sock_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n > 0) {
+            return peer_state::open;
+        }
+        if (n == 0) {
+            return peer_state::half_closed;
+        }
+        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? peer_state::open : peer_state::gone;
+    }
+    // Bytes of the request read, and of the answer written, so far.
+    size_t n_read() const { return n_read_; }
+    size_t n_written() const { return n_written_; }
+
     bool is_readable() const override { return off_ < size_; }
     bool wait_readable() const override {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - steady::now());
         return left.count() > 0 && poll_for(POLLIN, std::min(left, per_read_));
     }
     bool wait_writable() const override { return poll_for(POLLOUT, per_write_); }
-    // Alive unless the peer closed or reset: a readable socket whose peek reads nothing.
-    bool is_peer_alive() const override {
-        if (!poll_for(POLLIN, std::chrono::milliseconds(0))) {
-            return true;
-        }
-        char c = 0;
-        const ssize_t n = recv(sock_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-        return n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
-    }
+    // httplib asks before each piece of a stream: a half-closed client is still there.
+    bool is_peer_alive() const override { return peer() != peer_state::gone; }
 
     ssize_t read(char * ptr, size_t size) override {
         if (off_ == size_) {
@@ -133,6 +243,7 @@ public:
             }
             off_ = 0;
             size_ = static_cast<size_t>(n);
+            n_read_ += size_;
         }
         const size_t k = std::min(size, size_ - off_);
         std::memcpy(ptr, buf_ + off_, k);
@@ -141,12 +252,18 @@ public:
     }
     ssize_t write(const char * ptr, size_t size) override {
         if (!wait_writable()) {
+            write_failed_ = true;
             return -1;
         }
         ssize_t n = 0;
         do {
             n = send(sock_, ptr, size, MSG_NOSIGNAL);
         } while (n < 0 && errno == EINTR);
+        if (n < 0) {
+            write_failed_ = true;
+        } else {
+            n_written_ += static_cast<size_t>(n);
+        }
         return n;
     }
     void get_remote_ip_and_port(std::string & ip, int & port) const override { address_of(getpeername, ip, port); }
@@ -190,7 +307,40 @@ private:
     char                            buf_[4096];
     size_t                          off_ = 0;
     size_t                          size_ = 0;
+    size_t                          n_read_ = 0;
+    size_t                          n_written_ = 0;
+    bool                            write_failed_ = false;
 };
+
+// Writes all of `bytes` (each write waits at most the stream's write deadline); false when one fails.
+bool write_all(httplib::Stream & strm, const std::string & bytes) {
+    for (size_t off = 0; off < bytes.size();) {
+        const ssize_t n = strm.write(bytes.data() + off, bytes.size() - off);
+        if (n <= 0) {
+            return false;
+        }
+        off += static_cast<size_t>(n);
+    }
+    return true;
+}
+
+// Whether the client of a request still being answered is gone. At the
+// first end of file it sees (peer_state::half_closed) it writes `probe`,
+// bytes its answer may carry before it and that a half-closed client reads
+// past: a client that closed its socket answers them with a reset, seen
+// here at a later call, and a half-closed one gets its whole answer.
+// `probed` is the request's own flag, false at first. A null connection is never gone.
+bool client_gone(const deadline_stream * conn, bool & probed, const std::function<bool()> & probe) {
+    if (conn == nullptr) {
+        return false;
+    }
+    const peer_state p = conn->peer();
+    if (p == peer_state::half_closed && !probed) {
+        probed = true;
+        return !probe() || conn->peer() == peer_state::gone;
+    }
+    return p == peer_state::gone;
+}
 
 // Connection threads, started as connections need them, up to `max`: a
 // connection waiting in the queue always has a thread coming while fewer
@@ -306,6 +456,15 @@ private:
                 served = process_request(strm, remote_ip, remote_port, local_ip, local_port,
                                          count == 1 || svr_sock_ == INVALID_SOCKET, closed, nullptr);
                 t_stream = nullptr;
+                // A deadline that passed in the request line: httplib answers nothing
+                // there (it does in the headers and the body, and the error handler
+                // makes that a 408 too). A connection that sent nothing is just closed.
+                if (!served && strm.get_error() == httplib::Error::Timeout && strm.n_read() > 0 && strm.n_written() == 0) {
+                    const std::string body = json_text(error_body(request_timeout()), -1);
+                    const std::string answer = "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nContent-Length: " +
+                                               std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+                    write_all(strm, answer);
+                }
                 // A read that failed (a deadline passed, the peer closed) ends the connection:
                 // httplib answered 400 if it could, and the stream may be mid-request.
                 if (!served || closed || strm.get_error() != httplib::Error::Success) {
@@ -400,8 +559,28 @@ struct http_server::impl {
     bool authorized(const httplib::Request & req, httplib::Response & res) const;
     void completion(endpoint kind, const httplib::Request & req, httplib::Response & res);
     void stream(const std::shared_ptr<request_channel> & c, const response_info & info, httplib::Response & res,
-                flight_guard & guard);
+                flight_guard & guard, deadline_stream * conn);
 };
+
+std::string normalize_origin(const std::string & origin) {
+    if (origin == "*" || origin == "null") {
+        return origin;
+    }
+    std::string o = lower(origin);
+    if (!o.empty() && o.back() == '/') {
+        o.pop_back();
+    }
+    const size_t sep = o.find("://");
+    if (sep == std::string::npos) {
+        return "";
+    }
+    const std::string scheme = o.substr(0, sep);
+    const std::string rest = o.substr(sep + 3);
+    std::string host, port;
+    const bool ok = (scheme == "http" || scheme == "https") && rest.find_first_of("/?#@ ") == std::string::npos &&
+                    split_host_port(rest, "80", host, port);
+    return ok ? o : "";
+}
 
 http_server::http_server(service & svc, const http_options & options) : impl_(std::make_unique<impl>(svc, options)) {
     impl_->routes();
@@ -447,15 +626,37 @@ void http_server::impl::routes() {
     server.set_payload_max_length(opt.max_body);
     // SO_REUSEADDR only: httplib's default, SO_REUSEPORT, would let a second
     // server bind the same port and take half of the connections.
-    server.set_socket_options([](socket_t sock) {
+    // Accepted connections inherit the listening socket's send buffer.
+    server.set_socket_options([send_buffer = opt.send_buffer](socket_t sock) {
         int yes = 1;
         setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+        if (send_buffer > 0) {
+            setsockopt(sock, SOL_SOCKET, SO_SNDBUF, &send_buffer, sizeof(send_buffer));
+        }
     });
 
     // Runs once the headers are in, before the body is read: the cheapest
-    // checks first (body size, API key, the engine's bound), so that no
-    // refused request costs a body read, a parse or a tokenization.
+    // checks first (the origin, body size, API key, the engine's bound), so
+    // that no refused request costs a body read, a parse or a tokenization.
     server.set_pre_routing_handler([this](const httplib::Request & req, httplib::Response & res) {
+        const origin_verdict origin = judge_origin(req, opt.cors_origins);
+        if (origin == origin_verdict::refused) {
+            send_error(res, origin_refused(req.get_header_value("Origin")));
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        // A CORS preflight (a browser asks before its request; it sends no API key) or a plain OPTIONS.
+        if (req.method == "OPTIONS") {
+            res.status = 204;
+            res.set_header("Allow", "GET, POST, OPTIONS");
+            if (origin == origin_verdict::listed) {
+                res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+                if (req.has_header("Access-Control-Request-Headers")) { // Authorization among them: "*" would not cover it
+                    res.set_header("Access-Control-Allow-Headers", req.get_header_value("Access-Control-Request-Headers"));
+                }
+                res.set_header("Access-Control-Max-Age", "600");
+            }
+            return httplib::Server::HandlerResponse::Handled;
+        }
         const bool completion = req.method == "POST" && (req.path == "/v1/completions" || req.path == "/v1/chat/completions");
         if (completion && req.get_header_value_u64("Content-Length") > opt.max_body) {
             send_error(res, payload_too_large());
@@ -475,12 +676,25 @@ void http_server::impl::routes() {
         }
         return httplib::Server::HandlerResponse::Unhandled;
     });
+    // Every answer to a listed origin (errors, streams and preflights too) says the page may read it.
+    server.set_post_routing_handler([this](const httplib::Request & req, httplib::Response & res) {
+        if (judge_origin(req, opt.cors_origins) != origin_verdict::listed) {
+            return;
+        }
+        const bool any = std::find(opt.cors_origins.begin(), opt.cors_origins.end(), "*") != opt.cors_origins.end();
+        res.set_header("Access-Control-Allow-Origin", any ? "*" : req.get_header_value("Origin"));
+        res.set_header("Access-Control-Expose-Headers", "Retry-After");
+        res.set_header("Vary", "Origin");
+    });
     // Statuses httplib sets by itself (no route, body over the limit, bad framing) get an OpenAI body too.
     server.set_error_handler([](const httplib::Request &, httplib::Response & res) {
         if (!res.body.empty()) {
             return;
         }
-        if (res.status == 413) {
+        // httplib answers 400 when a read fails, a deadline's included.
+        if (res.status == 400 && t_stream != nullptr && t_stream->get_error() == httplib::Error::Timeout) {
+            send_error(res, request_timeout());
+        } else if (res.status == 413) {
             send_error(res, payload_too_large());
         } else if (res.status == 404) {
             send_error(res, api_error(404, "invalid_request_error", "no such route", "", "not_found"));
@@ -549,6 +763,7 @@ bool http_server::impl::authorized(const httplib::Request & req, httplib::Respon
 
 void http_server::impl::completion(endpoint kind, const httplib::Request & req, httplib::Response & res) {
     flight_guard guard(flights);
+    deadline_stream * conn = t_stream; // this request's connection: the handler runs on its thread
     try {
         if (shutting_down.load()) {
             svc.stats->add_rejected();
@@ -563,6 +778,13 @@ void http_server::impl::completion(endpoint kind, const httplib::Request & req, 
         size_t n_text = r.prompt.size();
         for (const chat_message & m : r.messages) {
             n_text += m.content.size();
+        }
+        // Each message takes a position at least (its role's marker), and the
+        // template engine's time grows with their number, under a shared lock.
+        if (r.messages.size() >= static_cast<size_t>(svc.n_ctx)) {
+            throw invalid_request("the request has " + std::to_string(r.messages.size()) + " messages; the context holds " +
+                                      std::to_string(svc.n_ctx) + " positions per request (-c), and each message takes one at least",
+                                  "messages", "context_length_exceeded");
         }
         if (svc.max_prompt_bytes > 0 && n_text > svc.max_prompt_bytes) {
             throw invalid_request("the prompt has " + std::to_string(n_text) + " bytes of text; the context holds " +
@@ -612,14 +834,21 @@ void http_server::impl::completion(endpoint kind, const httplib::Request & req, 
         info.model = svc.model_id;
         info.strategy = svc.strategy;
         if (r.stream) {
-            stream(c, info, res, guard);
+            stream(c, info, res, guard, conn);
             return;
         }
+        // A half-closed client is answered; one that closed is probed with an
+        // interim 102 (HTTP/1.1 clients read past 1xx answers; an HTTP/1.0
+        // one can get none, and is found gone only when its answer is written).
+        const bool interim_allowed = req.version == "HTTP/1.1";
         std::string ignored;
         bool cancelled = false;
+        bool probed = false;
         while (!c->wait_output(poll_interval, ignored)) {
             ignored.clear();
-            if (!cancelled && req.is_connection_closed()) {
+            if (!cancelled && client_gone(conn, probed, [&] {
+                    return !interim_allowed || write_all(*conn, "HTTP/1.1 102 Processing\r\n\r\n");
+                })) {
                 svc.sched->cancel(c); // the client went away; its finished event follows
                 cancelled = true;
             }
@@ -641,11 +870,14 @@ void http_server::impl::completion(endpoint kind, const httplib::Request & req, 
     }
 }
 
+// `conn`: the request's connection, which outlives the provider (httplib
+// calls it on the connection's thread while it answers).
 void http_server::impl::stream(const std::shared_ptr<request_channel> & c, const response_info & info, httplib::Response & res,
-                               flight_guard & guard) {
+                               flight_guard & guard, deadline_stream * conn) {
     struct state {
         bool first = true;
         bool done = false;
+        bool probed = false; // client_gone's flag
     };
     auto st = std::make_shared<state>();
     scheduler * sched = svc.sched;
@@ -654,7 +886,7 @@ void http_server::impl::stream(const std::shared_ptr<request_channel> & c, const
     res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [c, info, st, sched](size_t, httplib::DataSink & sink) {
+        [c, info, st, sched, conn](size_t, httplib::DataSink & sink) {
             try {
                 std::string text;
                 const bool finished = c->wait_output(poll_interval, text);
@@ -665,8 +897,8 @@ void http_server::impl::stream(const std::shared_ptr<request_channel> & c, const
                         sched->cancel(c); // the client went away
                         return false;
                     }
-                } else if (!finished && !sink.is_writable()) {
-                    sched->cancel(c);
+                } else if (!finished && client_gone(conn, st->probed, [&] { return sink.write(":\n\n", 3); })) {
+                    sched->cancel(c); // probed with an SSE comment, which clients skip
                     return false;
                 }
                 if (!finished) {

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 struct llama_model;
 
@@ -51,7 +52,24 @@ struct http_options {
     int         read_timeout_s = 5;              // one read waits at most this
     int         write_timeout_s = 5;             // one write waits at most this (a client that stops reading)
     int         keep_alive_s = 2;                // an idle kept-alive connection is closed after this
+    // Kernel send buffer of each connection, in bytes (Linux doubles it; 0:
+    // the kernel's, which grows to megabytes): a client that stops reading
+    // fills it, and its stream ends write_timeout_s later (cancelled), so
+    // it holds a slot for about this much unread output, not its whole budget.
+    int         send_buffer = 64 << 10;
+    // Browsers (the Origin policy): a request with an Origin header is
+    // refused with 403 unless the origin is listed here ("*": any), or is the
+    // server's own address as the request's Host names it, by an IP address
+    // or localhost. Listed origins get CORS headers and preflight answers.
+    // Requests without Origin (curl, SDKs) are not concerned. Each entry as
+    // normalize_origin() returns it.
+    std::vector<std::string> cors_origins;
 };
+
+// An --cors-origin value as an Origin header spells it (lower-case, no
+// trailing slash; "*" and "null" as they are), or "" when it is none of
+// "*", "null" and http[s]://host[:port] (no path).
+std::string normalize_origin(const std::string & origin);
 
 class http_server {
 public:

@@ -124,7 +124,7 @@ void scheduler::cancel(const std::shared_ptr<request_channel> & c) {
 
 size_t scheduler::n_in_flight() const {
     std::lock_guard<std::mutex> lock(m_);
-    return inbox_.size() + live_.size();
+    return inbox_.size() + n_taken_ + live_.size();
 }
 
 size_t scheduler::shutdown(std::chrono::milliseconds deadline) {
@@ -134,10 +134,12 @@ size_t scheduler::shutdown(std::chrono::milliseconds deadline) {
     }
     accepting_ = false;
     const auto until = clock_type::now() + deadline;
-    idle_.wait_until(lock, until, [this] { return inbox_.empty() && live_.empty(); });
+    const auto none_left = [this] { return inbox_.empty() && n_taken_ == 0 && live_.empty(); };
+    idle_.wait_until(lock, until, none_left);
     size_t n_cancelled = 0;
-    // The inbox empties within a step: what it holds is admitted, then cancelled.
-    while (!inbox_.empty() || !live_.empty()) {
+    // The inbox and what the engine thread took from it empty within a
+    // step: what they hold is added to the engine, then cancelled here.
+    while (!none_left()) {
         for (specdec::request_id id : live_) {
             engine_->cancel(id);
         }
@@ -153,6 +155,15 @@ size_t scheduler::shutdown(std::chrono::milliseconds deadline) {
     return n_cancelled;
 }
 
+void scheduler::settle_taken(specdec::request_id id) {
+    std::lock_guard<std::mutex> lock(m_);
+    --n_taken_;
+    if (id != 0) {
+        live_.insert(id);
+    }
+    idle_.notify_all();
+}
+
 void scheduler::admit(const std::shared_ptr<request_channel> & c) {
     specdec::request_id id = 0;
     try {
@@ -161,17 +172,16 @@ void scheduler::admit(const std::shared_ptr<request_channel> & c) {
         if (e.code() == SPECDEC_STATUS_QUEUE_FULL) {
             metrics_.add_rejected();
         }
+        settle_taken(0);
         c->on_rejected(e.code(), e.what());
         return;
     } catch (const std::exception & e) {
+        settle_taken(0);
         c->on_rejected(SPECDEC_STATUS_NATIVE_FAILURE, e.what());
         return;
     }
     by_id_[id] = c;
-    {
-        std::lock_guard<std::mutex> lock(m_);
-        live_.insert(id);
-    }
+    settle_taken(id);
     c->on_admitted(id);
     if (c->cancel_requested()) {
         engine_->cancel(id);
@@ -228,6 +238,7 @@ void scheduler::run() {
         wake_.wait(lock, [&] { return busy || !inbox_.empty() || stop_; });
         std::deque<std::shared_ptr<request_channel>> arrived;
         arrived.swap(inbox_);
+        n_taken_ = arrived.size(); // shutdown() sees them until admit() settles each
         lock.unlock();
         for (const auto & c : arrived) {
             admit(c);

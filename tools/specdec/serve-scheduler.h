@@ -109,18 +109,21 @@ public:
     // Cancels a request wherever it is (inbox, waiting, running); its
     // finished event follows with SPECDEC_STOP_CANCELLED. Idempotent.
     void cancel(const std::shared_ptr<request_channel> & c);
-    // Stops accepting, lets the requests in flight finish until `deadline`
+    // Stops accepting, lets the requests in flight (every one handed in:
+    // in the inbox, being added, waiting, running) finish until `deadline`
     // from now, cancels the rest (their channels finish with
     // SPECDEC_STOP_CANCELLED), waits for them to leave and stops the engine
     // thread. Returns the number cancelled. Idempotent (later calls return 0).
     size_t shutdown(std::chrono::milliseconds deadline);
-    // Requests handed in and not finished (inbox, waiting, running).
+    // Requests handed in and not finished (inbox, being added, waiting, running).
     size_t n_in_flight() const;
 
 private:
     void run();
     bool on_event(const specdec::engine_event & e);
     void admit(const std::shared_ptr<request_channel> & c);
+    // A request taken from the inbox is added (id: its engine id) or refused (0).
+    void settle_taken(specdec::request_id id);
     void publish_load();
 
     metrics &                                    metrics_;
@@ -132,6 +135,7 @@ private:
     std::condition_variable                      wake_;   // the engine thread: inbox, stop
     std::condition_variable                      idle_;   // shutdown: a request finished
     std::deque<std::shared_ptr<request_channel>> inbox_;
+    size_t                                       n_taken_ = 0; // taken from the inbox by the engine thread, not yet added or refused
     std::set<specdec::request_id>                live_;   // admitted, not finished
     bool                                         accepting_ = true;
     bool                                         stop_ = false;

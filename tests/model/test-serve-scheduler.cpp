@@ -1,0 +1,101 @@
+// `specdec serve`'s scheduler (the bridge between HTTP threads and the
+// engine thread) on a generated fixture, plain decoding: shutdown() sees
+// every request handed in, wherever it is on its way to the engine.
+#include "harness.h"
+#include "serve-metrics.h"
+#include "serve-scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <thread>
+
+namespace specdec::test {
+namespace {
+
+using cli::serve::request_channel;
+using cli::serve::scheduler;
+using namespace std::chrono_literals;
+
+struct fixture_context {
+    llama_model_ptr   model = load_model(fixture("llama-target-2-256", [](const std::string & p) { fixtures::write_llama_target(p, {}); }));
+    llama_context_ptr ctx = make_context(model.get(), [] {
+        context_options o;
+        o.n_ctx = 512;
+        o.n_seq_max = 2;
+        return o;
+    }());
+};
+
+engine_params two_slots() {
+    engine_params ep = specdec_engine_default_params();
+    ep.n_seq = 2;
+    ep.max_waiting = 8;
+    return ep;
+}
+
+request_params greedy(int32_t n_predict) {
+    request_params rp = specdec_generate_default_params();
+    rp.n_predict = n_predict;
+    rp.temperature = 0;
+    return rp;
+}
+
+std::shared_ptr<request_channel> request(const request_params & rp, std::vector<std::string> stops = {}) {
+    return std::make_shared<request_channel>(std::vector<llama_token>{19, 20, 21}, rp, std::move(stops));
+}
+
+// Every channel has finished, cancelled.
+void expect_all_cancelled(const std::vector<std::shared_ptr<request_channel>> & cs, int round) {
+    for (const auto & c : cs) {
+        std::string text;
+        ASSERT_TRUE(c->wait_output(0ms, text)) << "round " << round << ": every request finished when shutdown() returns";
+        EXPECT_EQ(c->result().output.stop, SPECDEC_STOP_CANCELLED) << "round " << round;
+    }
+}
+
+// A request the engine thread has taken from the inbox and is adding to the
+// engine (the engine copies its 100k stop strings, which takes a while) when
+// shutdown(0) comes: shutdown() counts it and cancels it. It was invisible
+// there, in neither the inbox nor the engine: shutdown() stopped the engine
+// thread without cancelling it, and it ran to its budget past the deadline.
+TEST(ServeScheduler, ShutdownCancelsARequestTakenFromTheInboxNotYetAdded) {
+    fixture_context f;
+    cli::serve::metrics m;
+    scheduler sched(nullptr, f.ctx.get(), two_slots(), m, {});
+    const auto slow = request(greedy(200), std::vector<std::string>(100000, std::string(512, 'q')));
+    ASSERT_TRUE(sched.submit(slow));
+    std::this_thread::sleep_for(20ms); // the engine thread took it and is copying its stop strings
+    EXPECT_EQ(sched.shutdown(0ms), 1u);
+    expect_all_cancelled({slow}, 0);
+}
+
+// Requests handed in, then shutdown(0) at once, racing the engine thread,
+// which takes the inbox and adds what it took to the engine: each is
+// cancelled, whether it was still in the inbox, taken, or in the engine, and
+// shutdown() counts it. The moment of the shutdown moves by a few
+// microseconds a round.
+TEST(ServeScheduler, ShutdownCancelsEveryRequestHandedIn) {
+    fixture_context f;
+    constexpr int n_requests = 4;
+    for (int round = 0; round < 200; ++round) {
+        cli::serve::metrics m;
+        scheduler sched(nullptr, f.ctx.get(), two_slots(), m, {});
+        std::vector<std::shared_ptr<request_channel>> cs;
+        for (int i = 0; i < n_requests; ++i) {
+            cs.push_back(request(greedy(200)));
+            ASSERT_TRUE(sched.submit(cs.back()));
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(round % 30 * 3));
+        EXPECT_EQ(sched.shutdown(0ms), static_cast<size_t>(n_requests)) << "round " << round;
+        EXPECT_FALSE(sched.submit(request(greedy(1)))) << "shut down";
+        expect_all_cancelled(cs, round);
+        if (HasFailure()) {
+            break;
+        }
+    }
+}
+
+} // namespace
+} // namespace specdec::test
