@@ -159,13 +159,13 @@ test('chat: conversations resend what came before, report reuse per turn, and fi
     const sent = readFileSync(prompts, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
     // Per server and concurrency: max(2, C) = 2 conversations of 3 turns.
     assert.equal(sent.length, 2 * 2 * 2 * 3);
-    for (const p of sent) assert.ok(p.startsWith('System: ') && p.endsWith('\n\nAssistant:'), p);
+    for (const p of sent) assert.ok(p.startsWith('System: ') && p.endsWith(' Assistant:') && !p.includes('\n'), p);
     // Each later turn extends an earlier turn's prompt by its answer and a new message.
-    const later = sent.filter((p) => (p.match(/\nUser: /g) ?? []).length > 1);
+    const later = sent.filter((p) => (p.match(/ User: /g) ?? []).length > 1);
     assert.equal(later.length, 16);
     for (const p of later) {
-        const cut = p.lastIndexOf('\n\nUser: ');
-        const earlier = p.slice(0, p.lastIndexOf('\n\nAssistant:', cut) + '\n\nAssistant:'.length);
+        const cut = p.lastIndexOf(' User: ');
+        const earlier = p.slice(0, p.lastIndexOf(' Assistant:', cut) + ' Assistant:'.length);
         assert.ok(sent.includes(earlier), `no earlier turn for ${p}`);
     }
     const summary = JSON.parse(readFileSync(path.join(out, 'summary.json'), 'utf8'));

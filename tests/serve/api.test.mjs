@@ -55,15 +55,55 @@ describe('serve api', { timeout: 240000 }, () => {
 
     test('streamed completion equals the non-streamed one', async () => {
         const req = { prompt: 'abc', max_tokens: 60, temperature: 0 };
-        const stream = await spec.client().completions.create({ ...req, stream: true });
+        const stream = await spec.client().completions.create({ ...req, stream: true, stream_options: { include_usage: true } });
         const got = await collect(stream);
         const want = await plainOf(req);
         assert.equal(got.text, want.text);
         assert.ok(got.chunks >= 3, `${got.chunks} chunks`);
-        assert.equal(got.last.choices[0].finish_reason, 'length');
-        assert.equal(got.last.usage.completion_tokens, 60);
-        assert.deepEqual(got.last.specdec.tokens, want.tokens);
-        assert.ok(got.last.specdec.accepted > 0);
+        assert.equal(got.finished.choices[0].finish_reason, 'length');
+        assert.equal(got.finished.usage, null, 'the usage comes in a chunk of its own');
+        assert.equal(got.usage.completion_tokens, 60);
+        assert.deepEqual(got.last.choices, [], 'the usage chunk has no choices');
+        assert.deepEqual(got.finished.specdec.tokens, want.tokens);
+        assert.ok(got.finished.specdec.accepted > 0);
+        // Without include_usage, no chunk carries a usage.
+        const bare = await collect(await spec.client().completions.create({ ...req, stream: true }));
+        assert.equal(bare.usage, null);
+        assert.equal(bare.last.choices[0].finish_reason, 'length');
+    });
+
+    test('log-probabilities equal plain decoding\'s, streamed or not, in both shapes', async () => {
+        const req = { model: MODEL_ID, prompt: 'hello world', max_tokens: 20, temperature: 0, logprobs: 3 };
+        const got = await spec.client().completions.create(req);
+        const want = await plain.client().completions.create(req);
+        const lp = got.choices[0].logprobs;
+        assert.equal(lp.tokens.length, 20);
+        assert.equal(lp.tokens.join(''), got.choices[0].text);
+        assert.deepEqual(lp, want.choices[0].logprobs, 'the MTP server reports what the plain one does');
+        for (const [i, top] of lp.top_logprobs.entries()) {
+            assert.equal(Object.keys(top).length, 3);
+            assert.ok(lp.token_logprobs[i] <= 0 && lp.token_logprobs[i] >= Math.max(...Object.values(top)) - 1e-6, JSON.stringify(top));
+        }
+        assert.deepEqual(lp.text_offset, lp.tokens.map((_, i) => lp.tokens.slice(0, i).join('').length));
+        const streamed = await collect(await spec.client().completions.create({ ...req, stream: true }));
+        assert.deepEqual(streamed.logprobs.map((x) => x.logprob), lp.token_logprobs);
+        assert.deepEqual(streamed.logprobs.map((x) => x.offset), lp.text_offset);
+
+        const chat = { model: MODEL_ID, messages: [{ role: 'user', content: 'abc' }], max_tokens: 12, temperature: 0, logprobs: true,
+                       top_logprobs: 2 };
+        const c = await spec.client().chat.completions.create(chat);
+        const p = await plain.client().chat.completions.create(chat);
+        assert.equal(c.choices[0].logprobs.content.length, 12);
+        assert.deepEqual(c.choices[0].logprobs, p.choices[0].logprobs);
+        for (const e of c.choices[0].logprobs.content) {
+            assert.equal(e.top_logprobs.length, 2);
+            assert.equal(e.top_logprobs[0].token, e.token, 'greedy: the most likely token');
+            assert.deepEqual(e.bytes, [...Buffer.from(e.token, 'utf8')]);
+        }
+        const cs = await collect(await spec.client().chat.completions.create({ ...chat, stream: true }));
+        assert.deepEqual(cs.logprobs, c.choices[0].logprobs.content);
+        // Not asked for: null, as OpenAI's.
+        assert.equal((await spec.client().completions.create({ ...req, logprobs: undefined })).choices[0].logprobs, null);
     });
 
     test('stop strings: the text ends before the stop', async () => {
@@ -96,20 +136,22 @@ describe('serve api', { timeout: 240000 }, () => {
         assert.equal(r.choices[0].message.content, p.choices[0].message.content);
         assert.deepEqual(r.specdec.tokens, p.specdec.tokens);
 
-        const stream = await spec.client().chat.completions.create({ ...req, stream: true });
+        const stream = await spec.client().chat.completions.create({ ...req, stream: true, stream_options: { include_usage: true } });
         let text = '';
         let role = null;
         let last = null;
+        let finish = null;
         for await (const chunk of stream) {
             const d = chunk.choices[0]?.delta ?? {};
             if (d.role) role = d.role;
             text += d.content ?? '';
+            finish = chunk.choices[0]?.finish_reason ?? finish;
             last = chunk;
         }
         assert.equal(role, 'assistant');
         assert.equal(last.object, 'chat.completion.chunk');
         assert.equal(text, r.choices[0].message.content);
-        assert.equal(last.choices[0].finish_reason, 'length');
+        assert.equal(finish, 'length');
         assert.equal(last.usage.completion_tokens, 24);
     });
 
@@ -169,7 +211,7 @@ describe('serve api', { timeout: 240000 }, () => {
         for (const { req, got } of results) {
             const want = await plainOf(req);
             assert.equal(got.text, want.text, `prompt ${req.prompt}`);
-            assert.deepEqual(got.last.specdec.tokens, want.tokens, `prompt ${req.prompt}`);
+            assert.deepEqual(got.finished.specdec.tokens, want.tokens, `prompt ${req.prompt}`);
         }
     });
 

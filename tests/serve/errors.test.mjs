@@ -85,8 +85,10 @@ describe('serve errors', { timeout: 240000 }, () => {
         await assert.rejects(c.completions.create({ model: 'exact', prompt: 'abc', max_tokens: -1, stream: true }),
             (e) => e instanceof OpenAI.BadRequestError);
         // A field that would change the result and is not implemented is refused, named, not ignored.
-        await assert.rejects(c.chat.completions.create({ messages: [{ role: 'user', content: 'abc' }], logprobs: true, top_logprobs: 2 }),
-            (e) => e instanceof OpenAI.BadRequestError && e.param === 'logprobs' && e.code === 'unsupported_parameter');
+        await assert.rejects(c.chat.completions.create({ messages: [{ role: 'user', content: 'abc' }], logit_bias: { 5: 10 } }),
+            (e) => e instanceof OpenAI.BadRequestError && e.param === 'logit_bias' && e.code === 'unsupported_parameter');
+        await assert.rejects(c.chat.completions.create({ messages: [{ role: 'user', content: 'abc' }], top_logprobs: 2 }),
+            (e) => e instanceof OpenAI.BadRequestError && e.param === 'top_logprobs'); // needs logprobs: true
         await assert.rejects(c.chat.completions.create({ messages: [{ role: 'user', content: 'abc' }], response_format: { type: 'json_object' } }),
             (e) => e instanceof OpenAI.BadRequestError && e.param === 'response_format');
         // The server still works.

@@ -108,17 +108,32 @@ export function rssKiB(pid) {
 }
 
 // Collects a completion stream: the text, the chunk count and the last chunk.
+// A stream's text, its chunk count, the chunk that ended its choice (with
+// finish_reason and specdec's statistics), the usage of the chunk after it
+// (with stream_options.include_usage; else null), the last chunk, and the
+// log-probability entries of every chunk in order (chat: `content`
+// entries; completions: {token, logprob, top, offset}).
 export async function collect(stream) {
     let text = '';
     let chunks = 0;
     let last = null;
+    let finished = null;
+    let usage = null;
+    const logprobs = [];
     for await (const chunk of stream) {
         chunks += 1;
         const c = chunk.choices?.[0];
         if (c) text += c.text ?? c.delta?.content ?? '';
+        if (c?.finish_reason) finished = chunk;
+        if (chunk.usage) usage = chunk.usage;
+        const lp = c?.logprobs;
+        if (lp?.content) logprobs.push(...lp.content);
+        if (lp?.tokens) {
+            lp.tokens.forEach((token, i) => logprobs.push({ token, logprob: lp.token_logprobs[i], top: lp.top_logprobs[i], offset: lp.text_offset[i] }));
+        }
         last = chunk;
     }
-    return { text, chunks, last };
+    return { text, chunks, finished, usage, last, logprobs };
 }
 
 // Plain decoding's answer for a greedy request, from a `--spec none` server (memoized).

@@ -18,7 +18,8 @@ describe('serve shutdown', { timeout: 240000 }, () => {
         const s = await startServer(['-np', '2', '-c', '2048']);
         try {
             const plain = s.client().completions.create({ prompt: 'abc', max_tokens: 1500, temperature: 0 });
-            const streamed = s.client().completions.create({ prompt: 'xyz', max_tokens: 1500, temperature: 0, stream: true }).then(collect);
+            const streamed = s.client().completions.create({ prompt: 'xyz', max_tokens: 1500, temperature: 0, stream: true,
+                                                             stream_options: { include_usage: true } }).then(collect);
             await waitForMetrics(s, (m) => m.get('llamacpp:requests_processing') === 2, 20000);
             s.proc.kill('SIGTERM');
             await waitForLog(s, /SIGTERM: finishing/);
@@ -30,8 +31,8 @@ describe('serve shutdown', { timeout: 240000 }, () => {
             const [a, b] = await Promise.all([plain, streamed]);
             assert.equal(a.usage.completion_tokens, 1500);
             assert.equal(a.choices[0].finish_reason, 'length');
-            assert.equal(b.last.usage.completion_tokens, 1500);
-            assert.equal(b.last.choices[0].finish_reason, 'length');
+            assert.equal(b.usage.completion_tokens, 1500);
+            assert.equal(b.finished.choices[0].finish_reason, 'length');
             assert.deepEqual(await s.exitPromise, { code: 0, signal: null }, s.log);
             assert.match(s.log, /SIGTERM: finishing 2 requests in flight/);
         } finally {

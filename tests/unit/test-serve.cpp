@@ -162,9 +162,6 @@ TEST(ServeParse, StopStringsAreCappedInLength) {
 // Each is a 400 naming it unless it asks for nothing; unknown fields stay ignored.
 TEST(ServeParse, UnimplementedFieldsThatChangeTheResultAre400) {
     const std::vector<std::pair<std::string, std::string>> refused = {
-        {R"("logprobs": true)", "logprobs"},
-        {R"("logprobs": 5)", "logprobs"},
-        {R"("top_logprobs": 3)", "top_logprobs"},
         {R"("echo": true)", "echo"},
         {R"("suffix": "}")", "suffix"},
         {R"("logit_bias": {"42": -100})", "logit_bias"},
@@ -202,7 +199,7 @@ TEST(ServeParse, UnimplementedFieldsThatChangeTheResultAre400) {
         R"("logprobs": false)", R"("logprobs": null)", R"("top_logprobs": 0)", R"("echo": false)", R"("suffix": "")",
         R"("logit_bias": {})", R"("response_format": {"type": "text"})", R"("tools": [])", R"("tool_choice": "none")",
         R"("tool_choice": "auto")", R"("presence_penalty": 0)", R"("frequency_penalty": 0.0)", R"("repeat_penalty": 1)",
-        R"("best_of": 1)", R"("n": 1)", R"("user": "u")", R"("frobnicate": [1])", R"("stream_options": {"include_usage": true})",
+        R"("best_of": 1)", R"("n": 1)", R"("user": "u")", R"("frobnicate": [1])",
     };
     for (const auto & field : accepted) {
         const std::string body = R"({"prompt": "a", )" + field + "}";
@@ -292,8 +289,80 @@ TEST(ServeFormat, ChatResponseAndChunks) {
     const json last = final_chunk_body(info, {&r, 2});
     EXPECT_EQ(last["choices"][0]["delta"], json::object());
     EXPECT_EQ(last["choices"][0]["finish_reason"], "stop");
-    EXPECT_EQ(last["usage"]["total_tokens"], 6);
+    EXPECT_FALSE(last.contains("usage")) << "usage comes only with stream_options.include_usage";
     EXPECT_EQ(last["specdec"]["accepted"], 3);
+
+    // stream_options.include_usage, as OpenAI: every chunk has "usage": null,
+    // then one more chunk with no choices carries it.
+    response_info with_usage = info;
+    with_usage.include_usage = true;
+    EXPECT_TRUE(chunk_body(with_usage, "yz", false)["usage"].is_null());
+    EXPECT_TRUE(final_chunk_body(with_usage, {&r, 2})["usage"].is_null());
+    const json usage = usage_chunk_body(with_usage, {&r, 2});
+    EXPECT_EQ(usage["choices"], json::array());
+    EXPECT_EQ(usage["usage"]["total_tokens"], 6);
+    EXPECT_EQ(usage["object"], "chat.completion.chunk");
+}
+
+// logprobs / top_logprobs: completions take the legacy `logprobs: N` (0..5),
+// chat `logprobs: true` with `top_logprobs` (0..20); stream_options needs a stream.
+TEST(ServeParse, LogprobsAndStreamOptions) {
+    EXPECT_EQ(completion(R"({"prompt": "a"})").n_top_logprobs, -1);
+    EXPECT_EQ(completion(R"({"prompt": "a", "logprobs": 0})").n_top_logprobs, 0);
+    EXPECT_EQ(completion(R"({"prompt": "a", "logprobs": 5})").n_top_logprobs, 5);
+    EXPECT_EQ(failure(endpoint::completions, R"({"prompt": "a", "logprobs": 6})"), (std::pair<int, std::string>{400, "logprobs"}));
+    EXPECT_EQ(failure(endpoint::completions, R"({"prompt": "a", "logprobs": true})"), (std::pair<int, std::string>{400, "logprobs"}));
+    EXPECT_EQ(failure(endpoint::completions, R"({"prompt": "a", "top_logprobs": 2})"), (std::pair<int, std::string>{400, "top_logprobs"}));
+    const std::string chat = R"({"messages": [{"role": "user", "content": "a"}], )";
+    const auto chat_top = [&](const std::string & fields) { return parse_request(endpoint::chat, chat + fields + "}", limits()).n_top_logprobs; };
+    EXPECT_EQ(chat_top(R"("logprobs": false)"), -1);
+    EXPECT_EQ(chat_top(R"("logprobs": true)"), 0);
+    EXPECT_EQ(chat_top(R"("logprobs": true, "top_logprobs": 20)"), 20);
+    EXPECT_EQ(failure(endpoint::chat, chat + R"("logprobs": true, "top_logprobs": 21})"), (std::pair<int, std::string>{400, "top_logprobs"}));
+    EXPECT_EQ(failure(endpoint::chat, chat + R"("top_logprobs": 2})"), (std::pair<int, std::string>{400, "top_logprobs"}));
+    EXPECT_EQ(failure(endpoint::chat, chat + R"("logprobs": 3})"), (std::pair<int, std::string>{400, "logprobs"}));
+    EXPECT_EQ(to_engine_params(completion(R"({"prompt": "a", "logprobs": 3})"), 256, 1, 0).n_top_logprobs, 3);
+
+    EXPECT_TRUE(completion(R"({"prompt": "a", "stream": true, "stream_options": {"include_usage": true}})").include_usage);
+    EXPECT_FALSE(completion(R"({"prompt": "a", "stream": true, "stream_options": {}})").include_usage);
+    EXPECT_EQ(failure(endpoint::completions, R"({"prompt": "a", "stream_options": {"include_usage": true}})"),
+              (std::pair<int, std::string>{400, "stream_options"}));
+    EXPECT_EQ(failure(endpoint::completions, R"({"prompt": "a", "stream": true, "stream_options": {"include_usage": 1}})"),
+              (std::pair<int, std::string>{400, "stream_options.include_usage"}));
+}
+
+// Both shapes of `logprobs`, from the engine's numbers.
+TEST(ServeFormat, Logprobs) {
+    specdec::request_result r = sample_result(); // tokens 10..13, text "wxyz"
+    r.output.logprobs = {-0.5f, -1.0f, -0.25f, -2.0f};
+    for (llama_token t = 10; t < 14; ++t) {
+        r.output.top_logprobs.push_back({t, -0.1f});
+        r.output.top_logprobs.push_back({static_cast<llama_token>(t + 10), -3.0f});
+    }
+    response_info info{endpoint::chat, "chatcmpl-3", 1, "tiny", "mtp"};
+    info.n_top_logprobs = 2;
+    info.piece = [](llama_token t) { return std::string(1, static_cast<char>('a' + t % 26)); };
+    const json chat = response_body(info, {&r, 5})["choices"][0]["logprobs"];
+    ASSERT_EQ(chat["content"].size(), 4u);
+    EXPECT_EQ(chat["content"][1], (json{{"token", "l"}, {"logprob", -1.0},  {"bytes", {108}},
+                                        {"top_logprobs", {{{"token", "l"}, {"logprob", -0.1f}, {"bytes", {108}}},
+                                                          {{"token", "v"}, {"logprob", -3.0}, {"bytes", {118}}}}}}));
+    info.kind = endpoint::completions;
+    const json legacy = response_body(info, {&r, 5})["choices"][0]["logprobs"];
+    EXPECT_EQ(legacy["tokens"], (json{"k", "l", "m", "n"}));
+    EXPECT_EQ(legacy["token_logprobs"], (json{-0.5, -1.0, -0.25, -2.0}));
+    EXPECT_EQ(legacy["top_logprobs"][3], (json{{"n", -0.1f}, {"x", -3.0}}));
+    EXPECT_EQ(legacy["text_offset"], (json{0, 1, 2, 3}));
+    // A stream's chunks count offsets on from the text before them.
+    size_t offset = 7;
+    specdec::sequence_result part;
+    part.tokens = {12};
+    part.logprobs = {-0.25f};
+    part.top_logprobs = {{12, -0.1f}, {22, -3.0f}};
+    EXPECT_EQ(logprobs_body(info, token_logprobs::of(part), offset)["text_offset"], (json{7}));
+    EXPECT_EQ(offset, 8u);
+    info.n_top_logprobs = -1;
+    EXPECT_TRUE(response_body(info, {&r, 5})["choices"][0]["logprobs"].is_null());
 }
 
 TEST(ServeFormat, FinishReasons) {

@@ -4,9 +4,10 @@
 // and answer, the new user message) as one streamed greedy or sampled
 // completion, as chat clients and agent loops do, so a server that keeps a
 // conversation's earlier turns in memory decodes only the new text. Turns
-// ask for varied answer lengths. The text format is plain ("User: ...\n\n
-// Assistant: ...") through /v1/completions, so that no chat template (which
-// the fixtures' vocabularies may not cover) enters the comparison.
+// ask for varied answer lengths. The text format is plain ("User: ...
+// Assistant: ...", on one line: the fixtures' vocabularies have no newline)
+// through /v1/completions, so that no chat template (which those
+// vocabularies may not cover either) enters the comparison.
 import { mean, percentile, run_request } from './loadgen.mjs';
 
 export const SYSTEM_PROMPT =
@@ -36,8 +37,8 @@ export function turn_tokens(opt, turn) {
 // The prompt of a turn: the system prompt, then each earlier exchange, then the new message.
 export function transcript(exchanges, user) {
     let text = SYSTEM_PROMPT;
-    for (const x of exchanges) text += `\n\nUser: ${x.user}\n\nAssistant:${x.assistant}`;
-    return `${text}\n\nUser: ${user}\n\nAssistant:`;
+    for (const x of exchanges) text += ` User: ${x.user} Assistant:${x.assistant}`;
+    return `${text} User: ${user} Assistant:`;
 }
 
 // One conversation's turns, in order; returns their records (run_request's,

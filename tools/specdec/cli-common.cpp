@@ -195,6 +195,17 @@ std::vector<llama_token> tokenize(const llama_model * model, const std::string &
     return tokens;
 }
 
+std::string token_text(const llama_vocab * vocab, llama_token token) {
+    std::string out(64, '\0');
+    int32_t n = llama_token_to_piece(vocab, token, out.data(), static_cast<int32_t>(out.size()), 0, true);
+    if (n < 0) {
+        out.resize(static_cast<size_t>(-n));
+        n = llama_token_to_piece(vocab, token, out.data(), static_cast<int32_t>(out.size()), 0, true);
+    }
+    out.resize(static_cast<size_t>(std::max(n, 0)));
+    return out;
+}
+
 std::string read_file(const std::string & path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) {

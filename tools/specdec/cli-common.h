@@ -70,6 +70,9 @@ inline uint64_t decoded_tokens(const specdec_sequence_stats & st) {
 // character the vocabulary lacks, for one).
 std::vector<llama_token> tokenize(const llama_model * model, const std::string & text, bool parse_special = false);
 
+// A token's text (its bytes; special tokens spelled out), as the engine streams it.
+std::string token_text(const llama_vocab * vocab, llama_token token);
+
 std::string read_file(const std::string & path);
 
 // --kernels exact|fast, bound to `kernels` (see specdec_set_exact_kernels).

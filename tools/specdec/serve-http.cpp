@@ -833,6 +833,9 @@ void http_server::impl::completion(endpoint kind, const httplib::Request & req, 
         info.created = static_cast<int64_t>(std::time(nullptr));
         info.model = svc.model_id;
         info.strategy = svc.strategy;
+        info.n_top_logprobs = r.n_top_logprobs;
+        info.include_usage = r.include_usage;
+        info.piece = [vocab = llama_model_get_vocab(svc.model)](llama_token t) { return token_text(vocab, t); };
         if (r.stream) {
             stream(c, info, res, guard, conn);
             return;
@@ -875,9 +878,10 @@ void http_server::impl::completion(endpoint kind, const httplib::Request & req, 
 void http_server::impl::stream(const std::shared_ptr<request_channel> & c, const response_info & info, httplib::Response & res,
                                flight_guard & guard, deadline_stream * conn) {
     struct state {
-        bool first = true;
-        bool done = false;
-        bool probed = false; // client_gone's flag
+        bool   first = true;
+        bool   done = false;
+        bool   probed = false;  // client_gone's flag
+        size_t text_offset = 0; // of the next token with log-probabilities (completions)
     };
     auto st = std::make_shared<state>();
     scheduler * sched = svc.sched;
@@ -889,9 +893,12 @@ void http_server::impl::stream(const std::shared_ptr<request_channel> & c, const
         [c, info, st, sched, conn](size_t, httplib::DataSink & sink) {
             try {
                 std::string text;
-                const bool finished = c->wait_output(poll_interval, text);
-                if (!text.empty()) {
-                    const std::string ev = sse_event(chunk_body(info, text, st->first));
+                specdec::sequence_result lp;
+                const bool finished = c->wait_output(poll_interval, text, info.n_top_logprobs >= 0 ? &lp : nullptr);
+                if (!text.empty() || !lp.tokens.empty()) {
+                    const nlohmann::json logprobs =
+                        lp.tokens.empty() ? nlohmann::json() : logprobs_body(info, token_logprobs::of(lp), st->text_offset);
+                    const std::string ev = sse_event(chunk_body(info, text, st->first, logprobs));
                     st->first = false;
                     if (!sink.write(ev.data(), ev.size())) {
                         sched->cancel(c); // the client went away
@@ -913,6 +920,9 @@ void http_server::impl::stream(const std::shared_ptr<request_channel> & c, const
                     tail = sse_event(error_body(e));
                 } else {
                     tail = sse_event(final_chunk_body(info, {&out, c->n_prompt()}));
+                    if (info.include_usage) {
+                        tail += sse_event(usage_chunk_body(info, {&out, c->n_prompt()}));
+                    }
                 }
                 tail += sse_done();
                 st->done = true;

@@ -2,6 +2,7 @@
 
 #include "json-text.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -206,8 +207,6 @@ bool is_text_format(const json & v) { return v.is_object() && v.size() == 1 && v
 bool is_no_tool_call(const json & v) { return v == "none" || v == "auto"; }
 
 constexpr unimplemented_field unimplemented_fields[] = {
-    {"logprobs", "false", is_false},
-    {"top_logprobs", "0", is_zero},
     {"echo", "false", is_false},
     {"suffix", "\"\"", is_empty},
     {"logit_bias", "{}", is_empty},
@@ -233,6 +232,54 @@ void refuse_unimplemented(const json & body) {
                                   f.name, "unsupported_parameter");
         }
     }
+}
+
+// Completions: `logprobs` N (0..5, the legacy API's bound) alternatives per
+// token. Chat: `logprobs` true, with `top_logprobs` (0..20) alternatives.
+int32_t parse_logprobs(const json & body, endpoint kind) {
+    const auto it = body.find("logprobs");
+    const bool given = it != body.end() && !it->is_null();
+    if (kind == endpoint::completions) {
+        if (const auto top = body.find("top_logprobs"); top != body.end() && !top->is_null() && !is_zero(*top)) {
+            throw invalid_request("'top_logprobs' belongs to chat completions; completions take 'logprobs': N", "top_logprobs");
+        }
+        if (!given || is_false(*it)) {
+            return -1;
+        }
+        return static_cast<int32_t>(integer_in(body, "logprobs", -1, 0, 5));
+    }
+    if (given && !it->is_boolean()) {
+        throw wrong_type("logprobs", "a boolean", *it);
+    }
+    bool top_given = false;
+    const auto n_top = static_cast<int32_t>(integer_in(body, "top_logprobs", 0, 0, SPECDEC_MAX_TOP_LOGPROBS, &top_given));
+    const bool on = given && it->get<bool>();
+    if (top_given && !on) {
+        throw invalid_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+    }
+    return on ? n_top : -1;
+}
+
+// stream_options.include_usage, which only a stream may carry.
+bool parse_include_usage(const json & body, bool stream) {
+    const auto it = body.find("stream_options");
+    if (it == body.end() || it->is_null()) {
+        return false;
+    }
+    if (!stream) {
+        throw invalid_request("'stream_options' is only allowed with 'stream': true", "stream_options");
+    }
+    if (!it->is_object()) {
+        throw wrong_type("stream_options", "an object", *it);
+    }
+    const auto usage = it->find("include_usage");
+    if (usage == it->end() || usage->is_null()) {
+        return false;
+    }
+    if (!usage->is_boolean()) {
+        throw wrong_type("stream_options.include_usage", "a boolean", *usage);
+    }
+    return usage->get<bool>();
 }
 
 } // namespace
@@ -299,6 +346,8 @@ parsed_request parse_request(endpoint kind, std::string_view body, const request
         r.seed = static_cast<uint32_t>(seed);
     }
     r.stop = parse_stop(j, limits);
+    r.n_top_logprobs = parse_logprobs(j, kind);
+    r.include_usage = parse_include_usage(j, r.stream);
     return r;
 }
 
@@ -313,6 +362,7 @@ specdec::request_params to_engine_params(const parsed_request & r, int32_t n_ctx
     p.seed = r.seed.value_or(seed);
     p.stop_strings = nullptr;
     p.n_stop_strings = 0;
+    p.n_top_logprobs = r.n_top_logprobs;
     return p;
 }
 
@@ -378,9 +428,64 @@ json stats_body(const response_info & info, const finished_request & f) {
     };
 }
 
+token_logprobs token_logprobs::of(const specdec::sequence_result & out) {
+    return {out.tokens, out.logprobs, out.top_logprobs};
+}
+
+namespace {
+
+json bytes_of(const std::string & piece) {
+    json b = json::array();
+    for (const unsigned char c : piece) {
+        b.push_back(c);
+    }
+    return b;
+}
+
+} // namespace
+
+json logprobs_body(const response_info & info, const token_logprobs & lp, size_t & text_offset) {
+    const auto n_top = static_cast<size_t>(std::max(info.n_top_logprobs, 0));
+    if (info.kind == endpoint::chat) {
+        json content = json::array();
+        for (size_t i = 0; i < lp.tokens.size(); ++i) {
+            const std::string piece = info.piece(lp.tokens[i]);
+            json top = json::array();
+            for (size_t k = 0; k < n_top; ++k) {
+                const specdec_token_logprob & a = lp.top[i * n_top + k];
+                const std::string p = info.piece(a.token);
+                top.push_back({{"token", p}, {"logprob", a.logprob}, {"bytes", bytes_of(p)}});
+            }
+            content.push_back({{"token", piece}, {"logprob", lp.logprobs[i]}, {"bytes", bytes_of(piece)}, {"top_logprobs", top}});
+            text_offset += piece.size();
+        }
+        return {{"content", content}};
+    }
+    json tokens = json::array(), values = json::array(), tops = json::array(), offsets = json::array();
+    for (size_t i = 0; i < lp.tokens.size(); ++i) {
+        const std::string piece = info.piece(lp.tokens[i]);
+        json top = json::object();
+        for (size_t k = 0; k < n_top; ++k) {
+            const specdec_token_logprob & a = lp.top[i * n_top + k];
+            top[info.piece(a.token)] = a.logprob; // two tokens of the same text: the likelier one's (listed first)
+        }
+        tokens.push_back(piece);
+        values.push_back(lp.logprobs[i]);
+        tops.push_back(top);
+        offsets.push_back(text_offset);
+        text_offset += piece.size();
+    }
+    return {{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
 json response_body(const response_info & info, const finished_request & f) {
     json j = envelope(info, false);
-    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason_json(f.result->output.stop)}};
+    json logprobs = nullptr;
+    if (info.n_top_logprobs >= 0) {
+        size_t offset = 0;
+        logprobs = logprobs_body(info, token_logprobs::of(f.result->output), offset);
+    }
+    json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_reason_json(f.result->output.stop)}};
     if (info.kind == endpoint::completions) {
         choice["text"] = f.result->output.text;
     } else {
@@ -392,15 +497,18 @@ json response_body(const response_info & info, const finished_request & f) {
     return j;
 }
 
-json chunk_body(const response_info & info, std::string_view piece, bool first) {
+json chunk_body(const response_info & info, std::string_view piece, bool first, const json & logprobs) {
     json j = envelope(info, true);
-    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+    json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
     if (info.kind == endpoint::completions) {
         choice["text"] = piece;
     } else {
         choice["delta"] = first ? json{{"role", "assistant"}, {"content", piece}} : json{{"content", piece}};
     }
     j["choices"] = json::array({choice});
+    if (info.include_usage) {
+        j["usage"] = nullptr;
+    }
     return j;
 }
 
@@ -413,8 +521,17 @@ json final_chunk_body(const response_info & info, const finished_request & f) {
         choice["delta"] = json::object();
     }
     j["choices"] = json::array({choice});
-    j["usage"] = usage_body(f);
+    if (info.include_usage) {
+        j["usage"] = nullptr;
+    }
     j["specdec"] = stats_body(info, f);
+    return j;
+}
+
+json usage_chunk_body(const response_info & info, const finished_request & f) {
+    json j = envelope(info, true);
+    j["choices"] = json::array();
+    j["usage"] = usage_body(f);
     return j;
 }
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -72,6 +73,10 @@ struct parsed_request {
     std::optional<uint32_t>   seed;              // absent: a random one per request
     std::vector<std::string>  stop;              // non-empty strings
     std::string               model;             // as given ("" when absent)
+    // Log-probabilities: -1 none; else alternatives per token (completions:
+    // `logprobs` 0..5; chat: `logprobs: true` and `top_logprobs` 0..20).
+    int32_t                   n_top_logprobs = -1;
+    bool                      include_usage = false; // stream_options.include_usage: a last chunk with usage
 };
 
 // Parses a request body. Throws api_error: 400 (malformed JSON, not an
@@ -91,14 +96,35 @@ specdec::request_params to_engine_params(const parsed_request & r, int32_t n_ctx
 // (max_tokens, the context), nullptr for the others (cancelled, error).
 const char * finish_reason(specdec_stop_reason stop);
 
-// Identity of one response, the same in every chunk of a stream.
+// Identity of one response, the same in every chunk of a stream, and what
+// it carries besides the text.
 struct response_info {
     endpoint    kind = endpoint::completions;
     std::string id;          // "cmpl-N" / "chatcmpl-N"
     int64_t     created = 0; // seconds since the epoch
     std::string model;
     std::string strategy;    // the server's drafter ("none": plain decoding)
+    int32_t     n_top_logprobs = -1; // as parsed_request's
+    bool        include_usage = false;
+    std::function<std::string(llama_token)> piece; // a token's text (bytes), for log-probabilities
 };
+
+// Log-probabilities of consecutive output tokens, as the engine reports them.
+struct token_logprobs {
+    std::vector<llama_token>           tokens;
+    std::vector<float>                 logprobs; // one per token
+    std::vector<specdec_token_logprob> top;      // info.n_top_logprobs per token
+
+    // Every token of a finished request's output.
+    static token_logprobs of(const specdec::sequence_result & out);
+};
+
+// A choice's `logprobs` for these tokens. Chat: {"content": [{token,
+// logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}. Completions
+// (the legacy shape): {tokens, token_logprobs, top_logprobs: [{text:
+// logprob}], text_offset}, offsets counted on from `text_offset`, which is
+// advanced past the tokens' text.
+nlohmann::json logprobs_body(const response_info & info, const token_logprobs & lp, size_t & text_offset);
 
 // A finished request as the engine hands it out, plus its prompt length.
 struct finished_request {
@@ -113,11 +139,15 @@ nlohmann::json stats_body(const response_info & info, const finished_request & f
 // The whole non-streaming response (choices[0].text or .message, usage, specdec).
 nlohmann::json response_body(const response_info & info, const finished_request & f);
 
-// One stream chunk carrying `piece` (chat: the first one also has role "assistant").
-nlohmann::json chunk_body(const response_info & info, std::string_view piece, bool first);
+// One stream chunk carrying `piece` (chat: the first one also has role
+// "assistant") and `logprobs` (logprobs_body of its tokens; null: none).
+nlohmann::json chunk_body(const response_info & info, std::string_view piece, bool first, const nlohmann::json & logprobs = nullptr);
 
-// The last chunk of a stream: empty text or delta, finish_reason, usage and specdec.
+// The last chunk of a choice: empty text or delta, finish_reason and specdec.
 nlohmann::json final_chunk_body(const response_info & info, const finished_request & f);
+
+// With stream_options.include_usage, the chunk after it: no choices, the usage.
+nlohmann::json usage_chunk_body(const response_info & info, const finished_request & f);
 
 // One server-sent event: "data: <json on one line>\n\n" (invalid UTF-8 replaced).
 std::string sse_event(const nlohmann::json & j);

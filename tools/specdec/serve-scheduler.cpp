@@ -27,11 +27,21 @@ request_channel::state request_channel::wait_admission(std::chrono::milliseconds
     return state_;
 }
 
-bool request_channel::wait_output(std::chrono::milliseconds timeout, std::string & text) {
+bool request_channel::wait_output(std::chrono::milliseconds timeout, std::string & text, specdec::sequence_result * logprobs) {
     std::unique_lock<std::mutex> lock(m_);
-    cv_.wait_for(lock, timeout, [this] { return !text_.empty() || state_ == state::finished || state_ == state::rejected; });
+    cv_.wait_for(lock, timeout, [this] {
+        return !text_.empty() || !logprobs_.tokens.empty() || state_ == state::finished || state_ == state::rejected;
+    });
     text += text_;
     text_.clear();
+    if (logprobs != nullptr) {
+        logprobs->tokens.insert(logprobs->tokens.end(), logprobs_.tokens.begin(), logprobs_.tokens.end());
+        logprobs->logprobs.insert(logprobs->logprobs.end(), logprobs_.logprobs.begin(), logprobs_.logprobs.end());
+        logprobs->top_logprobs.insert(logprobs->top_logprobs.end(), logprobs_.top_logprobs.begin(), logprobs_.top_logprobs.end());
+    }
+    logprobs_.tokens.clear();
+    logprobs_.logprobs.clear();
+    logprobs_.top_logprobs.clear();
     return state_ == state::finished;
 }
 
@@ -64,17 +74,22 @@ void request_channel::on_rejected(specdec_status code, std::string message) {
     cv_.notify_all();
 }
 
-void request_channel::on_token(std::string_view piece, clock_type::time_point now) {
+void request_channel::on_token(const specdec::engine_event & e, clock_type::time_point now) {
     if (!t_first_) {
         t_first_ = now;
     }
     t_last_ = now;
     ++n_token_events_;
-    if (piece.empty()) {
+    if (e.piece.empty() && e.logprob == nullptr) {
         return;
     }
     std::lock_guard<std::mutex> lock(m_);
-    text_.append(piece);
+    text_.append(e.piece);
+    if (e.logprob != nullptr) {
+        logprobs_.tokens.push_back(e.logprob->token);
+        logprobs_.logprobs.push_back(e.logprob->logprob);
+        logprobs_.top_logprobs.insert(logprobs_.top_logprobs.end(), e.top_logprobs.begin(), e.top_logprobs.end());
+    }
     cv_.notify_all();
 }
 
@@ -201,7 +216,7 @@ bool scheduler::on_event(const specdec::engine_event & e) {
     }
     const std::shared_ptr<request_channel> & c = it->second;
     if (e.type == SPECDEC_ENGINE_EVENT_TOKEN) {
-        c->on_token(e.piece, clock_type::now());
+        c->on_token(e, clock_type::now());
         if (e.token != LLAMA_TOKEN_NULL) {
             metrics_.add_generated(1);
         }

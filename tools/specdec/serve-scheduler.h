@@ -47,9 +47,11 @@ public:
     // returns the state then.
     state wait_admission(std::chrono::milliseconds timeout);
     // Waits up to `timeout` for text or the end; appends the text released
-    // since the last call to `text`; true once finished (result() is then
-    // valid and every piece has been handed out).
-    bool wait_output(std::chrono::milliseconds timeout, std::string & text);
+    // since the last call to `text`, and, when the request asked for
+    // log-probabilities, its tokens since the last call with theirs to
+    // `logprobs` (tokens, logprobs, top_logprobs; optional); true once
+    // finished (result() is then valid and everything has been handed out).
+    bool wait_output(std::chrono::milliseconds timeout, std::string & text, specdec::sequence_result * logprobs = nullptr);
     specdec_status      status() const;            // when rejected
     std::string         message() const;           // when rejected
     const specdec::request_result & result() const; // when finished (stable from then on)
@@ -62,7 +64,7 @@ private:
     // Engine side (the scheduler's engine thread).
     void on_admitted(specdec::request_id id);
     void on_rejected(specdec_status code, std::string message);
-    void on_token(std::string_view piece, clock_type::time_point now);
+    void on_token(const specdec::engine_event & e, clock_type::time_point now);
     void on_finished(const specdec::request_result & r);
     // Any thread: marks it cancelled; returns its engine id (0: not admitted yet).
     specdec::request_id mark_cancelled();
@@ -80,6 +82,7 @@ private:
     specdec_status                  status_ = SPECDEC_STATUS_OK;
     std::string                     message_;
     std::string                     text_;      // released and not yet handed out
+    specdec::sequence_result        logprobs_;  // tokens with log-probabilities not yet handed out
     specdec::request_result         result_;
     std::atomic<bool>               cancel_requested_{false};
     // Engine thread only.
