@@ -5,6 +5,7 @@
 #include "cli-common.h"
 #include "fixtures.h"
 #include "json-text.h"
+#include "progress-line.h"
 
 #include <nlohmann/json.hpp>
 
@@ -15,10 +16,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <span>
-#include <unistd.h>
 
 namespace cli {
 
@@ -69,6 +70,7 @@ void add_bench_command(CLI::App & app, bench_options & o) {
     cmd->add_option("--json", o.json_path, "write the results as JSON to this file");
     cmd->add_option("--markdown", o.markdown_path, "write a Markdown report to this file");
     cmd->add_option("--chart", o.chart_path, "write a chart of speedup against draft length (.png or .svg; needs gnuplot)");
+    cmd->add_flag("-q,--quiet", o.quiet, "no progress on stderr (which configuration and round runs, and the time left)");
     cmd->add_option("--upstream", o.upstream,
                     "llama.cpp's speculative-simple (built as bin/specdec-upstream-reference) to run as the reference loop")
         ->check(CLI::ExistingFile);
@@ -148,8 +150,9 @@ run_result measure(const specdec::generation_result & g) {
 // `repeats` (at least 5) measurements of one decode, each after a fresh
 // prefill of the prompt (the rest of the machine only ever adds time).
 // Leaves the sequences holding the prompt and the last measured batch.
+// `on_pass(i, n)` is called before each of the n passes over every k.
 std::vector<double> verify_cost_curve(llama_context * ctx, const std::vector<llama_token> & prompt, int32_t n_seq,
-                                      int32_t k_max, int32_t repeats) {
+                                      int32_t k_max, int32_t repeats, const std::function<void(int32_t, int32_t)> & on_pass) {
     const auto n_prompt = static_cast<int32_t>(prompt.size());
     k_max = std::min<int32_t>(k_max, static_cast<int32_t>(llama_n_batch(ctx)) / n_seq - 1);
     struct owned_batch {
@@ -161,7 +164,9 @@ std::vector<double> verify_cost_curve(llama_context * ctx, const std::vector<lla
     specdec::generate_params prefill = specdec_generate_default_params();
     prefill.n_predict = 0; // clears each sequence and decodes its prompt, in chunks
     std::vector<std::vector<double>> samples(static_cast<size_t>(k_max) + 1);
-    for (int32_t round = 0; round < std::max(repeats, 5); ++round) {
+    const int32_t passes = std::max(repeats, 5);
+    for (int32_t round = 0; round < passes; ++round) {
+        on_pass(round, passes);
         for (int32_t k = 0; k <= k_max; ++k) {
             specdec::generate_plain(ctx, prompts, prefill);
             // k + 1 tokens after the prompt, varied so that expert routing costs what it would.
@@ -297,18 +302,15 @@ public:
                                    : o.fixture_type == "q4_0"   ? fx::weight_type::q4_0
                                                                 : fx::weight_type::q4_k_m;
         const bool qwen35 = std::string(shape.mtp_kind) == "qwen35-mtp";
-        if (isatty(STDERR_FILENO)) {
-            std::fprintf(stderr, "bench: writing the fixture (%s, %s, %u blocks, %s drafter, %s)...", shape.name,
-                         shape.mtp_kind, opt.n_layer, o.fixture.c_str(), o.fixture_type.c_str());
-        }
+        progress_line progress("bench", o.quiet);
+        const std::string what = std::string("the fixture (") + shape.name + ", " + std::to_string(opt.n_layer) + " blocks, " +
+                                 o.fixture + " drafter, " + o.fixture_type + "): ";
         try {
             fx::write_with_type([&](const std::string & p) { qwen35 ? fx::write_qwen35_mtp(p, opt) : fx::write_glm4moe_mtp(p, opt); },
-                                path_, type);
+                                path_, type,
+                                [&](const char * stage, uint32_t done, uint32_t total) { progress.stage(what + stage, done, total, "tensors"); });
         } catch (const std::exception & e) {
             throw specdec::error(SPECDEC_STATUS_IO_ERROR, std::string("cannot write the bench fixture: ") + e.what());
-        }
-        if (isatty(STDERR_FILENO)) {
-            std::fputs("\r\033[K", stderr);
         }
     }
 
@@ -440,10 +442,13 @@ int bench_model(const bench_options & o) {
 
     use_kernels(o.kernels);
     add_rpc_servers(o.devices);
-    llama_model_ptr target_model = load_model(o.model, any_mtp, o.devices.target);
+    progress_line progress("bench", o.quiet);
+    progress.step("loading " + o.model);
+    llama_model_ptr target_model = load_model(o.model, any_mtp, o.devices.target, !o.quiet);
     llama_model_ptr draft_model;
     if (!o.draft_model.empty()) {
-        draft_model = load_model(o.draft_model, false, o.devices.draft);
+        progress.step("loading " + o.draft_model);
+        draft_model = load_model(o.draft_model, false, o.devices.draft, !o.quiet);
     }
     llama_context_params cp = context_params(o.n_ctx, static_cast<uint32_t>(n_seq_top), o.n_threads);
     const int32_t threads = cp.n_threads;
@@ -477,8 +482,10 @@ int bench_model(const bench_options & o) {
     // (plain, then every strategy at its longest draft); then rounds
     // interleave the configurations, so slow drift of the machine affects all
     // of them alike.
+    progress.step("warming up: plain decoding");
     specdec::generate_plain(target.get(), prompts_for(n_seq_top), gp);
     for (specdec_strategy s : strategies) {
+        progress.step(std::string("warming up: ") + specdec_strategy_name(s));
         specdec::session_params sp = specdec_session_default_params();
         sp.strategy = s;
         sp.n_draft_max = n_draft_top;
@@ -486,19 +493,37 @@ int bench_model(const bench_options & o) {
         specdec::session session(target.get(), drafts.count(s) ? drafts[s].get() : nullptr, sp);
         specdec::generate(session, prompts_for(n_seq_top), gp);
     }
-    const bool progress = isatty(STDERR_FILENO);
     std::vector<std::vector<run_result>> runs(configs.size());
     std::vector<std::vector<double>> upstream_tps(configs.size());
     std::vector<int32_t> effective(configs.size(), 0);
+    // Each configuration's seconds per run in the rounds so far: the time
+    // left is estimated once a whole round has been timed.
+    std::vector<double> seconds(configs.size(), 0.0);
+    std::vector<int32_t> timed_runs(configs.size(), 0);
+    const size_t n_runs = configs.size() * static_cast<size_t>(o.repeats);
     for (int32_t round = 0; round < o.repeats; ++round) {
         for (size_t c = 0; c < configs.size(); ++c) {
             const config & cfg = configs[c];
-            if (progress) {
-                std::fprintf(stderr, "\rbench: round %d/%d, %-28s", round + 1, o.repeats, cfg.name.c_str());
+            const size_t run = static_cast<size_t>(round) * configs.size() + c;
+            std::string line = "round " + std::to_string(round + 1) + "/" + std::to_string(o.repeats) + ": " + cfg.name +
+                               " (run " + std::to_string(run + 1) + "/" + std::to_string(n_runs);
+            if (round > 0) {
+                double left = 0;
+                for (size_t r = run; r < n_runs; ++r) {
+                    left += seconds[r % configs.size()] / timed_runs[r % configs.size()];
+                }
+                line += ", about " + format_duration(left) + " left in the rounds";
             }
+            progress.step(line + ")");
+            const auto t0 = std::chrono::steady_clock::now();
+            const auto timed = [&] {
+                seconds[c] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                ++timed_runs[c];
+            };
             const auto prompts = prompts_for(cfg.n_seq);
             if (cfg.n_draft == 0) {
                 runs[c].push_back(measure(specdec::generate_plain(target.get(), prompts, gp)));
+                timed();
                 continue;
             }
             specdec::session_params sp = specdec_session_default_params();
@@ -516,10 +541,8 @@ int bench_model(const bench_options & o) {
             if (!o.upstream.empty() && !cfg.adaptive && cfg.n_seq == 1 && !synthetic) {
                 upstream_tps[c].push_back(run_upstream(o, cfg.strategy, cfg.n_draft, threads));
             }
+            timed();
         }
-    }
-    if (progress) {
-        std::fputs("\r                                                       \r", stderr);
     }
 
     nlohmann::json out;
@@ -542,7 +565,18 @@ int bench_model(const bench_options & o) {
     out["synthetic_acceptance"] = synthetic ? nlohmann::json(o.synthetic_acceptance) : nlohmann::json(nullptr);
     // The target's cost of verifying k + 1 tokens, relative to one token.
     for (int32_t n_seq : o.n_seqs) {
-        const std::vector<double> curve = verify_cost_curve(target.get(), prompt, n_seq, n_draft_top, o.repeats);
+        const auto t0 = std::chrono::steady_clock::now();
+        const auto on_pass = [&](int32_t pass, int32_t passes) {
+            std::string line = "verification cost of 1 to " + std::to_string(n_draft_top + 1) + " tokens, " +
+                               std::to_string(n_seq) + (n_seq > 1 ? " sequences" : " sequence") + ": pass " +
+                               std::to_string(pass + 1) + "/" + std::to_string(passes);
+            if (pass > 0) {
+                const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                line += " (about " + format_duration(spent / pass * (passes - pass)) + " left)";
+            }
+            progress.step(line);
+        };
+        const std::vector<double> curve = verify_cost_curve(target.get(), prompt, n_seq, n_draft_top, o.repeats, on_pass);
         std::vector<double> relative;
         for (double us : curve) {
             relative.push_back(curve[0] > 0 ? us / curve[0] : 0.0);
@@ -611,8 +645,10 @@ int bench_model(const bench_options & o) {
     }
 
     if (!synthetic) {
+        progress.step("the oracle: how far each drafter agrees with plain decoding's text");
         add_oracles(out, o, strategies, configs, runs, effective, plain_of, target.get(), drafts, prompt, n_draft_top);
     }
+    progress.clear();
 
     if (synthetic) {
         std::fprintf(stderr, "bench: synthetic acceptance %.2f: drafts were kept at random, the text is not valid (speeds only)\n",

@@ -34,6 +34,7 @@ struct bench_options {
     std::string              markdown_path;            // write a Markdown report here
     std::string              chart_path;               // write a speedup chart here (.png or .svg)
     std::string              upstream;                 // llama.cpp's speculative-simple, run as the reference loop
+    bool                     quiet = false;            // no progress lines on stderr
 };
 
 void add_bench_command(CLI::App & app, bench_options & opt);
