@@ -130,6 +130,10 @@ check "bench progress: the time left once a round was timed" contains "$work/err
 check "bench progress: the verification cost" contains "$work/err" "bench: verification cost of 1 to 4 tokens, 2 sequences: pass 5/5"
 check "bench --quiet" exit_is 0 "$specdec" bench -m "$work/qwen35.gguf" -n 8 -r 2 --n-draft 2 -t 1 --quiet
 check "bench --quiet prints no progress" bash -c "! grep -q 'bench:' '$work/err'"
+check "bench --speedups-only" exit_is 0 "$specdec" bench -m "$work/qwen35.gguf" -n 8 -r 2 --n-draft 2 -t 1 --speedups-only \
+    --json "$work/bench-speedups.json"
+check "bench --speedups-only json consistent" "$check_bench_json" "$work/bench-speedups.json" --exact
+check "bench --speedups-only measures no oracle" bash -c "! grep -q '\"oracle\"\|\"verify_cost\"' '$work/bench-speedups.json'"
 check "bench svg chart" exit_is 0 "$specdec" bench -m "$work/qwen35.gguf" -n 8 -r 1 --n-draft 2 -t 1 --chart "$work/bench.svg"
 check "bench svg chart is SVG" contains "$work/bench.svg" "<svg"
 check "bench chart format" exit_is 1 "$specdec" bench -m "$work/qwen35.gguf" -n 8 -r 1 --n-draft 2 -t 1 --chart "$work/bench.pdf"

@@ -23,17 +23,25 @@ void progress_line::step(const std::string & text) {
         return;
     }
     if (live_) {
-        update(text);
+        draw(text);
         return;
     }
     std::fprintf(stderr, "%s: %s\n", prefix_.c_str(), text.c_str());
     std::fflush(stderr);
+    printed_ = std::chrono::steady_clock::now();
 }
 
 void progress_line::update(const std::string & text) {
-    if (!live_) {
+    if (quiet_) {
         return;
     }
+    const auto since = std::chrono::steady_clock::now() - printed_;
+    if (live_ ? since >= std::chrono::milliseconds(100) : since >= std::chrono::seconds(20)) {
+        step(text);
+    }
+}
+
+void progress_line::draw(const std::string & text) {
     std::string line = prefix_ + ": " + text;
     // A line wider than the terminal would wrap, and \r would return only to its last row.
     winsize ws{};
@@ -43,6 +51,7 @@ void progress_line::update(const std::string & text) {
     std::fprintf(stderr, "\r\033[K%s", line.c_str());
     std::fflush(stderr);
     shown_ = true;
+    printed_ = std::chrono::steady_clock::now();
 }
 
 void progress_line::stage(const std::string & name, uint32_t done, uint32_t total, const char * unit) {

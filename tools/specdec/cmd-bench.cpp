@@ -70,6 +70,8 @@ void add_bench_command(CLI::App & app, bench_options & o) {
     cmd->add_option("--json", o.json_path, "write the results as JSON to this file");
     cmd->add_option("--markdown", o.markdown_path, "write a Markdown report to this file");
     cmd->add_option("--chart", o.chart_path, "write a chart of speedup against draft length (.png or .svg; needs gnuplot)");
+    cmd->add_flag("--speedups-only", o.speedups_only,
+                  "measure the runs only: no verification-cost curve and no oracle (quicker; the table's columns stay)");
     cmd->add_flag("-q,--quiet", o.quiet, "no progress on stderr (which configuration and round runs, and the time left)");
     cmd->add_option("--upstream", o.upstream,
                     "llama.cpp's speculative-simple (built as bin/specdec-upstream-reference) to run as the reference loop")
@@ -354,12 +356,13 @@ double interpolate(const std::map<int32_t, double> & points, int32_t k) {
 // step scaled by the measured verification cost of k + 1 tokens, plus the
 // drafting time per step of the fixed-length runs (interpolated between the
 // lengths run), scaled to what a step of each length run cost in its run.
-// Adds out["oracle"], out["agreement"] and each adaptive row's "of_oracle".
+// Adds out["oracle"], out["agreement"] and each adaptive row's "of_oracle";
+// says on `progress` whose agreement it measures, and how far along.
 void add_oracles(nlohmann::json & out, const bench_options & o, const std::vector<specdec_strategy> & strategies,
                  const std::vector<config> & configs, const std::vector<std::vector<run_result>> & runs,
                  const std::vector<int32_t> & effective, const std::map<int32_t, size_t> & plain_of, llama_context * target,
                  const std::map<specdec_strategy, llama_context_ptr> & drafts, const std::vector<llama_token> & prompt,
-                 int32_t n_draft_top) {
+                 int32_t n_draft_top, progress_line & progress) {
     const std::vector<llama_token> & text = runs[plain_of.begin()->second].front().tokens.front();
     for (specdec_strategy strategy : strategies) {
         const std::string name = specdec_strategy_name(strategy);
@@ -369,7 +372,11 @@ void add_oracles(nlohmann::json & out, const bench_options & o, const std::vecto
         const auto draft = drafts.find(strategy);
         specdec::session session(target, draft != drafts.end() ? draft->second.get() : nullptr, sp);
         const int32_t n_max = session.params().n_draft_max;
-        const std::vector<int32_t> agreement = measure_agreement(session, prompt, text, n_max);
+        const std::string what = "the oracle: where " + name + " agrees with plain decoding's text";
+        progress.step(what);
+        const std::vector<int32_t> agreement = measure_agreement(session, prompt, text, n_max, [&](size_t i, size_t n) {
+            progress.update(what + ": " + std::to_string(i) + "/" + std::to_string(n) + " tokens");
+        });
         out["agreement"][name] = agreement;
         for (int32_t n_seq : o.n_seqs) {
             const size_t p = plain_of.at(n_seq);
@@ -514,7 +521,15 @@ int bench_model(const bench_options & o) {
                 }
                 line += ", about " + format_duration(left) + " left in the rounds";
             }
-            progress.step(line + ")");
+            line += ")";
+            progress.step(line);
+            // Within a run, the tokens so far (a long run still shows that it moves).
+            const int64_t n_tokens = static_cast<int64_t>(o.n_predict) * cfg.n_seq;
+            int64_t n_done = 0;
+            const specdec::token_callback on_token = [&](llama_seq_id, llama_token, std::string_view) {
+                progress.update(line + ": " + std::to_string(++n_done) + "/" + std::to_string(n_tokens) + " tokens");
+                return true;
+            };
             const auto t0 = std::chrono::steady_clock::now();
             const auto timed = [&] {
                 seconds[c] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -522,7 +537,7 @@ int bench_model(const bench_options & o) {
             };
             const auto prompts = prompts_for(cfg.n_seq);
             if (cfg.n_draft == 0) {
-                runs[c].push_back(measure(specdec::generate_plain(target.get(), prompts, gp)));
+                runs[c].push_back(measure(specdec::generate_plain(target.get(), prompts, gp, on_token)));
                 timed();
                 continue;
             }
@@ -536,7 +551,7 @@ int bench_model(const bench_options & o) {
             specdec::generate_params run_params = gp;
             run_params.n_draft = cfg.adaptive ? SPECDEC_N_DRAFT_AUTO : -1;
             run_params.synthetic_acceptance = o.synthetic_acceptance;
-            runs[c].push_back(measure(specdec::generate(session, prompts, run_params)));
+            runs[c].push_back(measure(specdec::generate(session, prompts, run_params, on_token)));
             // Upstream's loop: one sequence, a fixed length, the target's own acceptance.
             if (!o.upstream.empty() && !cfg.adaptive && cfg.n_seq == 1 && !synthetic) {
                 upstream_tps[c].push_back(run_upstream(o, cfg.strategy, cfg.n_draft, threads));
@@ -564,7 +579,7 @@ int bench_model(const bench_options & o) {
     out["exact_kernels"] = specdec_exact_kernels();
     out["synthetic_acceptance"] = synthetic ? nlohmann::json(o.synthetic_acceptance) : nlohmann::json(nullptr);
     // The target's cost of verifying k + 1 tokens, relative to one token.
-    for (int32_t n_seq : o.n_seqs) {
+    for (int32_t n_seq : o.speedups_only ? std::vector<int32_t>{} : o.n_seqs) {
         const auto t0 = std::chrono::steady_clock::now();
         const auto on_pass = [&](int32_t pass, int32_t passes) {
             std::string line = "verification cost of 1 to " + std::to_string(n_draft_top + 1) + " tokens, " +
@@ -644,9 +659,8 @@ int bench_model(const bench_options & o) {
         out["results"].push_back(row);
     }
 
-    if (!synthetic) {
-        progress.step("the oracle: how far each drafter agrees with plain decoding's text");
-        add_oracles(out, o, strategies, configs, runs, effective, plain_of, target.get(), drafts, prompt, n_draft_top);
+    if (!synthetic && !o.speedups_only) {
+        add_oracles(out, o, strategies, configs, runs, effective, plain_of, target.get(), drafts, prompt, n_draft_top, progress);
     }
     progress.clear();
 
@@ -655,8 +669,10 @@ int bench_model(const bench_options & o) {
                      static_cast<double>(o.synthetic_acceptance));
     }
     std::fputs(bench_markdown_table(out).c_str(), stdout);
-    std::printf("\nverification cost of k + 1 tokens against 1 token:\n");
-    for (const auto & v : out["verify_cost"]) {
+    if (out.contains("verify_cost")) {
+        std::printf("\nverification cost of k + 1 tokens against 1 token:\n");
+    }
+    for (const auto & v : out.value("verify_cost", nlohmann::json::array())) {
         std::printf("  n_seq=%d:", v["n_seq"].get<int>());
         const auto & rel = v["relative"];
         for (size_t k = 0; k < rel.size(); ++k) {
