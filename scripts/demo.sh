@@ -48,9 +48,9 @@ run() { # run TITLE ARGS...
 
 echo
 echo "#### Part 1: every strategy on tiny models (128 tokens, width 256)"
-echo "On models this small a drafting pass costs as much as a target step, so"
-echo "speculation cannot be faster here: their tokens/s are not the point. Look at"
-echo "how many drafted tokens were accepted, and at the text: the same in every run."
+echo "On models this small a drafting pass costs about as much as a target step, so"
+echo "speculation does not pay here: their tokens/s are not the point. Look at how"
+echo "many drafted tokens were accepted, and at the text: the same in every run."
 echo
 echo "== plain decoding (the reference every strategy must reproduce)"
 "$specdec" generate -m "$models/llama.gguf" --spec none -p "abc" -n 48
