@@ -24,7 +24,7 @@ die() { echo "bootstrap: error: $*" >&2; exit 1; }
 
 install_packages() {
     [ "${SPECDEC_SKIP_APT:-0}" = "1" ] && return 0
-    local pkgs=(cmake ninja-build g++ git ccache pkg-config openssl python3
+    local pkgs=(cmake ninja-build g++ git ccache pkg-config openssl python3 curl
                 libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
                 nlohmann-json3-dev gnuplot-nox clang-14 libclang-rt-14-dev)
     local missing=()

@@ -14,12 +14,14 @@ fi
 CC=clang-14 CXX=clang++-14 cmake -S fuzz -B build-fuzz -G Ninja \
     -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
     -DSPECDEC_BUILD_DIR="$PWD/build" -DSPECDEC_LLAMA_DIR="$llama_dir" >/dev/null
+echo "fuzz: building the fuzz targets (compiler output: build-fuzz/build.log)" >&2
 cmake --build build-fuzz >build-fuzz/build.log 2>&1 || { echo "fuzz: build failed; the end of build-fuzz/build.log:" >&2; tail -n 40 build-fuzz/build.log >&2; exit 1; }
 
 passed=0
 for target in state gguf session cli load; do
     mkdir -p "build-fuzz/corpus-$target"
     log="build-fuzz/fuzz-$target.log"
+    echo "fuzz-$target: running for $seconds s" >&2
     set +e
     dict=""
     if [ -f "fuzz/$target.dict" ]; then

@@ -20,8 +20,11 @@ scripts/build.sh "$build_dir" -DCMAKE_BUILD_TYPE=Release -DSPECDEC_LLAMA_DIR="$l
 grep -q "(GPU)" "$build_dir/info.txt" || { echo "gpu-check: no GPU device found" >&2; exit 1; }
 
 echo "gpu-check: model tier, every layer on the GPU" >&2
-ctest --test-dir "$build_dir" -L model -j 4 --output-on-failure >"$build_dir/ctest-gpu.log" 2>&1 \
-    || { tail -n 80 "$build_dir/ctest-gpu.log"; exit 1; }
+set +e
+ctest --test-dir "$build_dir" -L model -j 4 --output-on-failure 2>&1 | tee "$build_dir/ctest-gpu.log" | scripts/ctest-progress.sh gpu-check
+rc=${PIPESTATUS[0]}
+set -e
+[ "$rc" -eq 0 ] || { tail -n 80 "$build_dir/ctest-gpu.log"; exit 1; }
 sed -n '/tests passed/,$p' "$build_dir/ctest-gpu.log"
 
 mkdir -p "$out"

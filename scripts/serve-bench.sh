@@ -2,7 +2,9 @@
 # The serving benchmark: specdec serve (plain and MTP with --n-draft auto)
 # against upstream llama-server (plain and its MTP) from the same pinned
 # llama.cpp, on the exact / mixed / random MTP fixtures, at several
-# concurrencies, in one run. See docs/serving.md.
+# concurrencies, in one run. See docs/serving.md. Progress goes to stderr:
+# which fixture, server, concurrency and round runs, how many remain and,
+# once a round has been timed, the time left (--quiet: none).
 #   scripts/serve-bench.sh [OPTION...]   (options: tools/serve-bench/driver.mjs --help)
 # Builds what is missing first: the Debian packages and llama.cpp
 # (scripts/bootstrap.sh), specdec and its fixture tool (scripts/build.sh),

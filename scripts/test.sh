@@ -24,12 +24,13 @@ build_dir="${SPECDEC_BUILD_DIR:-$default_dir}"
 jobs="${SPECDEC_JOBS:-$(nproc)}"
 
 scripts/build.sh "$build_dir" -DCMAKE_BUILD_TYPE=Release -DSPECDEC_LLAMA_DIR="$llama_dir" "-DSPECDEC_SANITIZE=$sanitize"
-# Each test's line goes to the log; the terminal gets failures and the summary.
+# Each test's line goes to the log; the terminal gets progress (tests done,
+# the ones running), failures as they happen, and the summary.
 ctest_log="$build_dir/ctest.log"
 echo "test: running the tests in $build_dir (every test's output: $ctest_log)" >&2
 set +e
-ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" "$@" >"$ctest_log" 2>&1
-rc=$?
+ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" "$@" 2>&1 | tee "$ctest_log" | scripts/ctest-progress.sh test
+rc=${PIPESTATUS[0]}
 set -e
 grep -E "\*\*\*(Failed|Exception|Timeout)|Not Run" "$ctest_log" || true
 sed -n '/tests passed\|No tests were found/,$p' "$ctest_log"

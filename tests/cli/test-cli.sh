@@ -34,7 +34,12 @@ is_text() { # is_text FILE TEXT: the file holds exactly TEXT and a newline
 "$fixture" eagle3 "$work/eagle3-deep.gguf" --n-layer 6
 "$fixture" dflash2 "$work/dflash2.gguf"
 "$fixture" qwen35-mtp "$work/qwen35-q8.gguf" --type q8_0
-check "fixture of a preset shape, overridden" "$fixture" glm4moe-mtp "$work/shape.gguf" --shape test-32k --n-layer 1 --type q4_k_m
+check "fixture of a preset shape, overridden" exit_is 0 "$fixture" glm4moe-mtp "$work/shape.gguf" --shape test-32k --n-layer 1 --type q4_k_m
+check "fixture progress: each stage" contains "$work/err" "specdec-fixture: writing the F16 weights"
+check "fixture progress: tensors quantized" contains "$work/err" "specdec-fixture: quantizing to Q4_K_M: 41/41 tensors"
+check "fixture --quiet" exit_is 0 "$fixture" glm4moe-mtp "$work/shape-quiet.gguf" --shape test-32k --n-layer 1 --type q4_k_m --quiet
+check "fixture --quiet prints nothing" test ! -s "$work/err"
+check "fixture --quiet writes the same file" cmp -s "$work/shape.gguf" "$work/shape-quiet.gguf"
 check "preset shape recorded" exit_is 0 "$specdec" inspect "$work/shape.gguf"
 check "preset vocabulary" contains "$work/out" "32768"
 check "fixture shape for another kind" exit_is 2 "$fixture" qwen35-mtp "$work/bad.gguf" --shape qwen3-0.6b
@@ -120,6 +125,15 @@ check "bench table adaptive" contains "$work/out" "| mtp n=auto(3) x2 |"
 check "bench json consistent" "$check_bench_json" "$work/bench.json" --exact
 check "bench markdown" contains "$work/bench.md" "Every run was identical to plain decoding."
 check "bench chart is a PNG" bash -c "head -c 4 '$work/bench.png' | grep -q PNG"
+check "bench progress: a line per run on a pipe" contains "$work/err" "bench: round 2/2: mtp n=3 x2 (run "
+check "bench progress: the time left once a round was timed" contains "$work/err" "left in the rounds)"
+check "bench progress: the verification cost" contains "$work/err" "bench: verification cost of 1 to 4 tokens, 2 sequences: pass 5/5"
+check "bench --quiet" exit_is 0 "$specdec" bench -m "$work/qwen35.gguf" -n 8 -r 2 --n-draft 2 -t 1 --quiet
+check "bench --quiet prints no progress" bash -c "! grep -q 'bench:' '$work/err'"
+check "bench --speedups-only" exit_is 0 "$specdec" bench -m "$work/qwen35.gguf" -n 8 -r 2 --n-draft 2 -t 1 --speedups-only \
+    --json "$work/bench-speedups.json"
+check "bench --speedups-only json consistent" "$check_bench_json" "$work/bench-speedups.json" --exact
+check "bench --speedups-only measures no oracle" bash -c "! grep -q '\"oracle\"\|\"verify_cost\"' '$work/bench-speedups.json'"
 check "bench svg chart" exit_is 0 "$specdec" bench -m "$work/qwen35.gguf" -n 8 -r 1 --n-draft 2 -t 1 --chart "$work/bench.svg"
 check "bench svg chart is SVG" contains "$work/bench.svg" "<svg"
 check "bench chart format" exit_is 1 "$specdec" bench -m "$work/qwen35.gguf" -n 8 -r 1 --n-draft 2 -t 1 --chart "$work/bench.pdf"

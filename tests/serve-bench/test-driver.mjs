@@ -1,6 +1,6 @@
 // The serving benchmark's driver end to end with stand-in servers and a
 // stand-in fixture tool (tests/serve-bench/fake-server.mjs): the matrix,
-// its rounds, the reports, `identical`, a server that fails to start, and
+// its rounds, the reports, `identical`, its progress lines, a server that fails to start, and
 // that no server outlives the driver, on success or when the driver is killed.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -74,6 +74,20 @@ test('the matrix, its reports and identical', async () => {
     assert.ok(filled.endsWith('serving/tokens-per-s.svg)\n\nEvery run\'s numbers and texts: [serving/summary.json](serving/summary.json).\n<!-- serve-bench results end -->\nafter\n'));
     assert.doesNotMatch(filled, /\nold\n/);
     assert.equal(readFileSync(path.join(tmp, 'docs', 'serving', 'tokens-per-s.svg'), 'utf8'), svg);
+    // Progress off a terminal: a line per run, the time left once a round was timed.
+    assert.match(r.stderr, /^serve-bench: \[1\/32\] exact \/ specdec-none \/ C=1, round 1\/2$/m);
+    assert.match(r.stderr, /^serve-bench: \[5\/32\] exact \/ \S+ \/ C=1, round 2\/2 \(about \d+ s left\)$/m);
+    assert.match(r.stderr, /^serve-bench: \[32\/32\] random \/ \S+ \/ C=2, round 2\/2 \(about \d+ s left\)$/m);
+    assert.match(r.stderr, /^serve-bench: random \/ llama-mtp \/ C=2: warming up$/m);
+});
+
+test('--quiet: no progress lines, the results still', async () => {
+    const out = path.join(tmp, 'quiet');
+    const r = await run_driver(out, ['--fixtures', 'exact', '--concurrency', '1', '--servers', 'specdec-none,llama-plain', '--quiet']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.doesNotMatch(r.stderr, /round 1\/2|warming up|: starting$/m);
+    assert.match(r.stderr, /exact \/ llama-plain \/ C=1: [0-9.]+ tok\/s/);
+    assert.ok(existsSync(path.join(out, 'summary.json')));
 });
 
 test('rounds measure the servers in turn, each round in another order', async () => {

@@ -2,7 +2,7 @@
 # `specdec serve` end to end over real HTTP with the official `openai` npm
 # client: node's own test runner (node:test) runs tests/serve/*.test.mjs,
 # each of which starts and stops its servers (helpers in server.mjs).
-# Usage: run.sh SPECDEC FIXTURE_TOOL [TEST_NAME...]   (names: api errors shutdown soak hostile near-ties; default api errors shutdown)
+# Usage: run.sh SPECDEC FIXTURE_TOOL [TEST_NAME...]   (names: api errors shutdown demo soak hostile near-ties; default api errors shutdown demo)
 # Environment: SPECDEC_SOAK_REQUESTS (soak size, default 240), SPECDEC_CACHE_DIR (default ~/.cache/specdec).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -10,7 +10,7 @@ specdec="$1"
 fixture="$2"
 shift 2
 tests=("$@")
-[ ${#tests[@]} -eq 0 ] && tests=(api errors shutdown)
+[ ${#tests[@]} -eq 0 ] && tests=(api errors shutdown demo)
 
 # The official client at a pinned version, installed once outside the repository.
 readonly OPENAI_VERSION="6.49.0"
@@ -45,6 +45,22 @@ if [[ " ${tests[*]} " == *" near-ties "* ]]; then
     "$fixture" glm4moe-mtp "$work/near-tie.gguf" --shape qwen3-0.6b --random-target --drafter random \
         --n-vocab 8192 --n-layer 2 --seed 5 --type q4_k_m >/dev/null
     export SPECDEC_NEAR_TIE_MODEL="$work/near-tie.gguf"
+fi
+
+# The targets scripts/demo.sh writes, as it writes them (their own chat
+# template), and a vocabulary as large as its realistic model's (Qwen3's
+# 151,936 tokens take a minute to write; 32,768 are built the same way).
+if [[ " ${tests[*]} " == *" demo "* ]]; then
+    "$fixture" qwen35-mtp "$work/demo-qwen35-mtp.gguf" --quiet
+    "$fixture" glm4moe-mtp "$work/demo-glm4moe-mtp-wrong.gguf" --drafter wrong --quiet
+    "$fixture" llama "$work/demo-llama.gguf" --quiet
+    "$fixture" glm4moe-mtp "$work/demo-large-vocab.gguf" --shape test-32k --n-layer 1 --drafter exact --type q4_k_m --quiet
+    models=""
+    for m in qwen35-mtp glm4moe-mtp-wrong llama large-vocab; do models+="${models:+,}$m=$work/demo-$m.gguf"; done
+    export SPECDEC_DEMO_MODELS="$models"
+    # The body of the curl command the demo prints.
+    SPECDEC_DEMO_CHAT_REQUEST="$(sed -n "s/^chat_request='\(.*\)'\$/\1/p" "$here/../../scripts/demo.sh")"
+    export SPECDEC_DEMO_CHAT_REQUEST
 fi
 
 export SPECDEC_BIN="$specdec" SPECDEC_MODEL="$work/exact.gguf" SPECDEC_BAD_MODEL="$work/bad-rope.gguf" SPECDEC_OPENAI_DIR="$openai_dir"

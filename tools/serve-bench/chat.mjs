@@ -52,6 +52,7 @@ async function converse(opt, c) {
         if (opt.temperature > 0) body.seed = 1000 * c + t;
         const rec = await run_request({ ...opt, prompts: [transcript(exchanges, user)], extra_body: body }, t, 0);
         records.push({ ...rec, conversation: c, turn: t });
+        opt.on_request?.();
         if (rec.error !== null) break;
         exchanges.push({ user, assistant: rec.text });
     }
@@ -59,14 +60,18 @@ async function converse(opt, c) {
 }
 
 // One measured run: opt.conversations conversations, C at a time (a client
-// starts the next as soon as its last one ended). Returns { records, wall_ms }.
+// starts the next as soon as its last one ended); opt.on_request(done,
+// total) after each turn (optional). Returns { records, wall_ms }.
 export async function run_conversations(opt) {
     const records = [];
     let next = 0;
+    let done = 0;
+    const total = opt.conversations * opt.turns;
+    const turn_opt = { ...opt, on_request: () => opt.on_request?.(++done, total) };
     const t0 = performance.now();
     await Promise.all(Array.from({ length: Math.min(opt.concurrency, opt.conversations) }, async () => {
         while (next < opt.conversations) {
-            records.push(...(await converse(opt, next++)));
+            records.push(...(await converse(turn_opt, next++)));
         }
     }));
     return { records, wall_ms: performance.now() - t0 };

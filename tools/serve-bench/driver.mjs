@@ -34,7 +34,37 @@ const RATIOS = [
     ['llama-mtp', 'llama-plain', 'llama-server MTP ÷ llama-server plain'],
 ];
 
-const log = (msg) => console.error(`serve-bench: ${msg}`);
+// Progress on stderr: one line rewritten in place on a terminal; elsewhere a
+// plain line per step (a run of one server), and within a step a line at
+// most every 20 s. Silent with --quiet. log() lines are printed in any case.
+class Progress {
+    constructor(quiet) { this.quiet = quiet; this.live = !quiet && Boolean(process.stderr.isTTY); this.shown = false; this.last = 0; }
+    step(text) {
+        if (this.quiet) return;
+        if (this.live) { this.draw(text); return; }
+        console.error(`serve-bench: ${text}`);
+        this.last = performance.now();
+    }
+    update(text) {
+        if (this.live) this.draw(text);
+        else if (!this.quiet && performance.now() - this.last >= 20000) this.step(text);
+    }
+    clear() {
+        if (this.shown) { process.stderr.write('\r\x1b[K'); this.shown = false; }
+    }
+    draw(text) {
+        let line = `serve-bench: ${text}`;
+        const w = process.stderr.columns;
+        if (w && line.length >= w) line = line.slice(0, w - 1);
+        process.stderr.write(`\r\x1b[K${line}`);
+        this.shown = true;
+    }
+}
+let progress = new Progress(true);
+
+const log = (msg) => { progress.clear(); console.error(`serve-bench: ${msg}`); };
+const duration = (s) => (s < 60 ? `${Math.round(s)} s` : s < 3600 ? `${Math.floor(s / 60)} min ${String(Math.round(s % 60)).padStart(2, '0')} s`
+                                                        : `${Math.floor(s / 3600)} h ${String(Math.floor((s % 3600) / 60)).padStart(2, '0')} min`);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const list = (s) => s.split(',').map((x) => x.trim()).filter((x) => x !== '');
 
@@ -70,14 +100,16 @@ const USAGE = `usage: driver.mjs --specdec BIN --llama-server BIN --fixture-tool
   --reference SERVER     whose texts the others must equal (default specdec-none, else llama-plain)
   --warmup N             unmeasured requests before each point, N at a time, 8 tokens each (default: C)
   --startup-timeout-s N  wait this long for /health (default 300)
-  --request-timeout-s N  default 600`;
+  --request-timeout-s N  default 600
+  --quiet                no progress lines on stderr (which fixture, server, concurrency and round
+                         runs, how many remain and the time left); results and errors still`;
 
 function parse_args(argv) {
     const a = {
         specdec: null, llama_server: null, fixture_tool: null, out: null, fixtures: FIXTURES, servers: Object.keys(SERVERS),
         concurrency: [1, 2, 4, 8, 16], rounds: 2, requests: 'auto', min_requests: 8, requests_per_client: 2, max_tokens: 64, threads: 2,
         slots: null, ctx: 512, llama_mtp_n_max: 3, shape: 'qwen3-0.6b', type: 'q4_k_m', fixture_dir: null, reference: null,
-        warmup: null, startup_timeout_s: 300, request_timeout_s: 600, docs: null, varied: false,
+        warmup: null, startup_timeout_s: 300, request_timeout_s: 600, docs: null, varied: false, quiet: false,
         workload: 'single', turns: 5, temperature: 0, conversations: 'auto',
     };
     const int = (k, v) => { const n = Number(v); if (!Number.isInteger(n) || n < 1) throw new Error(`${k} needs a positive integer`); return n; };
@@ -85,6 +117,7 @@ function parse_args(argv) {
         const k = argv[i];
         if (k === '-h' || k === '--help') { console.log(USAGE); process.exit(0); }
         if (k === '--varied-lengths') { a.varied = true; continue; }
+        if (k === '--quiet') { a.quiet = true; continue; }
         if (i + 1 >= argv.length) throw new Error(`${k} needs a value (or is unknown)`);
         const v = argv[++i];
         switch (k) {
@@ -240,9 +273,11 @@ function make_fixture(a, drafter, dir) {
     if (existsSync(file) && statSync(file).size > 0) { log(`fixture ${file} (reused)`); return file; }
     log(`writing the ${drafter} fixture (${a.shape}, ${a.type}) to ${file}`);
     const t0 = performance.now();
-    const r = spawnSync(a.fixture_tool, ['glm4moe-mtp', file + '.tmp', '--shape', a.shape, '--drafter', drafter, '--type', a.type],
-                        { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-    if (r.status !== 0) throw new Error(`${a.fixture_tool} failed (${r.status}): ${(r.stderr || r.error?.message || '').slice(-1500)}`);
+    // Its progress and errors go straight to our stderr.
+    const r = spawnSync(a.fixture_tool, ['glm4moe-mtp', file + '.tmp', '--shape', a.shape, '--drafter', drafter, '--type', a.type,
+                                         ...(a.quiet ? ['--quiet'] : [])],
+                        { encoding: 'utf8', stdio: ['ignore', 'ignore', 'inherit'] });
+    if (r.status !== 0) throw new Error(`${a.fixture_tool} failed (${r.status})${r.error ? `: ${r.error.message}` : ''}`);
     spawnSync('mv', [file + '.tmp', file]);
     log(`  ${((performance.now() - t0) / 1000).toFixed(0)} s`);
     return file;
@@ -499,6 +534,7 @@ async function main() {
     }
     let a;
     try { a = parse_args(process.argv.slice(2)); } catch (e) { console.error(`serve-bench: ${e.message}\n${USAGE}`); process.exit(2); }
+    progress = new Progress(a.quiet);
     const t_begin = performance.now();
     mkdirSync(path.join(a.out, 'raw'), { recursive: true });
     mkdirSync(path.join(a.out, 'logs'), { recursive: true });
@@ -512,6 +548,30 @@ async function main() {
     const runs = [];
     const commands = {};
     const failures = [];
+    // Every measured run of the matrix, in order, and how long each took:
+    // the time left is estimated once a round has been timed, from the
+    // same server at the same concurrency, else from that server's seconds
+    // per requested token so far.
+    const plan = [];
+    for (const fixture of a.fixtures) for (const c of a.concurrency) for (let round = 0; round < a.rounds; round++) {
+        for (const server of a.servers) plan.push({ fixture, c, round, server, done: false });
+    }
+    const seconds_of = new Map(); // `${server} ${c}` -> seconds of each run
+    const pace = new Map();       // server -> { seconds, tokens }
+    const tokens_of = (c) => requests_for(a, c) * a.max_tokens;
+    const time_left = (live_now, fixture_now) => {
+        let left = 0;
+        for (const p of plan) {
+            if (p.done || (p.fixture === fixture_now && !live_now.has(p.server))) continue;
+            const same = seconds_of.get(`${p.server} ${p.c}`);
+            const rate = pace.get(p.server);
+            if (same) left += same.reduce((x, y) => x + y, 0) / same.length;
+            else if (rate) left += (rate.seconds / rate.tokens) * tokens_of(p.c);
+            else return null;
+        }
+        return left;
+    };
+    const plan_entry = (fixture, c, round, server) => plan.find((p) => p.fixture === fixture && p.c === c && p.round === round && p.server === server);
     try {
         // All fixtures first, so that every server runs on the same files.
         const models = {};
@@ -524,6 +584,7 @@ async function main() {
             const live = new Map(); // name -> server
             for (const name of a.servers) {
                 const log_path = path.join(a.out, 'logs', `${fixture}-${name}.log`);
+                progress.step(`${fixture} / ${name}: starting`);
                 try {
                     const srv = await start_server(a, name, models[fixture], log_path);
                     commands[name] = srv.cmd.replace(models[fixture], 'FIXTURE.gguf').replace(/--port [1-9][0-9]*/, '--port PORT');
@@ -541,6 +602,7 @@ async function main() {
                 await live.get(name).stop();
                 live.delete(name);
             };
+            for (const p of plan) if (p.fixture === fixture && !live.has(p.server)) p.done = true; // never started
             try {
                 for (const c of a.concurrency) {
                     const load = (srv) => ({ url: srv.url, concurrency: c, requests: requests_for(a, c), max_tokens: a.max_tokens, varied: a.varied,
@@ -549,6 +611,7 @@ async function main() {
                                              turns: a.turns, temperature: a.temperature, conversations: conversations_for(a, c) });
                     const done = new Map([...live.keys()].map((name) => [name, []])); // name -> its rounds
                     for (const [name, srv] of [...live]) {
+                        progress.step(`${fixture} / ${name} / C=${c}: warming up`);
                         try { await warm_up(load(srv)); } catch (e) { await drop(name, e); }
                     }
                     for (let round = 0; round < a.rounds; round++) {
@@ -556,7 +619,19 @@ async function main() {
                         const order = [...done.keys()].filter((name) => live.has(name));
                         for (let k = 0; k < order.length; k++) {
                             const name = order[(k + round) % order.length];
-                            try { done.get(name).push(await measure(a, load(live.get(name)))); } catch (e) { await drop(name, e); }
+                            const entry = plan_entry(fixture, c, round, name);
+                            const left = time_left(live, fixture);
+                            const what = `[${plan.filter((p) => p.done).length + 1}/${plan.length}] ${fixture} / ${name} / C=${c}, ` +
+                                         `round ${round + 1}/${a.rounds}${left === null ? '' : ` (about ${duration(left)} left)`}`;
+                            progress.step(what);
+                            const t0 = performance.now();
+                            const on_request = (n, total) => progress.update(`${what}: ${n}/${total} requests`);
+                            try { done.get(name).push(await measure(a, { ...load(live.get(name)), on_request })); } catch (e) { await drop(name, e); }
+                            const s = (performance.now() - t0) / 1000;
+                            entry.done = true;
+                            seconds_of.set(`${name} ${c}`, [...(seconds_of.get(`${name} ${c}`) ?? []), s]);
+                            const r = pace.get(name) ?? { seconds: 0, tokens: 0 };
+                            pace.set(name, { seconds: r.seconds + s, tokens: r.tokens + tokens_of(c) });
                         }
                     }
                     for (const [name, rounds] of done) {
@@ -577,6 +652,7 @@ async function main() {
                 }
             } finally {
                 for (const srv of live.values()) await srv.stop();
+                for (const p of plan) if (p.fixture === fixture) p.done = true; // dropped servers' runs too
             }
         }
     } finally {

@@ -212,7 +212,8 @@ export async function scrape_metrics(url) {
 
 // The options of the functions below: url, concurrency (C), requests (R),
 // max_tokens, varied (request_tokens), prompts (default DEFAULT_PROMPTS), model, endpoint,
-// timeout_ms, warmup and warmup_tokens (warm_up), metrics (bool).
+// timeout_ms, warmup and warmup_tokens (warm_up), metrics (bool), and
+// on_request(done, total), called as each request of a run ends (for progress).
 
 // Requests 0 .. n-1, C at a time (a client takes the next as soon as its
 // last one ends): request i uses prompt i mod their count. Returns the
@@ -221,10 +222,12 @@ async function closed_loop(opt, n) {
     const o = { ...opt, prompts: opt.prompts ?? DEFAULT_PROMPTS };
     const records = new Array(n);
     let next = 0;
+    let done = 0;
     await Promise.all(Array.from({ length: Math.min(opt.concurrency, n) }, async () => {
         while (next < n) {
             const i = next++;
             records[i] = await run_request(o, i, i % o.prompts.length);
+            opt.on_request?.(++done, n);
         }
     }));
     return records;

@@ -6,7 +6,8 @@
 namespace cli {
 
 std::vector<int32_t> measure_agreement(specdec::session & s, const std::vector<llama_token> & prompt,
-                                       const std::vector<llama_token> & text, int32_t n_max) {
+                                       const std::vector<llama_token> & text, int32_t n_max,
+                                       const std::function<void(size_t, size_t)> & on_position) {
     llama_context * target = s.target_context();
     s.remove_range(SPECDEC_CONTEXT_TARGET, 0, -1, -1);
     if (s.draft_context() != nullptr) {
@@ -54,6 +55,9 @@ std::vector<int32_t> measure_agreement(specdec::session & s, const std::vector<l
             }
             id_last = next;
             ++n_past;
+            if (on_position) {
+                on_position(agreement.size(), text.size());
+            }
         }
     } catch (...) {
         llama_batch_free(batch);

@@ -13,6 +13,7 @@
 
 #include "specdec/specdec.hpp"
 
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -23,9 +24,12 @@ namespace cli {
 // drafter drafts up to n_max tokens, and agreement[i] is the length of the
 // prefix equal to text[i..]; then the target decodes the text's own token
 // (nothing drafted is kept). Clears sequence 0 of both contexts first and
-// leaves it holding the prompt and the text. Throws specdec::error.
+// leaves it holding the prompt and the text. `on_position(i, n)` (may be
+// empty) hears of each of the text's n positions as it is done. Throws
+// specdec::error.
 std::vector<int32_t> measure_agreement(specdec::session & s, const std::vector<llama_token> & prompt,
-                                       const std::vector<llama_token> & text, int32_t n_max);
+                                       const std::vector<llama_token> & text, int32_t n_max,
+                                       const std::function<void(size_t, size_t)> & on_position = {});
 
 struct oracle_result {
     double  cost  = 0; // total, in step_cost's unit

@@ -48,9 +48,9 @@ bool show_progress(float progress, void * user) {
     const int percent = static_cast<int>(progress * 100.0f);
     if (percent != *last) {
         *last = percent;
-        std::fprintf(stderr, "\rloading %3d%%", percent);
+        std::fprintf(stderr, "\r\033[Kloading %3d%%", percent); // \033[K: erases whatever the line held before
         if (percent >= 100) {
-            std::fputs("\r            \r", stderr);
+            std::fputs("\r\033[K", stderr);
         }
     }
     return true;
@@ -113,7 +113,7 @@ std::vector<ggml_backend_dev_t> resolve_devices(const std::string & names) {
 
 } // namespace
 
-llama_model_ptr load_model(const std::string & path, bool load_mtp, const placement & where) {
+llama_model_ptr load_model(const std::string & path, bool load_mtp, const placement & where, bool progress) {
     // Metadata first: llama.cpp's loader (or its first decode) aborts on some malformed files.
     specdec_model_info info{};
     if (const specdec_status st = specdec_inspect(path.c_str(), &info); st != SPECDEC_STATUS_OK) {
@@ -131,7 +131,7 @@ llama_model_ptr load_model(const std::string & path, bool load_mtp, const placem
         mp.devices = devices.data();
     }
     int last = -1;
-    if (isatty(STDERR_FILENO)) {
+    if (progress && isatty(STDERR_FILENO)) {
         mp.progress_callback = show_progress;
         mp.progress_callback_user_data = &last;
     }

@@ -47,11 +47,11 @@ void add_rpc_servers(const device_options & o);
 
 // Inspects the file (specdec_inspect: the pre-load checks), then loads the
 // model onto the devices `where` names, showing progress on stderr when it
-// is a terminal. Throws specdec::error: MALFORMED_FILE or IO_ERROR (inspect refused it),
+// is a terminal and `progress` is set. Throws specdec::error: MALFORMED_FILE or IO_ERROR (inspect refused it),
 // INVALID_ARGUMENT (unknown device or split mode), IO_ERROR (llama.cpp could
 // not load it, or the file is unreadable; the message
 // carries the error lines llama.cpp logged while loading).
-llama_model_ptr load_model(const std::string & path, bool load_mtp, const placement & where);
+llama_model_ptr load_model(const std::string & path, bool load_mtp, const placement & where, bool progress = true);
 
 // Context parameters for n_seq sequences of n_ctx_per_seq positions each,
 // batches of 512 tokens, and n_threads CPU threads (0: every hardware thread).

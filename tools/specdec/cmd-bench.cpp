@@ -5,6 +5,7 @@
 #include "cli-common.h"
 #include "fixtures.h"
 #include "json-text.h"
+#include "progress-line.h"
 
 #include <nlohmann/json.hpp>
 
@@ -15,10 +16,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <span>
-#include <unistd.h>
 
 namespace cli {
 
@@ -69,6 +70,9 @@ void add_bench_command(CLI::App & app, bench_options & o) {
     cmd->add_option("--json", o.json_path, "write the results as JSON to this file");
     cmd->add_option("--markdown", o.markdown_path, "write a Markdown report to this file");
     cmd->add_option("--chart", o.chart_path, "write a chart of speedup against draft length (.png or .svg; needs gnuplot)");
+    cmd->add_flag("--speedups-only", o.speedups_only,
+                  "measure the runs only: no verification-cost curve and no oracle (quicker; the table's columns stay)");
+    cmd->add_flag("-q,--quiet", o.quiet, "no progress on stderr (which configuration and round runs, and the time left)");
     cmd->add_option("--upstream", o.upstream,
                     "llama.cpp's speculative-simple (built as bin/specdec-upstream-reference) to run as the reference loop")
         ->check(CLI::ExistingFile);
@@ -148,8 +152,9 @@ run_result measure(const specdec::generation_result & g) {
 // `repeats` (at least 5) measurements of one decode, each after a fresh
 // prefill of the prompt (the rest of the machine only ever adds time).
 // Leaves the sequences holding the prompt and the last measured batch.
+// `on_pass(i, n)` is called before each of the n passes over every k.
 std::vector<double> verify_cost_curve(llama_context * ctx, const std::vector<llama_token> & prompt, int32_t n_seq,
-                                      int32_t k_max, int32_t repeats) {
+                                      int32_t k_max, int32_t repeats, const std::function<void(int32_t, int32_t)> & on_pass) {
     const auto n_prompt = static_cast<int32_t>(prompt.size());
     k_max = std::min<int32_t>(k_max, static_cast<int32_t>(llama_n_batch(ctx)) / n_seq - 1);
     struct owned_batch {
@@ -161,7 +166,9 @@ std::vector<double> verify_cost_curve(llama_context * ctx, const std::vector<lla
     specdec::generate_params prefill = specdec_generate_default_params();
     prefill.n_predict = 0; // clears each sequence and decodes its prompt, in chunks
     std::vector<std::vector<double>> samples(static_cast<size_t>(k_max) + 1);
-    for (int32_t round = 0; round < std::max(repeats, 5); ++round) {
+    const int32_t passes = std::max(repeats, 5);
+    for (int32_t round = 0; round < passes; ++round) {
+        on_pass(round, passes);
         for (int32_t k = 0; k <= k_max; ++k) {
             specdec::generate_plain(ctx, prompts, prefill);
             // k + 1 tokens after the prompt, varied so that expert routing costs what it would.
@@ -297,18 +304,15 @@ public:
                                    : o.fixture_type == "q4_0"   ? fx::weight_type::q4_0
                                                                 : fx::weight_type::q4_k_m;
         const bool qwen35 = std::string(shape.mtp_kind) == "qwen35-mtp";
-        if (isatty(STDERR_FILENO)) {
-            std::fprintf(stderr, "bench: writing the fixture (%s, %s, %u blocks, %s drafter, %s)...", shape.name,
-                         shape.mtp_kind, opt.n_layer, o.fixture.c_str(), o.fixture_type.c_str());
-        }
+        progress_line progress("bench", o.quiet);
+        const std::string what = std::string("the fixture (") + shape.name + ", " + std::to_string(opt.n_layer) + " blocks, " +
+                                 o.fixture + " drafter, " + o.fixture_type + "): ";
         try {
             fx::write_with_type([&](const std::string & p) { qwen35 ? fx::write_qwen35_mtp(p, opt) : fx::write_glm4moe_mtp(p, opt); },
-                                path_, type);
+                                path_, type,
+                                [&](const char * stage, uint32_t done, uint32_t total) { progress.stage(what + stage, done, total, "tensors"); });
         } catch (const std::exception & e) {
             throw specdec::error(SPECDEC_STATUS_IO_ERROR, std::string("cannot write the bench fixture: ") + e.what());
-        }
-        if (isatty(STDERR_FILENO)) {
-            std::fputs("\r\033[K", stderr);
         }
     }
 
@@ -352,12 +356,13 @@ double interpolate(const std::map<int32_t, double> & points, int32_t k) {
 // step scaled by the measured verification cost of k + 1 tokens, plus the
 // drafting time per step of the fixed-length runs (interpolated between the
 // lengths run), scaled to what a step of each length run cost in its run.
-// Adds out["oracle"], out["agreement"] and each adaptive row's "of_oracle".
+// Adds out["oracle"], out["agreement"] and each adaptive row's "of_oracle";
+// says on `progress` whose agreement it measures, and how far along.
 void add_oracles(nlohmann::json & out, const bench_options & o, const std::vector<specdec_strategy> & strategies,
                  const std::vector<config> & configs, const std::vector<std::vector<run_result>> & runs,
                  const std::vector<int32_t> & effective, const std::map<int32_t, size_t> & plain_of, llama_context * target,
                  const std::map<specdec_strategy, llama_context_ptr> & drafts, const std::vector<llama_token> & prompt,
-                 int32_t n_draft_top) {
+                 int32_t n_draft_top, progress_line & progress) {
     const std::vector<llama_token> & text = runs[plain_of.begin()->second].front().tokens.front();
     for (specdec_strategy strategy : strategies) {
         const std::string name = specdec_strategy_name(strategy);
@@ -367,7 +372,11 @@ void add_oracles(nlohmann::json & out, const bench_options & o, const std::vecto
         const auto draft = drafts.find(strategy);
         specdec::session session(target, draft != drafts.end() ? draft->second.get() : nullptr, sp);
         const int32_t n_max = session.params().n_draft_max;
-        const std::vector<int32_t> agreement = measure_agreement(session, prompt, text, n_max);
+        const std::string what = "the oracle: where " + name + " agrees with plain decoding's text";
+        progress.step(what);
+        const std::vector<int32_t> agreement = measure_agreement(session, prompt, text, n_max, [&](size_t i, size_t n) {
+            progress.update(what + ": " + std::to_string(i) + "/" + std::to_string(n) + " tokens");
+        });
         out["agreement"][name] = agreement;
         for (int32_t n_seq : o.n_seqs) {
             const size_t p = plain_of.at(n_seq);
@@ -440,10 +449,13 @@ int bench_model(const bench_options & o) {
 
     use_kernels(o.kernels);
     add_rpc_servers(o.devices);
-    llama_model_ptr target_model = load_model(o.model, any_mtp, o.devices.target);
+    progress_line progress("bench", o.quiet);
+    progress.step("loading " + o.model);
+    llama_model_ptr target_model = load_model(o.model, any_mtp, o.devices.target, !o.quiet);
     llama_model_ptr draft_model;
     if (!o.draft_model.empty()) {
-        draft_model = load_model(o.draft_model, false, o.devices.draft);
+        progress.step("loading " + o.draft_model);
+        draft_model = load_model(o.draft_model, false, o.devices.draft, !o.quiet);
     }
     llama_context_params cp = context_params(o.n_ctx, static_cast<uint32_t>(n_seq_top), o.n_threads);
     const int32_t threads = cp.n_threads;
@@ -477,8 +489,10 @@ int bench_model(const bench_options & o) {
     // (plain, then every strategy at its longest draft); then rounds
     // interleave the configurations, so slow drift of the machine affects all
     // of them alike.
+    progress.step("warming up: plain decoding");
     specdec::generate_plain(target.get(), prompts_for(n_seq_top), gp);
     for (specdec_strategy s : strategies) {
+        progress.step(std::string("warming up: ") + specdec_strategy_name(s));
         specdec::session_params sp = specdec_session_default_params();
         sp.strategy = s;
         sp.n_draft_max = n_draft_top;
@@ -486,19 +500,45 @@ int bench_model(const bench_options & o) {
         specdec::session session(target.get(), drafts.count(s) ? drafts[s].get() : nullptr, sp);
         specdec::generate(session, prompts_for(n_seq_top), gp);
     }
-    const bool progress = isatty(STDERR_FILENO);
     std::vector<std::vector<run_result>> runs(configs.size());
     std::vector<std::vector<double>> upstream_tps(configs.size());
     std::vector<int32_t> effective(configs.size(), 0);
+    // Each configuration's seconds per run in the rounds so far: the time
+    // left is estimated once a whole round has been timed.
+    std::vector<double> seconds(configs.size(), 0.0);
+    std::vector<int32_t> timed_runs(configs.size(), 0);
+    const size_t n_runs = configs.size() * static_cast<size_t>(o.repeats);
     for (int32_t round = 0; round < o.repeats; ++round) {
         for (size_t c = 0; c < configs.size(); ++c) {
             const config & cfg = configs[c];
-            if (progress) {
-                std::fprintf(stderr, "\rbench: round %d/%d, %-28s", round + 1, o.repeats, cfg.name.c_str());
+            const size_t run = static_cast<size_t>(round) * configs.size() + c;
+            std::string line = "round " + std::to_string(round + 1) + "/" + std::to_string(o.repeats) + ": " + cfg.name +
+                               " (run " + std::to_string(run + 1) + "/" + std::to_string(n_runs);
+            if (round > 0) {
+                double left = 0;
+                for (size_t r = run; r < n_runs; ++r) {
+                    left += seconds[r % configs.size()] / timed_runs[r % configs.size()];
+                }
+                line += ", about " + format_duration(left) + " left in the rounds";
             }
+            line += ")";
+            progress.step(line);
+            // Within a run, the tokens so far (a long run still shows that it moves).
+            const int64_t n_tokens = static_cast<int64_t>(o.n_predict) * cfg.n_seq;
+            int64_t n_done = 0;
+            const specdec::token_callback on_token = [&](llama_seq_id, llama_token, std::string_view) {
+                progress.update(line + ": " + std::to_string(++n_done) + "/" + std::to_string(n_tokens) + " tokens");
+                return true;
+            };
+            const auto t0 = std::chrono::steady_clock::now();
+            const auto timed = [&] {
+                seconds[c] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                ++timed_runs[c];
+            };
             const auto prompts = prompts_for(cfg.n_seq);
             if (cfg.n_draft == 0) {
-                runs[c].push_back(measure(specdec::generate_plain(target.get(), prompts, gp)));
+                runs[c].push_back(measure(specdec::generate_plain(target.get(), prompts, gp, on_token)));
+                timed();
                 continue;
             }
             specdec::session_params sp = specdec_session_default_params();
@@ -511,15 +551,13 @@ int bench_model(const bench_options & o) {
             specdec::generate_params run_params = gp;
             run_params.n_draft = cfg.adaptive ? SPECDEC_N_DRAFT_AUTO : -1;
             run_params.synthetic_acceptance = o.synthetic_acceptance;
-            runs[c].push_back(measure(specdec::generate(session, prompts, run_params)));
+            runs[c].push_back(measure(specdec::generate(session, prompts, run_params, on_token)));
             // Upstream's loop: one sequence, a fixed length, the target's own acceptance.
             if (!o.upstream.empty() && !cfg.adaptive && cfg.n_seq == 1 && !synthetic) {
                 upstream_tps[c].push_back(run_upstream(o, cfg.strategy, cfg.n_draft, threads));
             }
+            timed();
         }
-    }
-    if (progress) {
-        std::fputs("\r                                                       \r", stderr);
     }
 
     nlohmann::json out;
@@ -541,8 +579,19 @@ int bench_model(const bench_options & o) {
     out["exact_kernels"] = specdec_exact_kernels();
     out["synthetic_acceptance"] = synthetic ? nlohmann::json(o.synthetic_acceptance) : nlohmann::json(nullptr);
     // The target's cost of verifying k + 1 tokens, relative to one token.
-    for (int32_t n_seq : o.n_seqs) {
-        const std::vector<double> curve = verify_cost_curve(target.get(), prompt, n_seq, n_draft_top, o.repeats);
+    for (int32_t n_seq : o.speedups_only ? std::vector<int32_t>{} : o.n_seqs) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const auto on_pass = [&](int32_t pass, int32_t passes) {
+            std::string line = "verification cost of 1 to " + std::to_string(n_draft_top + 1) + " tokens, " +
+                               std::to_string(n_seq) + (n_seq > 1 ? " sequences" : " sequence") + ": pass " +
+                               std::to_string(pass + 1) + "/" + std::to_string(passes);
+            if (pass > 0) {
+                const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                line += " (about " + format_duration(spent / pass * (passes - pass)) + " left)";
+            }
+            progress.step(line);
+        };
+        const std::vector<double> curve = verify_cost_curve(target.get(), prompt, n_seq, n_draft_top, o.repeats, on_pass);
         std::vector<double> relative;
         for (double us : curve) {
             relative.push_back(curve[0] > 0 ? us / curve[0] : 0.0);
@@ -610,17 +659,20 @@ int bench_model(const bench_options & o) {
         out["results"].push_back(row);
     }
 
-    if (!synthetic) {
-        add_oracles(out, o, strategies, configs, runs, effective, plain_of, target.get(), drafts, prompt, n_draft_top);
+    if (!synthetic && !o.speedups_only) {
+        add_oracles(out, o, strategies, configs, runs, effective, plain_of, target.get(), drafts, prompt, n_draft_top, progress);
     }
+    progress.clear();
 
     if (synthetic) {
         std::fprintf(stderr, "bench: synthetic acceptance %.2f: drafts were kept at random, the text is not valid (speeds only)\n",
                      static_cast<double>(o.synthetic_acceptance));
     }
     std::fputs(bench_markdown_table(out).c_str(), stdout);
-    std::printf("\nverification cost of k + 1 tokens against 1 token:\n");
-    for (const auto & v : out["verify_cost"]) {
+    if (out.contains("verify_cost")) {
+        std::printf("\nverification cost of k + 1 tokens against 1 token:\n");
+    }
+    for (const auto & v : out.value("verify_cost", nlohmann::json::array())) {
         std::printf("  n_seq=%d:", v["n_seq"].get<int>());
         const auto & rel = v["relative"];
         for (size_t k = 0; k < rel.size(); ++k) {

@@ -34,6 +34,8 @@ struct bench_options {
     std::string              markdown_path;            // write a Markdown report here
     std::string              chart_path;               // write a speedup chart here (.png or .svg)
     std::string              upstream;                 // llama.cpp's speculative-simple, run as the reference loop
+    bool                     quiet = false;            // no progress lines on stderr
+    bool                     speedups_only = false;    // no verification-cost curve, no oracle
 };
 
 void add_bench_command(CLI::App & app, bench_options & opt);

@@ -173,6 +173,7 @@ int run_generate(const generate_options & o) {
     }
     if (stream) {
         std::printf("\n");
+        std::fflush(stdout); // before the summary on stderr, also when stdout is a file or a pipe
     }
     print_summary(j);
     if (!stream && !o.json) {
