@@ -63,6 +63,7 @@ public:
         return row;
     }
     bool is_eog(llama_token token) const override { return llama_vocab_is_eog(vocab_, token); }
+    const llama_vocab * vocab() const override { return vocab_; }
     std::string piece(llama_token token) const override { return token_piece(vocab_, token); }
 
 protected:
@@ -306,6 +307,13 @@ extern "C" specdec_generate_params specdec_generate_default_params(void) {
     p.n_stop_strings = 0;
     p.synthetic_acceptance = -1.0f;
     p.n_top_logprobs = -1;
+    p.logit_bias = nullptr;
+    p.n_logit_bias = 0;
+    p.presence_penalty = 0.0f;
+    p.frequency_penalty = 0.0f;
+    p.repeat_penalty = 1.0f;
+    p.repeat_last_n = 64;
+    p.grammar = nullptr;
     return p;
 }
 

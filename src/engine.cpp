@@ -6,6 +6,7 @@
 #include "engine.h"
 
 #include "error.h"
+#include "logit-shaping.h"
 #include "logprobs.h"
 #include "sampler.h"
 #include "text-stream.h"
@@ -64,6 +65,11 @@ void validate_request(const generation_backend & backend, const request_params &
              SPECDEC_MAX_TOP_LOGPROBS, " (or negative: none)");
     }
     validate_sampling(p);
+    if (logit_shaper::needed(p) && p.synthetic_acceptance >= 0.0f) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "synthetic_acceptance emits drafted tokens unchosen: it cannot be combined with "
+             "logit biases, penalties or a grammar");
+    }
+    logit_shaper::validate(p, backend.vocab(), backend.n_vocab());
 }
 
 // A batch the engine owns, with every token in one sequence.
@@ -90,13 +96,20 @@ struct engine_core::token_batch {
 };
 
 struct request_state {
-    request_state(request_id id, std::span<const llama_token> tokens, const request_params & params, int32_t n_vocab,
-                  int32_t n_draft_max)
+    request_state(request_id id, std::span<const llama_token> tokens, const request_params & params, const llama_vocab * vocab,
+                  int32_t n_vocab, int32_t n_draft_max)
         : prompt(tokens.begin(), tokens.end()), p(params), n_draft(params.n_draft < 0 ? n_draft_max : params.n_draft),
           adaptive(params.n_draft == SPECDEC_N_DRAFT_AUTO && n_draft > 0), synthetic(params.synthetic_acceptance >= 0.0f),
           stops(stop_strings(params)), sampler(params, params.seed, n_vocab), synthetic_draws(params.seed), text(stops) {
-        p.stop_strings = nullptr; // borrowed for add() only: `stops` holds copies
+        if (logit_shaper::needed(params)) {
+            shaper = std::make_unique<logit_shaper>(params, vocab, n_vocab);
+        }
+        // Borrowed for add() only: `stops` and `shaper` hold copies.
+        p.stop_strings = nullptr;
         p.n_stop_strings = 0;
+        p.logit_bias = nullptr;
+        p.n_logit_bias = 0;
+        p.grammar = nullptr;
         result.id = id;
     }
 
@@ -107,6 +120,7 @@ struct request_state {
     const bool           synthetic; // the synthetic-acceptance benchmark mode
     const stop_matcher   stops;     // before `text`, which refers to it
     token_sampler        sampler;
+    std::unique_ptr<logit_shaper> shaper; // null: the logits are used as they are
     std::mt19937         synthetic_draws;
     text_stream          text;      // becomes result.output.text as it leaves
     specdec_token_logprob logprob{}; // the last emitted token's, for its event
@@ -183,7 +197,7 @@ request_id engine_core::add(std::span<const llama_token> prompt, const request_p
              " requests wait for a slot already (max_waiting) and no slot is free; try again after a step");
     }
     const request_id id = next_id_.load();
-    waiting_.push_back(std::make_unique<request_state>(id, prompt, params, b_.n_vocab(), b_.n_draft_max()));
+    waiting_.push_back(std::make_unique<request_state>(id, prompt, params, b_.vocab(), b_.n_vocab(), b_.n_draft_max()));
     next_id_.store(id + 1);
     return id;
 }
@@ -408,8 +422,12 @@ void engine_core::start(request_state & r, int32_t row) {
         return;
     }
     const float * logits = b_.logits(row);
-    r.id_last = r.sampler.choose(logits);
     r.result.output.stats.n_steps++;
+    const std::optional<llama_token> x = choose(r, logits);
+    if (!x) {
+        return;
+    }
+    r.id_last = *x;
     emit(r, r.id_last, r.n_past, logits);
 }
 
@@ -552,7 +570,11 @@ int32_t engine_core::accept_one(request_state & r, const std::vector<llama_token
             ++kept;
             continue;
         }
-        const llama_token x = r.sampler.choose(logits);
+        const std::optional<llama_token> chosen = choose(r, logits);
+        if (!chosen) {
+            break;
+        }
+        const llama_token x = *chosen;
         last = x;
         emit(r, x, pos, logits);
         if (r.synthetic || !drafted || x != proposal[k]) {
@@ -580,6 +602,30 @@ int32_t engine_core::accept_one(request_state & r, const std::vector<llama_token
     r.id_last = last;
     held_[static_cast<size_t>(r.result.seq_id)].resize(static_cast<size_t>(r.n_past));
     return static_cast<int32_t>(kept);
+}
+
+// The target's token from a row's logits, shaped as the request asks; none
+// when its grammar allows no token there, which ends the request
+// (SPECDEC_STOP_ERROR) and no other.
+std::optional<llama_token> engine_core::choose(request_state & r, const float * logits) {
+    if (r.shaper == nullptr) {
+        return r.sampler.choose(logits);
+    }
+    const float * shaped = nullptr;
+    try {
+        shaped = r.shaper->apply(logits);
+    } catch (const error & e) {
+        if (e.code() != SPECDEC_STATUS_INVALID_ARGUMENT) {
+            throw;
+        }
+        finish(r, SPECDEC_STOP_ERROR);
+        return std::nullopt;
+    }
+    const llama_token x = r.sampler.choose(shaped);
+    if (!b_.is_eog(x)) {
+        r.shaper->accept(x);
+    }
+    return x;
 }
 
 // The synthetic-acceptance benchmark mode's decision for a drafted token.

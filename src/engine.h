@@ -58,6 +58,7 @@ private:
     void fail_running() noexcept;
 
     int32_t accept_one(request_state & r, const std::vector<llama_token> & proposal, int32_t row0);
+    std::optional<llama_token> choose(request_state & r, const float * logits);
     bool    keep_synthetic(request_state & r, llama_token drafted);
     void    emit(request_state & r, llama_token x, llama_pos pos, const float * logits);
     bool    deliver(const engine_event & e);

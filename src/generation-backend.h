@@ -63,6 +63,8 @@ public:
     virtual void truncate(llama_seq_id seq, llama_pos p0) = 0;
 
     virtual bool is_eog(llama_token token) const = 0;
+    // The target's vocabulary, for grammars; null where there is none (tests).
+    virtual const llama_vocab * vocab() const = 0;
     virtual std::string piece(llama_token token) const = 0;
 };
 

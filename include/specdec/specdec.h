@@ -546,6 +546,12 @@ typedef struct specdec_token_logprob {
                             log-softmax of its logits, before temperature and top-k/top-p/min-p */
 } specdec_token_logprob;
 
+/* A bias added to one token's logit before a token is chosen. */
+typedef struct specdec_logit_bias {
+    llama_token token;
+    float       bias; /* finite, or -INFINITY: never chosen */
+} specdec_logit_bias;
+
 typedef struct specdec_generate_params {
     int32_t              n_predict;      /* most new tokens per sequence, >= 0; default 128 */
     int32_t              n_draft;        /* tokens drafted per step: 0..session n_draft_max, -1 = n_draft_max,
@@ -572,6 +578,20 @@ typedef struct specdec_generate_params {
                                             at its position (most likely first; equal logits: lowest id
                                             first), read from the verification logits that chose it (no
                                             extra decode): what plain decoding reports, with exact kernels */
+    /* What is done to the target's logits before each token is chosen, greedy or sampled, at every
+     * verification row as in plain decoding (each row sees exactly the tokens emitted before it, so
+     * speculation stays lossless). The log-probabilities above are of the logits before all of it. */
+    const specdec_logit_bias * logit_bias; /* n_logit_bias entries, borrowed for the call (copied); default NULL */
+    size_t               n_logit_bias;
+    float                presence_penalty;  /* [-2, 2]: subtracted once from each token already generated; default 0 */
+    float                frequency_penalty; /* [-2, 2]: subtracted per time a token was generated; default 0 */
+    float                repeat_penalty;    /* > 0 (llama.cpp's): the logits of the last repeat_last_n generated
+                                               tokens are divided by it (positive) or multiplied (negative); default 1 */
+    int32_t              repeat_last_n;     /* >= 0, the tokens repeat_penalty looks back over; default 64 */
+    const char *         grammar;           /* a GBNF grammar (llama.cpp's format, root rule "root") the output
+                                               must follow; NULL or "": none. Copied. A grammar that does not
+                                               parse: INVALID_ARGUMENT. A grammar that allows no token at some
+                                               point ends the request with SPECDEC_STOP_ERROR. Default NULL */
 } specdec_generate_params;
 
 SPECDEC_API specdec_generate_params specdec_generate_default_params(void);

@@ -24,6 +24,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
@@ -308,6 +309,71 @@ INSTANTIATE_TEST_SUITE_P(Targets, NearTies,
                          [](const auto & tc) {
                              return std::string(trunk_name(std::get<0>(tc.param))) + "_" + type_name(std::get<1>(tc.param));
                          });
+
+} // namespace
+} // namespace specdec::test
+
+namespace specdec::test {
+namespace {
+
+// Grammars, logit biases and penalties on a target where rounding decides
+// tokens: MTP speculation (random heads: drafts rejected and rolled back
+// all along) chooses exactly what plain decoding with the same request
+// does, and the grammar holds (every piece made of the letters it allows).
+TEST(NearTiesShaping, AGrammarBiasesAndPenaltiesKeepSpeculationLossless) {
+    auto model = load_model(target_file(trunk::dense, weight_type::q4_k_m));
+    const llama_vocab * vocab = llama_model_get_vocab(model.get());
+    const specdec_logit_bias bias[] = {{500, 4.0f}, {7, -INFINITY}};
+    std::vector<std::pair<std::string, generate_params>> requests;
+    generate_params base = greedy();
+    base.n_predict = 96;
+    generate_params grammar = base;
+    grammar.grammar = "root ::= [a-e]+";
+    grammar.ignore_eog = false;
+    requests.emplace_back("grammar", grammar);
+    generate_params shaped = base;
+    shaped.logit_bias = bias;
+    shaped.n_logit_bias = 2;
+    shaped.frequency_penalty = 0.4f;
+    shaped.presence_penalty = 0.2f;
+    shaped.repeat_penalty = 1.3f;
+    requests.emplace_back("biases and penalties", shaped);
+    for (const auto & [name, p] : requests) {
+        SCOPED_TRACE(name);
+        auto plain_ctx = target_context(model.get(), 1, 0);
+        const sequence_result want = generate_plain(plain_ctx.get(), std::span(&prompts[1], 1), p).sequences[0];
+        ASSERT_GE(want.tokens.size(), 8u);
+        session_params sp = specdec_session_default_params();
+        sp.strategy = SPECDEC_STRATEGY_MTP;
+        sp.n_draft_max = 3;
+        sp.n_seq = 1;
+        auto target = target_context(model.get(), 1, 3);
+        llama_context_params cp = llama_context_default_params();
+        cp.n_threads = 1;
+        cp.n_threads_batch = 1;
+        auto draft = make_draft_context(target.get(), nullptr, sp, cp);
+        session s(target.get(), draft.get(), sp);
+        const sequence_result got = generate(s, std::span(&prompts[1], 1), p).sequences[0];
+        EXPECT_EQ(first_difference(got.tokens, want.tokens), -1);
+        EXPECT_GT(got.stats.n_drafted, 0u);
+        if (name == "grammar") {
+            for (const llama_token t : want.tokens) {
+                char buf[64];
+                const int n = llama_token_to_piece(vocab, t, buf, sizeof(buf), 0, true);
+                ASSERT_GT(n, 0);
+                for (int i = 0; i < n; ++i) {
+                    EXPECT_TRUE(buf[i] >= 'a' && buf[i] <= 'e') << "token " << t << ": '" << std::string(buf, static_cast<size_t>(n)) << "'";
+                }
+            }
+        } else {
+            EXPECT_EQ(std::count(want.tokens.begin(), want.tokens.end(), 7), 0) << "a -inf bias";
+        }
+    }
+    // Without the grammar the text leaves those letters: the grammar did something.
+    auto ctx = target_context(model.get(), 1, 0);
+    const sequence_result free = generate_plain(ctx.get(), std::span(&prompts[1], 1), base).sequences[0];
+    EXPECT_NE(free.text.find_first_not_of("abcde"), std::string::npos);
+}
 
 } // namespace
 } // namespace specdec::test

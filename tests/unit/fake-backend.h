@@ -156,6 +156,7 @@ public:
         kv[seq].resize(static_cast<size_t>(p0));
     }
     bool is_eog(llama_token t) const override { return t == eog; }
+    const llama_vocab * vocab() const override { return nullptr; }
     std::string piece(llama_token t) const override { return piece_of(t); }
     std::function<std::string(llama_token)> piece_of = [](llama_token t) { return std::string(1, static_cast<char>('a' + t)); };
 

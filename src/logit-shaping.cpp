@@ -1,0 +1,134 @@
+#include "logit-shaping.h"
+
+#include "error.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace specdec::detail {
+
+namespace {
+
+bool has_grammar(const specdec_generate_params & p) {
+    return p.grammar != nullptr && p.grammar[0] != '\0';
+}
+
+llama_sampler * parse_grammar(const llama_vocab * vocab, const char * gbnf) {
+    llama_sampler * g = nullptr;
+    try { // llama.cpp reports a grammar it cannot parse with null, and some faults by throwing
+        g = llama_sampler_init_grammar(vocab, gbnf, "root");
+    } catch (const std::exception & e) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the grammar is not valid GBNF: ", e.what());
+    }
+    if (g == nullptr) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the grammar is not valid GBNF with a rule 'root' (llama.cpp could not parse it)");
+    }
+    return g;
+}
+
+} // namespace
+
+bool logit_shaper::needed(const specdec_generate_params & p) {
+    return p.n_logit_bias > 0 || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f || p.repeat_penalty != 1.0f ||
+           has_grammar(p);
+}
+
+void logit_shaper::validate(const specdec_generate_params & p, const llama_vocab * vocab, int32_t n_vocab) {
+    if (p.n_logit_bias > 0 && p.logit_bias == nullptr) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "logit_bias must not be NULL when n_logit_bias > 0");
+    }
+    for (size_t i = 0; i < p.n_logit_bias; ++i) {
+        const specdec_logit_bias & b = p.logit_bias[i];
+        if (b.token < 0 || b.token >= n_vocab) {
+            fail(SPECDEC_STATUS_INVALID_ARGUMENT, "logit_bias ", i, " names token ", b.token, ", outside the vocabulary [0, ", n_vocab, ")");
+        }
+        if (std::isnan(b.bias) || b.bias == INFINITY) {
+            fail(SPECDEC_STATUS_INVALID_ARGUMENT, "logit_bias ", i, " is ", b.bias, "; it must be finite or -infinity");
+        }
+    }
+    for (const auto & [name, v] : {std::pair{"presence_penalty", p.presence_penalty}, std::pair{"frequency_penalty", p.frequency_penalty}}) {
+        if (!(v >= -2.0f && v <= 2.0f)) {
+            fail(SPECDEC_STATUS_INVALID_ARGUMENT, name, " is ", v, "; it must be within [-2, 2]");
+        }
+    }
+    if (!(p.repeat_penalty > 0.0f) || !std::isfinite(p.repeat_penalty)) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "repeat_penalty is ", p.repeat_penalty, "; it must be positive and finite (1: off)");
+    }
+    if (p.repeat_last_n < 0) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "repeat_last_n is ", p.repeat_last_n, "; it must be >= 0");
+    }
+    if (has_grammar(p)) {
+        if (vocab == nullptr) {
+            fail(SPECDEC_STATUS_INVALID_ARGUMENT, "a grammar needs the target's vocabulary");
+        }
+        llama_sampler_free(parse_grammar(vocab, p.grammar));
+    }
+}
+
+logit_shaper::logit_shaper(const specdec_generate_params & p, const llama_vocab * vocab, int32_t n_vocab)
+    : bias_(p.logit_bias, p.logit_bias + p.n_logit_bias), presence_(p.presence_penalty), frequency_(p.frequency_penalty),
+      repeat_(p.repeat_penalty), repeat_last_n_(p.repeat_last_n), n_vocab_(n_vocab), shaped_(static_cast<size_t>(n_vocab)) {
+    if (has_grammar(p)) {
+        grammar_ = parse_grammar(vocab, p.grammar);
+        candidates_.resize(static_cast<size_t>(n_vocab));
+    }
+}
+
+logit_shaper::~logit_shaper() {
+    if (grammar_ != nullptr) {
+        llama_sampler_free(grammar_);
+    }
+}
+
+const float * logit_shaper::apply(const float * logits) {
+    std::copy(logits, logits + n_vocab_, shaped_.begin());
+    for (const specdec_logit_bias & b : bias_) {
+        shaped_[static_cast<size_t>(b.token)] += b.bias;
+    }
+    for (const auto & [t, n] : counts_) {
+        shaped_[static_cast<size_t>(t)] -= presence_ + frequency_ * static_cast<float>(n);
+    }
+    if (repeat_ != 1.0f) {
+        std::vector<llama_token> seen(recent_);
+        std::sort(seen.begin(), seen.end());
+        seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+        for (const llama_token t : seen) { // once per token, as llama.cpp's penalties sampler
+            float & l = shaped_[static_cast<size_t>(t)];
+            l = l > 0.0f ? l / repeat_ : l * repeat_;
+        }
+    }
+    if (grammar_ != nullptr) {
+        for (llama_token t = 0; t < n_vocab_; ++t) {
+            candidates_[static_cast<size_t>(t)] = {t, shaped_[static_cast<size_t>(t)], 0.0f};
+        }
+        llama_token_data_array arr = {candidates_.data(), candidates_.size(), -1, false};
+        llama_sampler_apply(grammar_, &arr);
+        bool any = false;
+        for (size_t i = 0; i < arr.size; ++i) {
+            shaped_[static_cast<size_t>(arr.data[i].id)] = arr.data[i].logit;
+            any = any || arr.data[i].logit != -INFINITY;
+        }
+        if (!any) {
+            fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the grammar allows no token here");
+        }
+    }
+    return shaped_.data();
+}
+
+void logit_shaper::accept(llama_token token) {
+    if (presence_ != 0.0f || frequency_ != 0.0f) {
+        counts_[token]++;
+    }
+    if (repeat_ != 1.0f && repeat_last_n_ > 0) {
+        recent_.push_back(token);
+        if (recent_.size() > static_cast<size_t>(repeat_last_n_)) {
+            recent_.erase(recent_.begin());
+        }
+    }
+    if (grammar_ != nullptr) {
+        llama_sampler_accept(grammar_, token);
+    }
+}
+
+} // namespace specdec::detail

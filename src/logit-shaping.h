@@ -1,0 +1,54 @@
+// What a request asks to change in the target's logits before each token is
+// chosen: logit biases, presence / frequency / repeat penalties over the
+// tokens it generated, and a grammar. Applied at every row where a token is
+// chosen (a prompt's last row, every verification row), after the tokens
+// emitted before that row and only those were accepted, so a speculative
+// request chooses what plain decoding with the same request would.
+#pragma once
+
+#include "specdec/specdec.h"
+
+#include <map>
+#include <vector>
+
+struct llama_sampler;
+struct llama_vocab;
+
+namespace specdec::detail {
+
+class logit_shaper {
+public:
+    // Whether `p` asks for any shaping at all.
+    static bool needed(const specdec_generate_params & p);
+    // Throws error(INVALID_ARGUMENT) for values out of range, a biased token
+    // outside the vocabulary, or a grammar that does not parse (or one given
+    // with no vocabulary).
+    static void validate(const specdec_generate_params & p, const llama_vocab * vocab, int32_t n_vocab);
+
+    // Copies what it needs of `p` (validated). vocab: for the grammar.
+    logit_shaper(const specdec_generate_params & p, const llama_vocab * vocab, int32_t n_vocab);
+    ~logit_shaper();
+    logit_shaper(const logit_shaper &) = delete;
+    logit_shaper & operator=(const logit_shaper &) = delete;
+
+    // The shaped copy of n_vocab logits, valid until the next call. Throws
+    // error(INVALID_ARGUMENT) when the grammar allows no token here.
+    const float * apply(const float * logits);
+    // `token` was emitted (chosen from the last apply()).
+    void accept(llama_token token);
+
+private:
+    std::vector<specdec_logit_bias> bias_;
+    float                           presence_;
+    float                           frequency_;
+    float                           repeat_;
+    int32_t                         repeat_last_n_;
+    int32_t                         n_vocab_;
+    llama_sampler *                 grammar_ = nullptr;
+    std::map<llama_token, int32_t>  counts_;  // generated tokens and how often
+    std::vector<llama_token>        recent_;  // the last repeat_last_n generated
+    std::vector<float>              shaped_;
+    std::vector<llama_token_data>   candidates_; // for the grammar
+};
+
+} // namespace specdec::detail
