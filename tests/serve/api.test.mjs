@@ -106,6 +106,30 @@ describe('serve api', { timeout: 240000 }, () => {
         assert.equal((await spec.client().completions.create({ ...req, logprobs: undefined })).choices[0].logprobs, null);
     });
 
+    test('grammars, JSON mode, logit biases and penalties: what plain decoding gives under them', async () => {
+        const base = { model: MODEL_ID, prompt: 'hello world', max_tokens: 24, temperature: 0 };
+        const free = await spec.client().completions.create(base);
+        const cases = [
+            { grammar: 'root ::= "{" [a-f]+ "}"' },
+            { response_format: { type: 'json_object' } },
+            { response_format: { type: 'json_schema', json_schema: { name: 'n', schema: { type: 'object', properties: { a: { type: 'integer' } }, required: ['a'] } } } },
+            { logit_bias: { [String(free.specdec.tokens[0])]: -100 }, frequency_penalty: 1.5, presence_penalty: 0.5 },
+        ];
+        for (const extra of cases) {
+            const req = { ...base, ...extra };
+            const got = await spec.client().completions.create(req);
+            const want = await plain.client().completions.create(req);
+            assert.deepEqual(got.specdec.tokens, want.specdec.tokens, JSON.stringify(extra));
+            assert.notDeepEqual(got.specdec.tokens, free.specdec.tokens, `${JSON.stringify(extra)} changed nothing`);
+            if (extra.grammar) assert.match(got.choices[0].text, /^\{[a-f]+\}?$/);
+            if (extra.response_format) assert.match(got.choices[0].text, /^\s*\{/, got.choices[0].text);
+            if (extra.logit_bias) assert.ok(!got.specdec.tokens.includes(free.specdec.tokens[0]));
+        }
+        // A grammar that does not parse is refused up front.
+        await assert.rejects(spec.client().completions.create({ ...base, grammar: 'root ::= (' }),
+            (e) => e.status === 400 && /grammar/.test(e.message));
+    });
+
     test('stop strings: the text ends before the stop', async () => {
         const req = { prompt: 'abc', max_tokens: 40, temperature: 0, stop: ['gh', 'xyz'] };
         const r = await spec.client().completions.create(req);

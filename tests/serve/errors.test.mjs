@@ -54,7 +54,9 @@ describe('serve errors', { timeout: 240000 }, () => {
             ['/v1/completions', { prompt: 'abc', n: 3 }, 400, 'invalid_value'],
             ['/v1/completions', { prompt: 'abc', stop: 'x'.repeat(257) }, 400, 'invalid_value'],
             ['/v1/completions', { prompt: 'abc', echo: true }, 400, 'unsupported_parameter'],
-            ['/v1/completions', { prompt: 'abc', logit_bias: { 5: 100 } }, 400, 'unsupported_parameter'],
+            ['/v1/completions', { prompt: 'abc', suffix: 'xyz' }, 400, 'unsupported_parameter'],
+            ['/v1/completions', { prompt: 'abc', logit_bias: { 5: 101 } }, 400, 'invalid_value'],
+            ['/v1/completions', { prompt: 'abc', logit_bias: { 99999999: 1 } }, 400, 'invalid_value'], // the engine's check: outside the vocabulary
             ['/v1/completions', { prompt: 'abc'.repeat(600) }, 400, 'context_length_exceeded'],
             ['/v1/completions', { prompt: 'abc', model: 'gpt-4o' }, 404, 'model_not_found'],
             ['/v1/chat/completions', { messages: [] }, 400, 'invalid_value'],
@@ -85,11 +87,12 @@ describe('serve errors', { timeout: 240000 }, () => {
         await assert.rejects(c.completions.create({ model: 'exact', prompt: 'abc', max_tokens: -1, stream: true }),
             (e) => e instanceof OpenAI.BadRequestError);
         // A field that would change the result and is not implemented is refused, named, not ignored.
-        await assert.rejects(c.chat.completions.create({ messages: [{ role: 'user', content: 'abc' }], logit_bias: { 5: 10 } }),
-            (e) => e instanceof OpenAI.BadRequestError && e.param === 'logit_bias' && e.code === 'unsupported_parameter');
+        await assert.rejects(c.chat.completions.create({ messages: [{ role: 'user', content: 'abc' }],
+                                                        tools: [{ type: 'function', function: { name: 'f' } }] }),
+            (e) => e instanceof OpenAI.BadRequestError && e.param === 'tools' && e.code === 'unsupported_parameter');
         await assert.rejects(c.chat.completions.create({ messages: [{ role: 'user', content: 'abc' }], top_logprobs: 2 }),
             (e) => e instanceof OpenAI.BadRequestError && e.param === 'top_logprobs'); // needs logprobs: true
-        await assert.rejects(c.chat.completions.create({ messages: [{ role: 'user', content: 'abc' }], response_format: { type: 'json_object' } }),
+        await assert.rejects(c.chat.completions.create({ messages: [{ role: 'user', content: 'abc' }], response_format: { type: 'yaml' } }),
             (e) => e instanceof OpenAI.BadRequestError && e.param === 'response_format');
         // The server still works.
         const r = await c.completions.create({ prompt: 'abc', max_tokens: 3, temperature: 0 });

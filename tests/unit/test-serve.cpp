@@ -164,21 +164,13 @@ TEST(ServeParse, UnimplementedFieldsThatChangeTheResultAre400) {
     const std::vector<std::pair<std::string, std::string>> refused = {
         {R"("echo": true)", "echo"},
         {R"("suffix": "}")", "suffix"},
-        {R"("logit_bias": {"42": -100})", "logit_bias"},
-        {R"("response_format": {"type": "json_object"})", "response_format"},
-        {R"("response_format": {"type": "json_schema", "json_schema": {"name": "x"}})", "response_format"},
         {R"("tools": [{"type": "function", "function": {"name": "f"}}])", "tools"},
         {R"("tool_choice": "required")", "tool_choice"},
         {R"("tool_choice": {"type": "function", "function": {"name": "f"}})", "tool_choice"},
         {R"("functions": [{"name": "f"}])", "functions"},
         {R"("function_call": {"name": "f"})", "function_call"},
-        {R"("presence_penalty": 0.5)", "presence_penalty"},
-        {R"("frequency_penalty": -1)", "frequency_penalty"},
-        {R"("repeat_penalty": 1.1)", "repeat_penalty"},
         {R"("best_of": 2)", "best_of"},
         {R"("n": 2)", "n"},
-        {R"("grammar": "root ::= [a]")", "grammar"},
-        {R"("json_schema": {"type": "object"})", "json_schema"},
     };
     for (const auto & [field, param] : refused) {
         for (const endpoint kind : {endpoint::completions, endpoint::chat}) {
@@ -188,11 +180,11 @@ TEST(ServeParse, UnimplementedFieldsThatChangeTheResultAre400) {
         }
     }
     try {
-        completion(R"({"prompt": "a", "logit_bias": {"1": 5}})");
+        completion(R"({"prompt": "a", "suffix": "b"})");
         ADD_FAILURE() << "accepted";
     } catch (const api_error & e) {
         EXPECT_EQ(e.code(), "unsupported_parameter");
-        EXPECT_NE(std::string(e.what()).find("'logit_bias'"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("'suffix'"), std::string::npos) << e.what();
     }
     // Their defaults (and null) ask for nothing; unknown fields are ignored.
     const std::vector<std::string> accepted = {
@@ -329,6 +321,45 @@ TEST(ServeParse, LogprobsAndStreamOptions) {
               (std::pair<int, std::string>{400, "stream_options"}));
     EXPECT_EQ(failure(endpoint::completions, R"({"prompt": "a", "stream": true, "stream_options": {"include_usage": 1}})"),
               (std::pair<int, std::string>{400, "stream_options.include_usage"}));
+}
+
+// Logit biases, penalties, grammars and JSON schemas reach the engine's parameters.
+TEST(ServeParse, LogitShapingAndStructuredOutput) {
+    const parsed_request r = completion(
+        R"({"prompt": "a", "logit_bias": {"42": -100, "7": 2.5}, "presence_penalty": 0.5, "frequency_penalty": -1, "repeat_penalty": 1.1, "repeat_last_n": 32})");
+    ASSERT_EQ(r.logit_bias.size(), 2u);
+    const specdec::request_params p = to_engine_params(r, 256, 1, 0);
+    ASSERT_EQ(p.n_logit_bias, 2u);
+    EXPECT_EQ(p.logit_bias[0].token, 42);
+    EXPECT_EQ(p.logit_bias[0].bias, -100.0f);
+    EXPECT_EQ(p.logit_bias[1].token, 7);
+    EXPECT_EQ(p.presence_penalty, 0.5f);
+    EXPECT_EQ(p.frequency_penalty, -1.0f);
+    EXPECT_FLOAT_EQ(p.repeat_penalty, 1.1f);
+    EXPECT_EQ(p.repeat_last_n, 32);
+    EXPECT_EQ(p.grammar, nullptr);
+    for (const auto & [field, param] : std::vector<std::pair<std::string, std::string>>{
+             {R"("logit_bias": {"x": 1})", "logit_bias"},
+             {R"("logit_bias": {"1": 101})", "logit_bias"},
+             {R"("logit_bias": [1])", "logit_bias"},
+             {R"("presence_penalty": 2.5)", "presence_penalty"},
+             {R"("repeat_penalty": 0)", "repeat_penalty"},
+             {R"("grammar": 5)", "grammar"},
+             {R"("response_format": {"type": "yaml"})", "response_format"},
+             {R"("response_format": {"type": "json_schema"})", "response_format"},
+             {R"("grammar": "root ::= [a]", "response_format": {"type": "json_object"})", "grammar"},
+         }) {
+        const std::string body = R"({"prompt": "a", )" + field + "}";
+        EXPECT_EQ(failure(endpoint::completions, body), (std::pair<int, std::string>{400, param})) << body;
+    }
+    const parsed_request g = completion(R"({"prompt": "a", "grammar": "root ::= [a-c]+"})");
+    EXPECT_STREQ(to_engine_params(g, 256, 1, 0).grammar, "root ::= [a-c]+");
+    EXPECT_FALSE(g.json_schema.has_value());
+    EXPECT_EQ(completion(R"({"prompt": "a", "response_format": {"type": "json_object"}})").json_schema, R"({"type": "object"})");
+    EXPECT_FALSE(completion(R"({"prompt": "a", "response_format": {"type": "text"}})").json_schema.has_value());
+    EXPECT_EQ(json::parse(*completion(R"({"prompt": "a", "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "integer"}}}})").json_schema),
+              (json{{"type", "integer"}}));
+    EXPECT_EQ(completion(R"({"prompt": "a", "json_schema": {}})").json_schema, R"({"type": "object"})");
 }
 
 // Both shapes of `logprobs`, from the engine's numbers.

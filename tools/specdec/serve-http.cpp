@@ -1,6 +1,7 @@
 #include "serve-http.h"
 
 #include "cli-common.h"
+#include "serve-grammar.h"
 #include "json-text.h"
 #include "serve-openai.h"
 
@@ -772,7 +773,7 @@ void http_server::impl::completion(endpoint kind, const httplib::Request & req, 
         request_limits limits;
         limits.model_id = svc.model_id;
         limits.n_ctx = svc.n_ctx;
-        const parsed_request r = parse_request(kind, req.body, limits);
+        parsed_request r = parse_request(kind, req.body, limits);
         // No position holds more than max_prompt_bytes / n_ctx bytes of text:
         // a longer text cannot fit, and is refused before it is templated or tokenized.
         size_t n_text = r.prompt.size();
@@ -815,6 +816,14 @@ void http_server::impl::completion(endpoint kind, const httplib::Request & req, 
                                       std::to_string(svc.n_ctx) + " per request (-c), so at most " +
                                       std::to_string(svc.n_ctx - 1) + " leave room for one token",
                                   kind == endpoint::chat ? "messages" : "prompt", "context_length_exceeded");
+        }
+        if (r.json_schema) {
+            try {
+                r.grammar = json_schema_grammar(*r.json_schema);
+            } catch (const std::exception & e) {
+                throw invalid_request(std::string("the JSON schema cannot be turned into a grammar: ") + e.what(),
+                                      "response_format");
+            }
         }
         auto c = std::make_shared<request_channel>(std::move(prompt), to_engine_params(r, svc.n_ctx, random_seed(), svc.n_draft),
                                                    r.stop);

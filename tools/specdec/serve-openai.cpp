@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 namespace cli::serve {
@@ -203,25 +204,76 @@ bool is_false(const json & v) { return v.is_boolean() && !v.get<bool>(); }
 bool is_zero(const json & v) { return v.is_number() && v.get<double>() == 0.0; }
 bool is_one(const json & v) { return v.is_number() && v.get<double>() == 1.0; }
 bool is_empty(const json & v) { return v.is_string() ? v.get_ref<const std::string &>().empty() : (v.is_array() || v.is_object()) && v.empty(); }
-bool is_text_format(const json & v) { return v.is_object() && v.size() == 1 && v.value("type", json()) == "text"; }
 bool is_no_tool_call(const json & v) { return v == "none" || v == "auto"; }
 
 constexpr unimplemented_field unimplemented_fields[] = {
     {"echo", "false", is_false},
     {"suffix", "\"\"", is_empty},
-    {"logit_bias", "{}", is_empty},
-    {"response_format", "{\"type\": \"text\"}", is_text_format},
     {"tools", "[]", is_empty},
     {"tool_choice", "\"none\" or \"auto\"", is_no_tool_call},
     {"functions", "[]", is_empty},
     {"function_call", "\"none\" or \"auto\"", is_no_tool_call},
-    {"presence_penalty", "0", is_zero},
-    {"frequency_penalty", "0", is_zero},
-    {"repeat_penalty", "1", is_one},
     {"best_of", "1", is_one},
-    {"grammar", "\"\"", is_empty},
-    {"json_schema", "{}", is_empty},
 };
+
+// OpenAI's logit_bias: {"token id": bias in [-100, 100]}.
+std::vector<specdec_logit_bias> parse_logit_bias(const json & body) {
+    std::vector<specdec_logit_bias> out;
+    const auto it = body.find("logit_bias");
+    if (it == body.end() || it->is_null()) {
+        return out;
+    }
+    if (!it->is_object()) {
+        throw wrong_type("logit_bias", "an object of token ids to numbers", *it);
+    }
+    for (const auto & [key, value] : it->items()) {
+        char * end = nullptr;
+        const long id = std::strtol(key.c_str(), &end, 10);
+        if (key.empty() || *end != '\0' || id < 0 || id > std::numeric_limits<int32_t>::max()) {
+            throw invalid_request("'logit_bias' has the key \"" + key + "\"; keys are token ids", "logit_bias");
+        }
+        if (!value.is_number() || !(value.get<double>() >= -100.0 && value.get<double>() <= 100.0)) {
+            throw invalid_request("'logit_bias' of token " + key + " is " + value.dump() + "; it must be a number within [-100, 100]",
+                                  "logit_bias");
+        }
+        out.push_back({static_cast<llama_token>(id), value.get<float>()});
+    }
+    return out;
+}
+
+// The JSON schema a request asks its output to follow, as JSON text: OpenAI's
+// response_format (json_object: any object; json_schema: its schema), or
+// llama-server's json_schema. None for response_format text.
+std::optional<std::string> parse_json_schema(const json & body) {
+    if (const auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
+        if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string()) {
+            throw wrong_type("response_format", "an object with a 'type'", *it);
+        }
+        const std::string type = (*it)["type"].get<std::string>();
+        if (type == "text") {
+            return std::nullopt;
+        }
+        if (type == "json_object") {
+            return std::string(R"({"type": "object"})");
+        }
+        if (type == "json_schema") {
+            const json & js = it->value("json_schema", json());
+            if (!js.is_object() || !js.contains("schema") || !js["schema"].is_object()) {
+                throw invalid_request("'response_format' of type json_schema needs 'json_schema': {'name', 'schema': {...}}",
+                                      "response_format");
+            }
+            return js["schema"].empty() ? std::string(R"({"type": "object"})") : js["schema"].dump();
+        }
+        throw invalid_request("'response_format' type '" + type + "' is not one of text, json_object, json_schema", "response_format");
+    }
+    if (const auto it = body.find("json_schema"); it != body.end() && !it->is_null()) {
+        if (!it->is_object()) {
+            throw wrong_type("json_schema", "an object", *it);
+        }
+        return it->empty() ? std::string(R"({"type": "object"})") : it->dump();
+    }
+    return std::nullopt;
+}
 
 void refuse_unimplemented(const json & body) {
     for (const unimplemented_field & f : unimplemented_fields) {
@@ -348,6 +400,21 @@ parsed_request parse_request(endpoint kind, std::string_view body, const request
     r.stop = parse_stop(j, limits);
     r.n_top_logprobs = parse_logprobs(j, kind);
     r.include_usage = parse_include_usage(j, r.stream);
+    r.logit_bias = parse_logit_bias(j);
+    r.presence_penalty = number_in(j, "presence_penalty", 0.0f, -2.0, 2.0, false, false);
+    r.frequency_penalty = number_in(j, "frequency_penalty", 0.0f, -2.0, 2.0, false, false);
+    r.repeat_penalty = number_in(j, "repeat_penalty", 1.0f, 0.0, 100.0, true, false);
+    r.repeat_last_n = static_cast<int32_t>(integer_in(j, "repeat_last_n", 64, 0, std::numeric_limits<int32_t>::max()));
+    if (const auto it = j.find("grammar"); it != j.end() && !it->is_null()) {
+        if (!it->is_string()) {
+            throw wrong_type("grammar", "a string (GBNF)", *it);
+        }
+        r.grammar = it->get<std::string>();
+    }
+    r.json_schema = parse_json_schema(j);
+    if (r.json_schema && !r.grammar.empty()) {
+        throw invalid_request("'grammar' and a JSON schema ('response_format' or 'json_schema') exclude each other", "grammar");
+    }
     return r;
 }
 
@@ -363,6 +430,13 @@ specdec::request_params to_engine_params(const parsed_request & r, int32_t n_ctx
     p.stop_strings = nullptr;
     p.n_stop_strings = 0;
     p.n_top_logprobs = r.n_top_logprobs;
+    p.logit_bias = r.logit_bias.empty() ? nullptr : r.logit_bias.data();
+    p.n_logit_bias = r.logit_bias.size();
+    p.presence_penalty = r.presence_penalty;
+    p.frequency_penalty = r.frequency_penalty;
+    p.repeat_penalty = r.repeat_penalty;
+    p.repeat_last_n = r.repeat_last_n;
+    p.grammar = r.grammar.empty() ? nullptr : r.grammar.c_str();
     return p;
 }
 

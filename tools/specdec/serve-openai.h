@@ -77,6 +77,19 @@ struct parsed_request {
     // `logprobs` 0..5; chat: `logprobs: true` and `top_logprobs` 0..20).
     int32_t                   n_top_logprobs = -1;
     bool                      include_usage = false; // stream_options.include_usage: a last chunk with usage
+    // Logit shaping (specdec_generate_params): OpenAI's logit_bias (token id
+    // -> [-100, 100]), presence_penalty and frequency_penalty ([-2, 2]);
+    // llama-server's repeat_penalty and repeat_last_n.
+    std::vector<specdec_logit_bias> logit_bias;
+    float                     presence_penalty = 0.0f;
+    float                     frequency_penalty = 0.0f;
+    float                     repeat_penalty = 1.0f;
+    int32_t                   repeat_last_n = 64;
+    // Structured output: a GBNF grammar (llama-server's `grammar`), or a JSON
+    // schema to turn into one (response_format json_object: any object;
+    // json_schema: its `schema`; llama-server's top-level `json_schema`).
+    std::string               grammar;
+    std::optional<std::string> json_schema;   // the schema's JSON text
 };
 
 // Parses a request body. Throws api_error: 400 (malformed JSON, not an
@@ -87,8 +100,9 @@ struct parsed_request {
 // ignored.
 parsed_request parse_request(endpoint kind, std::string_view body, const request_limits & limits);
 
-// The engine's parameters for a request (stop strings point into `r`, which
-// must outlive the returned value's use). `seed` is used when r.seed is absent;
+// The engine's parameters for a request (stop strings, logit biases and the
+// grammar point into `r`, which must outlive the returned value's use; the
+// caller turns r.json_schema into r.grammar first). `seed` is used when r.seed is absent;
 // `n_draft` is the server's (SPECDEC_N_DRAFT_AUTO, a length, 0 for plain).
 specdec::request_params to_engine_params(const parsed_request & r, int32_t n_ctx, uint32_t seed, int32_t n_draft);
 
