@@ -307,6 +307,7 @@ extern "C" specdec_generate_params specdec_generate_default_params(void) {
     p.n_stop_strings = 0;
     p.synthetic_acceptance = -1.0f;
     p.n_top_logprobs = -1;
+    p.prompt_logprobs = false;
     p.logit_bias = nullptr;
     p.n_logit_bias = 0;
     p.presence_penalty = 0.0f;

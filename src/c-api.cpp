@@ -57,6 +57,10 @@ struct specdec_engine {
                 c.text = out.text.c_str();
                 c.n_text = out.text.size();
                 c.logprobs = out.logprobs.empty() ? nullptr : out.logprobs.data();
+                c.prompt_logprobs = out.prompt_logprobs.empty() ? nullptr : out.prompt_logprobs.data();
+                c.n_prompt_logprobs = out.prompt_logprobs.size();
+                c.prompt_top_logprobs = out.prompt_top_logprobs.empty() ? nullptr : out.prompt_top_logprobs.data();
+                c.n_prompt_top_logprobs = out.prompt_top_logprobs.size();
                 c.top_logprobs = out.top_logprobs.empty() ? nullptr : out.top_logprobs.data();
                 c.n_top_logprobs = out.top_logprobs.size();
             }
@@ -418,6 +422,21 @@ const specdec_token_logprob * specdec_generation_top_logprobs(const specdec_gene
         *n = r != nullptr ? r->top_logprobs.size() : 0;
     }
     return r != nullptr && !r->top_logprobs.empty() ? r->top_logprobs.data() : nullptr;
+}
+
+const float * specdec_generation_prompt_logprobs(const specdec_generation * generation, size_t i, size_t * n,
+                                                 const specdec_token_logprob ** top, size_t * n_top) {
+    const specdec::sequence_result * r = sequence_at(generation, i);
+    if (n != nullptr) {
+        *n = r != nullptr ? r->prompt_logprobs.size() : 0;
+    }
+    if (top != nullptr) {
+        *top = r != nullptr && !r->prompt_top_logprobs.empty() ? r->prompt_top_logprobs.data() : nullptr;
+    }
+    if (n_top != nullptr) {
+        *n_top = r != nullptr ? r->prompt_top_logprobs.size() : 0;
+    }
+    return r != nullptr && !r->prompt_logprobs.empty() ? r->prompt_logprobs.data() : nullptr;
 }
 
 specdec_stop_reason specdec_generation_stop_reason(const specdec_generation * generation, size_t i) {

@@ -121,6 +121,7 @@ struct request_state {
     const stop_matcher   stops;     // before `text`, which refers to it
     token_sampler        sampler;
     std::unique_ptr<logit_shaper> shaper; // null: the logits are used as they are
+    bool scores_prompt() const { return p.prompt_logprobs && p.n_top_logprobs >= 0; }
     std::mt19937         synthetic_draws;
     text_stream          text;      // becomes result.output.text as it leaves
     specdec_token_logprob logprob{}; // the last emitted token's, for its event
@@ -280,11 +281,11 @@ void engine_core::admit() {
     while (!waiting_.empty() && std::count(slots_.begin(), slots_.end(), nullptr) > 0) {
         std::unique_ptr<request_state> r = std::move(waiting_.front());
         waiting_.pop_front();
-        const size_t s = choose_slot(r->prompt);
+        const size_t s = choose_slot(r->scores_prompt() ? std::span<const llama_token>() : std::span<const llama_token>(r->prompt));
         const auto seq = static_cast<llama_seq_id>(s);
         r->result.seq_id = seq;
         std::vector<llama_token> & held = held_[s];
-        if (p_.reuse_prompts) {
+        if (p_.reuse_prompts && !r->scores_prompt()) { // a scored prompt needs every row's logits
             // At least the prompt's last token is decoded: its logits give the first token.
             const size_t n = std::min(common_prefix(held, r->prompt), r->prompt.size() - 1);
             const int32_t kept = b_.keep(seq, static_cast<int32_t>(n), static_cast<int32_t>(held.size()));
@@ -303,7 +304,7 @@ void engine_core::admit() {
 }
 
 // Without prompt reuse, the lowest free slot. With it, the free slot whose
-// tokens share the longest prefix with the prompt; among equals (no match
+// tokens share the longest prefix with the prompt (empty: it reuses none); among equals (no match
 // at all, typically) an empty one, so that what another conversation's next
 // turn would reuse stays, then the lowest, so that running requests tend to
 // hold consecutive slots (a gap costs a forward pass: see compact()).
@@ -373,9 +374,21 @@ void engine_core::prefill() {
     const auto t0 = clock_type::now();
     bool any = false;
     std::vector<std::pair<request_state *, int32_t>> ending; // prompts whose last row is in the batch, and that row
+    struct scored_row {
+        request_state * r;
+        int32_t         row;
+        llama_token     next; // the prompt token after it
+    };
+    std::vector<scored_row> scored; // rows of prompts asking for their log-probabilities
     const auto run = [&] {
         b_.decode(batch_->b);
         b_.process(batch_->b);
+        for (const scored_row & s : scored) {
+            sequence_result & out = s.r->result.output;
+            out.prompt_logprobs.push_back(
+                log_probability(b_.logits(s.row), b_.n_vocab(), s.next, s.r->p.n_top_logprobs, out.prompt_top_logprobs));
+        }
+        scored.clear();
         for (const auto & [r, row] : ending) {
             start(*r, row);
         }
@@ -397,8 +410,11 @@ void engine_core::prefill() {
             const bool last = r->n_prefilled + 1 == end;
             if (last) {
                 ending.emplace_back(r.get(), batch_->size());
+            } else if (r->scores_prompt()) {
+                scored.push_back({r.get(), batch_->size(), r->prompt[r->n_prefilled + 1]});
             }
-            batch_->add(r->prompt[r->n_prefilled], static_cast<llama_pos>(r->n_prefilled), r->result.seq_id, last);
+            batch_->add(r->prompt[r->n_prefilled], static_cast<llama_pos>(r->n_prefilled), r->result.seq_id,
+                        last || r->scores_prompt());
             held_[static_cast<size_t>(r->result.seq_id)].push_back(r->prompt[r->n_prefilled]);
         }
     }

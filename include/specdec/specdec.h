@@ -578,6 +578,11 @@ typedef struct specdec_generate_params {
                                             at its position (most likely first; equal logits: lowest id
                                             first), read from the verification logits that chose it (no
                                             extra decode): what plain decoding reports, with exact kernels */
+    bool                 prompt_logprobs; /* with n_top_logprobs >= 0: also each prompt token's log-probability
+                                             after the tokens before it (the first token has none), and its
+                                             alternatives, as evaluation harnesses score text (OpenAI's echo).
+                                             The prompt is then decoded whole, every row with logits (no prompt
+                                             reuse). Default false */
     /* What is done to the target's logits before each token is chosen, greedy or sampled, at every
      * verification row as in plain decoding (each row sees exactly the tokens emitted before it, so
      * speculation stays lossless). The log-probabilities above are of the logits before all of it. */
@@ -724,6 +729,12 @@ SPECDEC_API const float * specdec_generation_logprobs(const specdec_generation *
  * the tokens' count entries, in *n, optional). None, or invalid: NULL and 0. */
 SPECDEC_API const specdec_token_logprob * specdec_generation_top_logprobs(const specdec_generation * generation, size_t i,
                                                                          size_t * n);
+/* With prompt_logprobs: the log-probability of each prompt token of
+ * sequence i but the first (n_prompt_tokens - 1 values, in *n, optional),
+ * and n_top_logprobs alternatives at each of those positions (in *n_top,
+ * optional). Not asked for, or invalid: NULL and 0. */
+SPECDEC_API const float * specdec_generation_prompt_logprobs(const specdec_generation * generation, size_t i, size_t * n,
+                                                             const specdec_token_logprob ** top, size_t * n_top);
 /* Invalid: SPECDEC_STOP_INVALID. */
 SPECDEC_API specdec_stop_reason specdec_generation_stop_reason(const specdec_generation * generation, size_t i);
 /* Invalid: every field zero (n_steps 0 and n_generated 0, as after n_predict = 0; the error tells). */
@@ -845,6 +856,10 @@ typedef struct specdec_engine_event {
     size_t                    n_text;
     const float *             logprobs; /* with n_top_logprobs >= 0: n_tokens log-probabilities, one per output
                                            token (as specdec_generation_logprobs); else NULL */
+    const float *             prompt_logprobs;     /* with prompt_logprobs: as specdec_generation_prompt_logprobs */
+    size_t                    n_prompt_logprobs;
+    const specdec_token_logprob * prompt_top_logprobs;
+    size_t                    n_prompt_top_logprobs;
 } specdec_engine_event;
 
 /* Called on the engine's thread during step. For a TOKEN event, return false

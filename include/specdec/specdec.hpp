@@ -133,6 +133,9 @@ struct sequence_result {
     // and n_top_logprobs most likely tokens per token, position after position.
     std::vector<float>                 logprobs;
     std::vector<specdec_token_logprob> top_logprobs;
+    // With prompt_logprobs (else empty): the same for prompt tokens 1, 2, ...
+    std::vector<float>                 prompt_logprobs;
+    std::vector<specdec_token_logprob> prompt_top_logprobs;
 };
 
 struct generation_result {

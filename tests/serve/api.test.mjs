@@ -102,6 +102,23 @@ describe('serve api', { timeout: 240000 }, () => {
         }
         const cs = await collect(await spec.client().chat.completions.create({ ...chat, stream: true }));
         assert.deepEqual(cs.logprobs, c.choices[0].logprobs.content);
+        // echo scores the prompt, as evaluation harnesses use it (max_tokens 0: the prompt alone).
+        for (const max_tokens of [0, 5]) {
+            const e = { model: MODEL_ID, prompt: 'hello world', max_tokens, temperature: 0, echo: true, logprobs: 1 };
+            const r = await spec.client().completions.create(e);
+            const w = await plain.client().completions.create(e);
+            assert.deepEqual(r.choices[0].logprobs, w.choices[0].logprobs);
+            assert.equal(r.choices[0].text, w.choices[0].text);
+            assert.ok(r.choices[0].text.startsWith('hello world'), r.choices[0].text);
+            const elp = r.choices[0].logprobs;
+            assert.equal(elp.tokens.length, r.usage.prompt_tokens + max_tokens);
+            assert.equal(elp.token_logprobs[0], null);
+            assert.equal(elp.top_logprobs[0], null);
+            assert.ok(elp.token_logprobs.slice(1).every((x) => typeof x === 'number' && x <= 0), JSON.stringify(elp.token_logprobs));
+        }
+        // Echo without logprobs streams the prompt first.
+        const es = await collect(await spec.client().completions.create({ ...req, logprobs: undefined, echo: true, stream: true }));
+        assert.equal(es.text, 'hello world' + got.choices[0].text);
         // Not asked for: null, as OpenAI's.
         assert.equal((await spec.client().completions.create({ ...req, logprobs: undefined })).choices[0].logprobs, null);
     });

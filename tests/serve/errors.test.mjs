@@ -53,7 +53,7 @@ describe('serve errors', { timeout: 240000 }, () => {
             ['/v1/completions', { prompt: 'abc', seed: 1e12 }, 400, undefined],
             ['/v1/completions', { prompt: 'abc', n: 3 }, 400, 'invalid_value'],
             ['/v1/completions', { prompt: 'abc', stop: 'x'.repeat(257) }, 400, 'invalid_value'],
-            ['/v1/completions', { prompt: 'abc', echo: true }, 400, 'unsupported_parameter'],
+            ['/v1/completions', { prompt: 'abc', echo: 'yes' }, 400, 'invalid_type'],
             ['/v1/completions', { prompt: 'abc', suffix: 'xyz' }, 400, 'unsupported_parameter'],
             ['/v1/completions', { prompt: 'abc', logit_bias: { 5: 101 } }, 400, 'invalid_value'],
             ['/v1/completions', { prompt: 'abc', logit_bias: { 99999999: 1 } }, 400, 'invalid_value'], // the engine's check: outside the vocabulary

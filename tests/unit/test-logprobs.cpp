@@ -115,6 +115,64 @@ TEST(Logprobs, EveryEmittedTokenHasThemAndSpeculationChangesNone) {
     EXPECT_LT(got.output.stats.n_accepted, got.output.stats.n_drafted) << "some drafts were rejected";
 }
 
+// prompt_logprobs: every prompt token but the first gets its
+// log-probability after the tokens before it (what OpenAI's echo reports),
+// from the prompt's own decode; a scored prompt reuses nothing of a slot.
+TEST(Logprobs, PromptTokensAreScoredAndNotReused) {
+    const auto spread_logits = [](llama_token t, float * out) {
+        for (int x = 0; x < V; ++x) {
+            out[x] = static_cast<float>((x * 5 + t * 3) % 13) * 0.25f;
+        }
+    };
+    const std::vector<llama_token> prompt = {2, 7, 1, 9, 9};
+    request_params p = with_logprobs(3, 2);
+    p.prompt_logprobs = true;
+    fake_backend plain(0, silent_drafter());
+    plain.logits_for = spread_logits;
+    const sequence_result r = run_generation(plain, {{prompt}}, p, {}).sequences[0];
+    ASSERT_EQ(r.prompt_logprobs.size(), prompt.size() - 1);
+    ASSERT_EQ(r.prompt_top_logprobs.size(), 2 * (prompt.size() - 1));
+    for (size_t i = 0; i + 1 < prompt.size(); ++i) {
+        float row[V];
+        spread_logits(prompt[i], row);
+        std::vector<specdec_token_logprob> top;
+        EXPECT_EQ(r.prompt_logprobs[i], log_probability(row, V, prompt[i + 1], 2, top)) << "prompt token " << i + 1;
+        EXPECT_EQ(r.prompt_top_logprobs[2 * i].token, top[0].token);
+    }
+    EXPECT_EQ(r.logprobs.size(), 3u) << "the output's own are still there";
+
+    // Twice on an engine that reuses prompts: the second is decoded whole too.
+    fake_backend spec(4, chained_drafter(2));
+    spec.logits_for = spread_logits;
+    std::vector<request_result> done;
+    engine_params ep = specdec_engine_default_params();
+    ep.n_seq = 1;
+    ASSERT_TRUE(ep.reuse_prompts);
+    engine_core engine(spec, ep, [&](const engine_event & e) {
+        if (e.type == SPECDEC_ENGINE_EVENT_FINISHED) {
+            done.push_back(*e.result);
+        }
+        return true;
+    });
+    for (int i = 0; i < 2; ++i) {
+        engine.add(prompt, p);
+        while (engine.has_work()) {
+            engine.step();
+        }
+    }
+    ASSERT_EQ(done.size(), 2u);
+    for (const request_result & d : done) {
+        EXPECT_EQ(d.n_prompt_cached, 0u);
+        EXPECT_EQ(d.output.prompt_logprobs, r.prompt_logprobs);
+        EXPECT_EQ(d.output.tokens, r.tokens);
+    }
+    // Without log-probabilities asked, prompt_logprobs alone asks for nothing.
+    request_params bare = greedy(3);
+    bare.prompt_logprobs = true;
+    fake_backend again(0, silent_drafter());
+    EXPECT_TRUE(run_generation(again, {{prompt}}, bare, {}).sequences[0].prompt_logprobs.empty());
+}
+
 TEST(Logprobs, NotAskedForNoneAreKeptAndTooManyIsAnError) {
     fake_backend plain(0, silent_drafter());
     const sequence_result r = run_generation(plain, {{std::vector<llama_token>{1}}}, greedy(5), {}).sequences[0];

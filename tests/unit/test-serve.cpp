@@ -162,7 +162,6 @@ TEST(ServeParse, StopStringsAreCappedInLength) {
 // Each is a 400 naming it unless it asks for nothing; unknown fields stay ignored.
 TEST(ServeParse, UnimplementedFieldsThatChangeTheResultAre400) {
     const std::vector<std::pair<std::string, std::string>> refused = {
-        {R"("echo": true)", "echo"},
         {R"("suffix": "}")", "suffix"},
         {R"("tools": [{"type": "function", "function": {"name": "f"}}])", "tools"},
         {R"("tool_choice": "required")", "tool_choice"},
@@ -314,6 +313,16 @@ TEST(ServeParse, LogprobsAndStreamOptions) {
     EXPECT_EQ(failure(endpoint::chat, chat + R"("top_logprobs": 2})"), (std::pair<int, std::string>{400, "top_logprobs"}));
     EXPECT_EQ(failure(endpoint::chat, chat + R"("logprobs": 3})"), (std::pair<int, std::string>{400, "logprobs"}));
     EXPECT_EQ(to_engine_params(completion(R"({"prompt": "a", "logprobs": 3})"), 256, 1, 0).n_top_logprobs, 3);
+
+    // echo: completions only; with logprobs it also scores the prompt, answered whole.
+    const parsed_request e = completion(R"({"prompt": "a", "echo": true, "logprobs": 1, "max_tokens": 0})");
+    EXPECT_TRUE(e.echo);
+    EXPECT_TRUE(to_engine_params(e, 256, 1, 0).prompt_logprobs);
+    EXPECT_EQ(to_engine_params(e, 256, 1, 0).n_predict, 0);
+    EXPECT_FALSE(to_engine_params(completion(R"({"prompt": "a", "echo": true})"), 256, 1, 0).prompt_logprobs);
+    EXPECT_EQ(failure(endpoint::chat, chat + R"("echo": true})"), (std::pair<int, std::string>{400, "echo"}));
+    EXPECT_EQ(failure(endpoint::completions, R"({"prompt": "a", "echo": true, "logprobs": 1, "stream": true})"),
+              (std::pair<int, std::string>{400, "echo"}));
 
     EXPECT_TRUE(completion(R"({"prompt": "a", "stream": true, "stream_options": {"include_usage": true}})").include_usage);
     EXPECT_FALSE(completion(R"({"prompt": "a", "stream": true, "stream_options": {}})").include_usage);

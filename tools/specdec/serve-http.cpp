@@ -825,6 +825,7 @@ void http_server::impl::completion(endpoint kind, const httplib::Request & req, 
                                       "response_format");
             }
         }
+        const std::vector<llama_token> echo_tokens = r.echo ? prompt : std::vector<llama_token>();
         auto c = std::make_shared<request_channel>(std::move(prompt), to_engine_params(r, svc.n_ctx, random_seed(), svc.n_draft),
                                                    r.stop);
         if (!svc.sched->submit(c)) {
@@ -844,6 +845,10 @@ void http_server::impl::completion(endpoint kind, const httplib::Request & req, 
         info.strategy = svc.strategy;
         info.n_top_logprobs = r.n_top_logprobs;
         info.include_usage = r.include_usage;
+        if (r.echo) {
+            info.echo_text = &r.prompt;
+            info.echo_tokens = &echo_tokens;
+        }
         info.piece = [vocab = llama_model_get_vocab(svc.model)](llama_token t) { return token_text(vocab, t); };
         if (r.stream) {
             stream(c, info, res, guard, conn);
@@ -884,15 +889,22 @@ void http_server::impl::completion(endpoint kind, const httplib::Request & req, 
 
 // `conn`: the request's connection, which outlives the provider (httplib
 // calls it on the connection's thread while it answers).
-void http_server::impl::stream(const std::shared_ptr<request_channel> & c, const response_info & info, httplib::Response & res,
+void http_server::impl::stream(const std::shared_ptr<request_channel> & c, const response_info & info_in, httplib::Response & res,
                                flight_guard & guard, deadline_stream * conn) {
     struct state {
-        bool   first = true;
-        bool   done = false;
-        bool   probed = false;  // client_gone's flag
-        size_t text_offset = 0; // of the next token with log-probabilities (completions)
+        bool        first = true;
+        bool        done = false;
+        bool        probed = false;  // client_gone's flag
+        size_t      text_offset = 0; // of the next token with log-probabilities (completions)
+        std::string echo;            // the prompt's text, which the first chunk carries (echo)
     };
     auto st = std::make_shared<state>();
+    if (info_in.echo_text != nullptr) {
+        st->echo = *info_in.echo_text;
+    }
+    response_info info = info_in; // the stream outlives the request's handler: no borrowed echo
+    info.echo_text = nullptr;
+    info.echo_tokens = nullptr;
     scheduler * sched = svc.sched;
     in_flight * flight = guard.release(); // left by the releaser, which httplib calls once the stream ends
     res.set_header("Cache-Control", "no-cache");
@@ -901,7 +913,8 @@ void http_server::impl::stream(const std::shared_ptr<request_channel> & c, const
         "text/event-stream",
         [c, info, st, sched, conn](size_t, httplib::DataSink & sink) {
             try {
-                std::string text;
+                std::string text = std::move(st->echo);
+                st->echo.clear();
                 specdec::sequence_result lp;
                 const bool finished = c->wait_output(poll_interval, text, info.n_top_logprobs >= 0 ? &lp : nullptr);
                 if (!text.empty() || !lp.tokens.empty()) {

@@ -207,7 +207,6 @@ bool is_empty(const json & v) { return v.is_string() ? v.get_ref<const std::stri
 bool is_no_tool_call(const json & v) { return v == "none" || v == "auto"; }
 
 constexpr unimplemented_field unimplemented_fields[] = {
-    {"echo", "false", is_false},
     {"suffix", "\"\"", is_empty},
     {"tools", "[]", is_empty},
     {"tool_choice", "\"none\" or \"auto\"", is_no_tool_call},
@@ -412,6 +411,18 @@ parsed_request parse_request(endpoint kind, std::string_view body, const request
         r.grammar = it->get<std::string>();
     }
     r.json_schema = parse_json_schema(j);
+    if (const auto it = j.find("echo"); it != j.end() && !it->is_null()) {
+        if (!it->is_boolean()) {
+            throw wrong_type("echo", "a boolean", *it);
+        }
+        if (kind == endpoint::chat && it->get<bool>()) {
+            throw invalid_request("'echo' belongs to completions, not chat completions", "echo");
+        }
+        r.echo = it->get<bool>();
+        if (r.echo && r.stream && r.n_top_logprobs >= 0) {
+            throw invalid_request("'echo' with 'logprobs' is answered whole only: send 'stream': false", "echo");
+        }
+    }
     if (r.json_schema && !r.grammar.empty()) {
         throw invalid_request("'grammar' and a JSON schema ('response_format' or 'json_schema') exclude each other", "grammar");
     }
@@ -430,6 +441,7 @@ specdec::request_params to_engine_params(const parsed_request & r, int32_t n_ctx
     p.stop_strings = nullptr;
     p.n_stop_strings = 0;
     p.n_top_logprobs = r.n_top_logprobs;
+    p.prompt_logprobs = r.echo && r.n_top_logprobs >= 0;
     p.logit_bias = r.logit_bias.empty() ? nullptr : r.logit_bias.data();
     p.n_logit_bias = r.logit_bias.size();
     p.presence_penalty = r.presence_penalty;
@@ -552,16 +564,51 @@ json logprobs_body(const response_info & info, const token_logprobs & lp, size_t
     return {{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
 
+json echo_logprobs_body(const response_info & info, const specdec::sequence_result & out, size_t & text_offset) {
+    const auto n_top = static_cast<size_t>(std::max(info.n_top_logprobs, 0));
+    const std::vector<llama_token> & prompt = *info.echo_tokens;
+    json tokens = json::array(), values = json::array(), tops = json::array(), offsets = json::array();
+    for (size_t i = 0; i < prompt.size(); ++i) {
+        const std::string piece = info.piece(prompt[i]);
+        tokens.push_back(piece);
+        offsets.push_back(text_offset);
+        text_offset += piece.size();
+        if (i == 0 || i > out.prompt_logprobs.size()) { // the first token follows nothing
+            values.push_back(nullptr);
+            tops.push_back(nullptr);
+            continue;
+        }
+        values.push_back(out.prompt_logprobs[i - 1]);
+        json top = json::object();
+        for (size_t k = 0; k < n_top && (i - 1) * n_top + k < out.prompt_top_logprobs.size(); ++k) {
+            const specdec_token_logprob & a = out.prompt_top_logprobs[(i - 1) * n_top + k];
+            top[info.piece(a.token)] = a.logprob;
+        }
+        tops.push_back(top);
+    }
+    return {{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
 json response_body(const response_info & info, const finished_request & f) {
     json j = envelope(info, false);
     json logprobs = nullptr;
+    const bool echo = info.kind == endpoint::completions && info.echo_text != nullptr;
     if (info.n_top_logprobs >= 0) {
         size_t offset = 0;
-        logprobs = logprobs_body(info, token_logprobs::of(f.result->output), offset);
+        if (echo) {
+            logprobs = echo_logprobs_body(info, f.result->output, offset);
+            offset = info.echo_text->size(); // the answer's offsets count from the end of the prompt's text
+            const json answer = logprobs_body(info, token_logprobs::of(f.result->output), offset);
+            for (const char * k : {"tokens", "token_logprobs", "top_logprobs", "text_offset"}) {
+                logprobs[k].insert(logprobs[k].end(), answer[k].begin(), answer[k].end());
+            }
+        } else {
+            logprobs = logprobs_body(info, token_logprobs::of(f.result->output), offset);
+        }
     }
     json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_reason_json(f.result->output.stop)}};
     if (info.kind == endpoint::completions) {
-        choice["text"] = f.result->output.text;
+        choice["text"] = echo ? *info.echo_text + f.result->output.text : f.result->output.text;
     } else {
         choice["message"] = {{"role", "assistant"}, {"content", f.result->output.text}};
     }

@@ -90,6 +90,7 @@ struct parsed_request {
     // json_schema: its `schema`; llama-server's top-level `json_schema`).
     std::string               grammar;
     std::optional<std::string> json_schema;   // the schema's JSON text
+    bool                      echo = false;   // completions: the prompt comes first in the text (and logprobs)
 };
 
 // Parses a request body. Throws api_error: 400 (malformed JSON, not an
@@ -121,6 +122,10 @@ struct response_info {
     int32_t     n_top_logprobs = -1; // as parsed_request's
     bool        include_usage = false;
     std::function<std::string(llama_token)> piece; // a token's text (bytes), for log-probabilities
+    // echo: the prompt's text and tokens (borrowed), which the text and the
+    // log-probabilities begin with; null text: no echo.
+    const std::string *              echo_text = nullptr;
+    const std::vector<llama_token> * echo_tokens = nullptr;
 };
 
 // Log-probabilities of consecutive output tokens, as the engine reports them.
@@ -152,6 +157,11 @@ nlohmann::json stats_body(const response_info & info, const finished_request & f
 
 // The whole non-streaming response (choices[0].text or .message, usage, specdec).
 nlohmann::json response_body(const response_info & info, const finished_request & f);
+
+// With echo, the legacy `logprobs` of the prompt: its tokens, null then each
+// later token's log-probability (from `out`'s prompt_logprobs), null then
+// their alternatives, offsets from 0 (`text_offset` is set past them).
+nlohmann::json echo_logprobs_body(const response_info & info, const specdec::sequence_result & out, size_t & text_offset);
 
 // One stream chunk carrying `piece` (chat: the first one also has role
 // "assistant") and `logprobs` (logprobs_body of its tokens; null: none).
