@@ -43,11 +43,14 @@ extern "C" {
 #endif
 
 /* This header's version; specdec_version() is the library's. Semantic
- * versioning: a new MINOR adds, a new MAJOR breaks the ABI. */
+ * versioning: from 1.0, a new MINOR adds and a new MAJOR breaks the ABI;
+ * before it, a new MINOR may change structs (0.3.0 added fields to
+ * specdec_generate_params, specdec_engine_params and specdec_engine_event:
+ * rebuild against this header). */
 #define SPECDEC_VERSION_MAJOR 0
-#define SPECDEC_VERSION_MINOR 2
+#define SPECDEC_VERSION_MINOR 3
 #define SPECDEC_VERSION_PATCH 0
-#define SPECDEC_VERSION "0.2.0"
+#define SPECDEC_VERSION "0.3.0"
 
 /* Upper bounds enforced by validation. */
 #define SPECDEC_MAX_SEQ           256        /* sequences per session */

@@ -17,7 +17,7 @@ struct info_options {
 void add_info_command(CLI::App & app, info_options & opt);
 int run_info(const info_options & opt);
 
-// "specdec 0.2.0 (llama.cpp v0.5.0, commit de3ff81...)".
+// "specdec 0.3.0 (llama.cpp v0.5.0, commit de3ff81...)".
 std::string version_line();
 
 // The instruction-set extensions llama.cpp's CPU kernels were compiled with
