@@ -26,6 +26,18 @@ def test_readme_examples_run(readme, tmp_path):
     os.symlink(fixture_path("eagle3"), tmp_path / "eagle3.gguf")
     env = dict(os.environ, PYTHONPATH=str(HERE.parent) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     for code in examples:
-        run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+        # One CPU: the example's contexts take every available CPU, and on a
+        # shared machine llama.cpp's spinning threads on busy cores make a
+        # 0.05 s run take seconds.
+        cpu = min(os.sched_getaffinity(0))
+        run = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            preexec_fn=lambda: os.sched_setaffinity(0, {cpu}),
+        )
         assert run.returncode == 0, run.stderr
         assert run.stdout.strip(), "the example printed nothing"
