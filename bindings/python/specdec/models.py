@@ -1,0 +1,318 @@
+"""Model files, loaded models and llama.cpp contexts.
+
+Only what specdec.h and llama.h offer: a model is checked with
+specdec_inspect before llama.cpp loads it (llama.cpp's loader aborts the
+process on some malformed files; inspect turns those into errors), then
+loaded with llama_model_load_from_file.
+
+Lifetimes: a Context keeps its Model alive, a Session its Contexts, an
+Engine its Session, so no object is freed before one that borrows it.
+close() (or leaving a `with` block) frees at once; otherwise the garbage
+collector does, and at the latest the interpreter's exit.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+import weakref
+from typing import Callable, Optional, Union
+
+from . import _native
+from .errors import FileReadError, NativeFailureError, Status, check
+from .types import ModelInfo, Strategy, model_info_from_c
+
+lib = _native.lib
+PathLike = Union[str, bytes, "os.PathLike[str]"]
+
+# --- llama.cpp's log ---------------------------------------------------------------
+# llama.cpp logs every load to stderr unless told otherwise; a library should
+# not print, so the log is silent until set_log_callback(fn) says where it goes.
+_log_lock = threading.Lock()
+_log_user: Optional[Callable[[int, str], None]] = None
+_capture = threading.local()
+
+
+def _on_log(level: int, text: Optional[bytes], _user) -> None:
+    if text is None:
+        return
+    lines = getattr(_capture, "lines", None)
+    if lines is not None and level == 4:  # GGML_LOG_LEVEL_ERROR: the reason a load failed
+        lines.append(text.decode("utf-8", "replace").strip())
+    user = _log_user
+    if user is not None:
+        try:
+            user(level, text.decode("utf-8", "replace"))
+        except Exception:  # never raise into llama.cpp
+            pass
+
+
+_log_trampoline = _native.ggml_log_callback(_on_log)
+
+
+def set_log_callback(callback: Optional[Callable[[int, str], None]]) -> None:
+    """Sends llama.cpp's log lines to callback(level, text) (ggml_log_level:
+    1 debug, 2 info, 3 warn, 4 error, 5 continuation); None silences them
+    (the default). The drafters' own logger is separate:
+    specdec_set_upstream_log_level, exposed as set_upstream_log_level."""
+    global _log_user
+    with _log_lock:
+        _log_user = callback
+
+
+def set_upstream_log_level(level: int) -> None:
+    """specdec_set_upstream_log_level: -1 silent (the default), 1 errors ... 5 debug."""
+    lib.specdec_set_upstream_log_level(level)
+
+
+lib.llama_log_set(_log_trampoline, None)
+lib.llama_backend_init()
+
+
+# --- metadata ----------------------------------------------------------------------
+def _path(p: PathLike) -> bytes:
+    return os.fsencode(p)
+
+
+def inspect(path: PathLike) -> ModelInfo:
+    """A GGUF file's metadata and the strategies it can take part in (specdec_inspect)."""
+    info = _native.specdec_model_info()
+    check(lib.specdec_inspect(_path(path), ctypes.byref(info)))
+    return model_info_from_c(info)
+
+
+def inspect_bytes(data: bytes) -> ModelInfo:
+    """The same from a file's bytes in memory (specdec_inspect_buffer)."""
+    info = _native.specdec_model_info()
+    buf = ctypes.create_string_buffer(bytes(data), len(data))
+    check(lib.specdec_inspect_buffer(buf, len(data), ctypes.byref(info)))
+    return model_info_from_c(info)
+
+
+def check_pair(target: PathLike, draft: Optional[PathLike], strategy: Union[Strategy, str]) -> None:
+    """Returns when the files can run `strategy` together (from metadata alone);
+    raises the compatibility error saying why not (specdec_check_pair)."""
+    s = Strategy.parse(strategy)
+    check(lib.specdec_check_pair(_path(target), None if draft is None else _path(draft), int(s)))
+
+
+def detect_strategy(target: PathLike, draft: Optional[PathLike] = None) -> Strategy:
+    """The strategy for a target and an optional draft (specdec_detect_strategy)."""
+    out = _native.c_enum()
+    check(lib.specdec_detect_strategy(_path(target), None if draft is None else _path(draft), ctypes.byref(out)))
+    return Strategy(out.value)
+
+
+# --- owned handles -------------------------------------------------------------------
+class _Handle:
+    """A native handle freed exactly once: by close(), by the garbage collector,
+    or at exit. `keep` holds the objects the handle borrows, so that they are
+    freed after it whatever order the collector picks."""
+
+    _handle: Optional[int]
+
+    def _own(self, handle: int, free: Callable[[int], None], *keep) -> None:
+        self._handle = handle
+        self._dependents: "weakref.WeakSet[_Handle]" = weakref.WeakSet()
+        self._finalizer = weakref.finalize(self, _free, free, handle, keep)
+        for parent in keep:
+            if isinstance(parent, _Handle):
+                parent._dependents.add(self)
+
+    @property
+    def handle(self) -> int:
+        """The native pointer; ValueError once closed."""
+        if self._handle is None:
+            raise ValueError(f"{type(self).__name__} is closed")
+        return self._handle
+
+    @property
+    def closed(self) -> bool:
+        return self._handle is None
+
+    def close(self) -> None:
+        """Frees the native object now (idempotent), after closing the objects
+        that borrow it (a Model's contexts, a Context's sessions and engines)."""
+        if getattr(self, "_handle", None) is not None:
+            self._handle = None
+            for dependent in list(self._dependents):
+                dependent.close()
+            self._finalizer()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _free(free: Callable[[int], None], handle: int, keep) -> None:
+    free(handle)
+
+
+class Model(_Handle):
+    """A model loaded with llama.cpp.
+
+    load_mtp: load the NextN (MTP) heads, which the MTP strategy drafts with
+    (llama.cpp skips them by default). n_gpu_layers: layers to offload (None:
+    llama.cpp's default)."""
+
+    def __init__(self, path: PathLike, *, load_mtp: bool = False, n_gpu_layers: Optional[int] = None):
+        self.path = os.fspath(path)
+        self.info = inspect(path)  # typed errors where llama.cpp's loader would abort
+        p = lib.llama_model_default_params()
+        p.load_mtp = load_mtp
+        if n_gpu_layers is not None:
+            p.n_gpu_layers = n_gpu_layers
+        _capture.lines = []
+        try:
+            handle = lib.llama_model_load_from_file(_path(path), p)
+            reasons = _capture.lines
+        finally:
+            _capture.lines = None
+        if not handle:
+            reason = "; ".join(r for r in reasons if r) or "llama.cpp gave no reason"
+            raise FileReadError(Status.IO_ERROR, f"cannot load model '{self.path}': {reason}")
+        self._own(handle, lib.llama_model_free)
+        self.load_mtp = load_mtp
+        self._vocab = lib.llama_model_get_vocab(handle)
+
+    @property
+    def n_vocab(self) -> int:
+        return lib.llama_vocab_n_tokens(self._vocab)
+
+    @property
+    def n_embd(self) -> int:
+        return lib.llama_model_n_embd(self.handle)
+
+    @property
+    def is_recurrent(self) -> bool:
+        """Recurrent or hybrid memory: its state rolls back through n_rs_seq snapshots."""
+        return bool(lib.llama_model_is_recurrent(self.handle) or lib.llama_model_is_hybrid(self.handle))
+
+    def is_eog(self, token: int) -> bool:
+        return bool(lib.llama_vocab_is_eog(self._vocab, token))
+
+    def tokenize(self, text: Union[str, bytes], *, add_special: bool = True, parse_special: bool = False) -> list:
+        """llama_tokenize. Note: llama.cpp v0.5.0 raises a C++ exception through
+        llama_tokenize for a byte its vocabulary lacks, which ends the process:
+        pass token ids for text a vocabulary may not cover."""
+        self.handle  # closed check
+        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        n_max = len(data) + 2
+        for _ in range(2):
+            buf = (_native.llama_token * n_max)()
+            n = lib.llama_tokenize(self._vocab, data, len(data), buf, n_max, add_special, parse_special)
+            if n >= 0:
+                return buf[:n]
+            n_max = -n
+        raise NativeFailureError(Status.NATIVE_FAILURE, "llama_tokenize failed")
+
+    def token_to_piece(self, token: int, *, special: bool = True) -> bytes:
+        """The bytes of one token (llama_token_to_piece)."""
+        self.handle
+        buf = ctypes.create_string_buffer(64)
+        n = lib.llama_token_to_piece(self._vocab, token, buf, 64, 0, special)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = lib.llama_token_to_piece(self._vocab, token, buf, -n, 0, special)
+        return buf.raw[: max(n, 0)]
+
+    def detokenize(self, tokens, *, special: bool = True) -> str:
+        return b"".join(self.token_to_piece(t, special=special) for t in tokens).decode("utf-8", "replace")
+
+    def __repr__(self) -> str:
+        return f"Model({self.path!r}, architecture={self.info.architecture!r})"
+
+
+def default_threads() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class Context(_Handle):
+    """A llama.cpp context over a Model (llama_init_from_model).
+
+    n_ctx: positions in all (0: the model's training length), shared by the
+    n_seq sequences; n_rs_seq: recurrent-state snapshots per sequence, which
+    speculation on a recurrent or hybrid target needs (>= n_draft_max);
+    params: any other llama_context_params field by name."""
+
+    def __init__(
+        self,
+        model: Model,
+        *,
+        n_ctx: int = 4096,
+        n_seq: int = 1,
+        n_batch: int = 512,
+        n_ubatch: Optional[int] = None,
+        n_threads: Optional[int] = None,
+        n_rs_seq: int = 0,
+        kv_unified: bool = False,
+        **params,
+    ):
+        p = lib.llama_context_default_params()
+        p.n_ctx = n_ctx
+        p.n_seq_max = n_seq
+        p.n_batch = n_batch
+        p.n_ubatch = n_batch if n_ubatch is None else n_ubatch
+        threads = default_threads() if n_threads is None else n_threads
+        p.n_threads = threads
+        p.n_threads_batch = threads
+        p.n_rs_seq = n_rs_seq
+        p.kv_unified = kv_unified
+        for name, value in params.items():
+            if name not in dict(_native.llama_context_params._fields_):
+                raise TypeError(f"llama_context_params has no field {name!r}")
+            setattr(p, name, value)
+        _capture.lines = []
+        try:
+            handle = lib.llama_init_from_model(model.handle, p)
+            reasons = _capture.lines
+        finally:
+            _capture.lines = None
+        if not handle:
+            reason = "; ".join(r for r in reasons if r) or "llama.cpp gave no reason"
+            raise NativeFailureError(Status.NATIVE_FAILURE, f"llama.cpp could not create the context: {reason}")
+        self._adopt(handle, model)
+
+    @classmethod
+    def _wrap(cls, handle: int, model: Model, *keep) -> "Context":
+        self = cls.__new__(cls)
+        self._adopt(handle, model, *keep)
+        return self
+
+    def _adopt(self, handle: int, model: Model, *keep) -> None:
+        self.model = model
+        self._own(handle, lib.llama_free, model, *keep)
+
+    @property
+    def n_ctx(self) -> int:
+        return lib.llama_n_ctx(self.handle)
+
+    @property
+    def n_seq_max(self) -> int:
+        return lib.llama_n_seq_max(self.handle)
+
+    # Plain decoding of this context alone: the reference speculation equals.
+    def generate(self, prompt, params=None, **kwargs):
+        """Plain decoding (specdec_generate without a session); see Session.generate."""
+        from .session import _generate
+
+        return _generate(None, self, [prompt], params, kwargs, None)[0]
+
+    def generate_batch(self, prompts, params=None, on_piece=None, **kwargs):
+        from .session import _generate
+
+        return _generate(None, self, prompts, params, kwargs, on_piece)
+
+    def stream(self, prompt, params=None, **kwargs):
+        from .session import Stream
+
+        return Stream(None, self, prompt, params, kwargs)
+
+    def __repr__(self) -> str:
+        return f"Context(n_ctx={self.n_ctx}, n_seq={self.n_seq_max})" if not self.closed else "Context(closed)"

@@ -1,0 +1,400 @@
+"""Speculative sessions, generation and streaming."""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Callable, Iterator, Optional, Sequence, Union
+
+from . import _native
+from .errors import InvalidArgumentError, Status, check, error_for
+from .models import Context, Model, _Handle, default_threads
+from .types import (
+    Completion,
+    ContextRole,
+    GenerateParams,
+    Generation,
+    GenerationTimes,
+    Piece,
+    SessionParams,
+    SessionStats,
+    StopReason,
+    Strategy,
+    sequence_stats_from_c,
+    session_params_from_c,
+    session_stats_from_c,
+    top_logprobs_from_c,
+)
+
+lib = _native.lib
+Tokens = Sequence[int]
+
+
+def _token_array(tokens: Tokens):
+    if isinstance(tokens, (str, bytes)):
+        raise TypeError("a prompt is a sequence of token ids (tokenize text with Model.tokenize)")
+    return (_native.llama_token * len(tokens))(*tokens)
+
+
+def _session_params(strategy, n_seq, n_draft_max, n_draft_min, p_min):
+    p = lib.specdec_session_default_params()
+    p.strategy = int(Strategy.parse(strategy))
+    p.n_seq = n_seq
+    p.n_draft_max = n_draft_max
+    p.n_draft_min = n_draft_min
+    p.p_min = p_min
+    return p
+
+
+def draft_context(
+    target: Context,
+    draft_model: Optional[Model] = None,
+    *,
+    strategy: Union[Strategy, str] = Strategy.MTP,
+    n_seq: Optional[int] = None,
+    n_draft_max: int = 3,
+    n_threads: Optional[int] = None,
+    **params,
+) -> Context:
+    """The draft context a strategy needs over `target` (specdec_draft_context_init):
+    an MTP context over the target's model (draft_model None; the model must be
+    loaded with load_mtp=True), or a context over draft_model. It keeps
+    `target` alive. params: other llama_context_params fields (cache types, ...)."""
+    sp = _session_params(strategy, target.n_seq_max if n_seq is None else n_seq, n_draft_max, 0, 0.0)
+    cp = lib.llama_context_default_params()
+    threads = default_threads() if n_threads is None else n_threads
+    cp.n_threads = threads
+    cp.n_threads_batch = threads
+    for name, value in params.items():
+        setattr(cp, name, value)
+    out = ctypes.c_void_p()
+    check(
+        lib.specdec_draft_context_init(
+            target.handle, None if draft_model is None else draft_model.handle, ctypes.byref(sp), cp, ctypes.byref(out)
+        )
+    )
+    model = draft_model if draft_model is not None else target.model
+    return Context._wrap(out.value, model, target)
+
+
+class Session(_Handle):
+    """A speculative session over a target Context and a draft Context (None
+    for the n-gram strategies); see specdec_session_init. It borrows both for
+    its whole life (they stay alive while it does). One thread at a time.
+
+    n_seq: sequences (default: the target's n_seq_max)."""
+
+    def __init__(
+        self,
+        target: Context,
+        draft: Optional[Context] = None,
+        *,
+        strategy: Union[Strategy, str] = Strategy.MTP,
+        n_seq: Optional[int] = None,
+        n_draft_max: int = 3,
+        n_draft_min: int = 0,
+        p_min: float = 0.0,
+    ):
+        sp = _session_params(strategy, target.n_seq_max if n_seq is None else n_seq, n_draft_max, n_draft_min, p_min)
+        out = ctypes.c_void_p()
+        check(lib.specdec_session_init(target.handle, None if draft is None else draft.handle, ctypes.byref(sp), ctypes.byref(out)))
+        self.target = target
+        self.draft = draft
+        self._own(out.value, lib.specdec_session_free, target, draft)
+        self._params = session_params_from_c(lib.specdec_session_get_params(out.value))
+
+    @classmethod
+    def create(
+        cls,
+        target: Context,
+        draft_model: Optional[Model] = None,
+        *,
+        strategy: Union[Strategy, str] = Strategy.MTP,
+        n_seq: Optional[int] = None,
+        n_draft_max: int = 3,
+        n_draft_min: int = 0,
+        p_min: float = 0.0,
+        n_threads: Optional[int] = None,
+    ) -> "Session":
+        """A session with the draft context its strategy needs made for it
+        (draft_context), which close() frees with the session."""
+        s = Strategy.parse(strategy)
+        draft = None
+        if s.needs_draft_context:
+            draft = draft_context(
+                target, draft_model, strategy=s, n_seq=n_seq, n_draft_max=n_draft_max, n_threads=n_threads
+            )
+        try:
+            session = cls(target, draft, strategy=s, n_seq=n_seq, n_draft_max=n_draft_max, n_draft_min=n_draft_min, p_min=p_min)
+        except BaseException:
+            if draft is not None:
+                draft.close()
+            raise
+        session._owned_draft = draft
+        return session
+
+    def close(self) -> None:
+        super().close()
+        owned, self._owned_draft = getattr(self, "_owned_draft", None), None
+        if owned is not None:
+            owned.close()
+
+    # --- state ------------------------------------------------------------------
+    @property
+    def params(self) -> SessionParams:
+        """Parameters in effect (n_draft_max may be lower than asked: a DFlash block)."""
+        return self._params
+
+    @property
+    def strategy(self) -> Strategy:
+        return self._params.strategy
+
+    @property
+    def is_quiescent(self) -> bool:
+        """No sequence has a pending proposal."""
+        return bool(lib.specdec_session_is_quiescent(self.handle))
+
+    @property
+    def reads_target_features(self) -> bool:
+        return bool(lib.specdec_session_reads_target_features(self.handle))
+
+    @property
+    def can_move_sequences(self) -> bool:
+        return bool(lib.specdec_session_can_move_sequences(self.handle))
+
+    def stats(self) -> SessionStats:
+        return session_stats_from_c(lib.specdec_session_get_stats(self.handle), self._params.n_draft_max)
+
+    # --- the loop by hand (the same calls generate makes) -----------------------------
+    def begin(self, seq_id: int, prompt: Tokens = ()) -> None:
+        """Announces a fresh generation: `prompt` is what the target holds for seq_id."""
+        arr = _token_array(prompt)
+        check(lib.specdec_session_begin(self.handle, seq_id, arr, len(prompt)))
+
+    def draft_tokens(self, seq_id: int, n_past: int, id_last: int, n_max: int = -1) -> list:
+        """Drafts for one sequence; the proposal (possibly empty) is returned and,
+        when not empty, pending until accept()."""
+        req = _native.specdec_draft_request(seq_id, n_past, id_last, n_max)
+        check(lib.specdec_session_draft(self.handle, ctypes.byref(req), 1))
+        return self.proposal(seq_id)
+
+    def proposal(self, seq_id: int) -> list:
+        ptr = ctypes.POINTER(_native.llama_token)()
+        n = ctypes.c_size_t()
+        check(lib.specdec_session_proposal(self.handle, seq_id, ctypes.byref(ptr), ctypes.byref(n)))
+        return ptr[: n.value] if n.value else []
+
+    def accept(self, seq_id: int, n_accepted: int) -> None:
+        check(lib.specdec_session_accept(self.handle, seq_id, n_accepted))
+
+    def remove_range(self, role: ContextRole, seq_id: int, p0: int = -1, p1: int = -1) -> None:
+        """Removes positions [p0, p1) of seq_id from a context (p0 < 0: from 0, p1 < 0: to the end)."""
+        check(lib.specdec_session_remove_range(self.handle, int(role), seq_id, p0, p1))
+
+    def move_sequence(self, src: int, dst: int) -> None:
+        check(lib.specdec_session_move_sequence(self.handle, src, dst))
+
+    @property
+    def n_nextn_heads(self) -> int:
+        return lib.specdec_session_n_nextn_heads(self.handle)
+
+    def set_nextn_head(self, head: int) -> None:
+        check(lib.specdec_session_set_nextn_head(self.handle, head))
+
+    # --- checkpoints --------------------------------------------------------------
+    def state(self, seq_id: int) -> bytes:
+        """The session's state of seq_id (needs quiescence); see specdec_session_state_get."""
+        return _read_blob(lambda dst, cap, n: lib.specdec_session_state_get(self.handle, seq_id, dst, cap, n))
+
+    def restore_state(self, seq_id: int, blob: bytes) -> None:
+        buf = (ctypes.c_uint8 * len(blob)).from_buffer_copy(blob)
+        check(lib.specdec_session_state_set(self.handle, seq_id, buf, len(blob)))
+
+    def context_state(self, role: ContextRole, seq_id: int, flags: int = 0) -> bytes:
+        """A context's state of seq_id (llama_state_seq_get_data_ext with flags)."""
+        return _read_blob(
+            lambda dst, cap, n: lib.specdec_session_context_state_get(self.handle, int(role), seq_id, flags, dst, cap, n)
+        )
+
+    def restore_context_state(self, role: ContextRole, seq_id: int, blob: bytes, flags: int = 0) -> None:
+        buf = (ctypes.c_uint8 * len(blob)).from_buffer_copy(blob)
+        check(lib.specdec_session_context_state_set(self.handle, int(role), seq_id, flags, buf, len(blob)))
+
+    # --- generation ---------------------------------------------------------------
+    def generate(self, prompt: Tokens, params: Optional[GenerateParams] = None, **kwargs) -> Completion:
+        """Generates from one prompt (token ids); keyword arguments are GenerateParams
+        fields (n_predict=..., temperature=..., stop=[...], n_top_logprobs=...).
+        Greedy output equals plain decoding of the target (Context.generate)."""
+        return _generate(self, self.target, [prompt], params, kwargs, None)[0]
+
+    def generate_batch(
+        self,
+        prompts: Sequence[Tokens],
+        params: Optional[GenerateParams] = None,
+        on_piece: Optional[Callable[[int, int, bytes], Optional[bool]]] = None,
+        **kwargs,
+    ) -> Generation:
+        """One sequence per prompt, verified together. on_piece(seq_id, token,
+        piece) is called for every emitted token; returning False stops that sequence."""
+        return _generate(self, self.target, prompts, params, kwargs, on_piece)
+
+    def stream(self, prompt: Tokens, params: Optional[GenerateParams] = None, **kwargs) -> "Stream":
+        """An iterator over the Pieces of one generation, produced as it is
+        consumed (on the calling thread); its `result` is the Completion once
+        it is exhausted. Closing it early (break, close()) stops the generation."""
+        return Stream(self, self.target, prompt, params, kwargs)
+
+    def __repr__(self) -> str:
+        return f"Session({self._params})" if not self.closed else "Session(closed)"
+
+
+def _read_blob(call) -> bytes:
+    n = ctypes.c_size_t()
+    check(call(None, 0, ctypes.byref(n)))
+    buf = (ctypes.c_uint8 * max(1, n.value))()
+    check(call(buf, n.value, ctypes.byref(n)))
+    return bytes(buf[: n.value])
+
+
+def _completion(gen, i: int, n_draft_max: int) -> Completion:
+    n = ctypes.c_size_t()
+    tokens_p = lib.specdec_generation_tokens(gen, i, ctypes.byref(n))
+    tokens = tokens_p[: n.value] if n.value else []
+    n_text = ctypes.c_size_t()
+    text_p = lib.specdec_generation_text(gen, i, ctypes.byref(n_text))
+    text = ctypes.string_at(text_p, n_text.value) if n_text.value else b""
+    n_lp = ctypes.c_size_t()
+    lp = lib.specdec_generation_logprobs(gen, i, ctypes.byref(n_lp))
+    logprobs = lp[: n_lp.value] if lp else None
+    n_top = ctypes.c_size_t()
+    top = lib.specdec_generation_top_logprobs(gen, i, ctypes.byref(n_top))
+    top_logprobs = top_logprobs_from_c(top, n_top.value, len(tokens)) if top else ([[] for _ in tokens] if lp else None)
+    return Completion(
+        tokens=tokens,
+        text_bytes=text,
+        stop_reason=StopReason(lib.specdec_generation_stop_reason(gen, i)),
+        stats=sequence_stats_from_c(lib.specdec_generation_sequence_stats(gen, i), n_draft_max),
+        logprobs=logprobs,
+        top_logprobs=top_logprobs,
+    )
+
+
+def _generate(session: Optional[Session], target: Context, prompts, params, kwargs, on_piece) -> Generation:
+    gp = GenerateParams.of(params, **kwargs)
+    c_params, keep = gp.to_c()
+    n = len(prompts)
+    arrays = [_token_array(p) for p in prompts]
+    ptrs = (ctypes.POINTER(_native.llama_token) * max(1, n))(
+        *[ctypes.cast(a, ctypes.POINTER(_native.llama_token)) for a in arrays]
+    )
+    sizes = (ctypes.c_size_t * max(1, n))(*[len(p) for p in prompts])
+    raised = []
+    callback = _native.specdec_token_callback()  # NULL
+    if on_piece is not None:
+
+        def trampoline(seq_id, token, piece, n_piece, _user):
+            try:
+                return on_piece(seq_id, token, ctypes.string_at(piece, n_piece)) is not False
+            except BaseException as e:  # stop every sequence; raised after the call
+                raised.append(e)
+                return False
+
+        callback = _native.specdec_token_callback(trampoline)
+    out = ctypes.c_void_p()
+    # The GIL is released for the whole call (ctypes.CDLL); on_piece takes it back per token.
+    status = lib.specdec_generate(
+        None if session is None else session.handle,
+        target.handle,
+        ptrs,
+        sizes,
+        n,
+        ctypes.byref(c_params),
+        callback,
+        None,
+        ctypes.byref(out),
+    )
+    message = lib.specdec_last_error().decode("utf-8", "replace") if status != Status.OK else ""
+    result = None
+    if out.value:
+        try:
+            n_draft_max = session.params.n_draft_max if session is not None else 0
+            times = lib.specdec_generation_get_times(out.value)
+            result = Generation(
+                sequences=[_completion(out.value, i, n_draft_max) for i in range(lib.specdec_generation_n_sequences(out.value))],
+                times=GenerationTimes(times.t_prefill_us, times.t_verify_us, times.t_draft_us, times.t_total_us),
+            )
+        finally:
+            lib.specdec_generation_free(out.value)
+    del keep
+    if status != Status.OK:
+        raise error_for(status, message, partial=result)
+    if raised:
+        raise raised[0]
+    return result
+
+
+class Stream(Iterator[Piece]):
+    """Pieces of one generation as it runs, on the consumer's thread: each
+    next() runs engine steps (a private specdec_engine over the session, or
+    the plain context) until a piece is ready. The output is what generate
+    returns for the same prompt and parameters."""
+
+    def __init__(self, session: Optional[Session], target: Context, prompt: Tokens, params, kwargs):
+        from .engine import Engine
+
+        self._engine = Engine(session if session is not None else target, n_seq=1, keep_finished=True, reuse_prompts=False)
+        try:
+            self._id = self._engine.add(prompt, params, **kwargs)
+        except BaseException:
+            self._engine.close()
+            raise
+        self._queue: list = []
+        self.result: Optional[Completion] = None
+        self.finished = None  # the FinishedEvent, with times and n_prompt_cached
+
+    def __iter__(self) -> "Stream":
+        return self
+
+    def __next__(self) -> Piece:
+        while not self._queue:
+            if self.finished is not None or self._engine.closed:
+                self.close()
+                raise StopIteration
+            for e in self._engine.step():
+                if e.id != self._id:
+                    continue
+                if hasattr(e, "completion"):
+                    self.finished = e
+                    self.result = e.completion
+                else:
+                    self._queue.append(Piece(e.token, e.piece, e.seq_id, e.logprob, e.top_logprobs))
+        return self._queue.pop(0)
+
+    def close(self) -> None:
+        """Stops the generation (its slot is freed) and frees the engine."""
+        if not self._engine.closed:
+            if self.finished is None:
+                self._engine.cancel(self._id)
+                for e in self._engine.run_until_idle():
+                    if hasattr(e, "completion") and e.id == self._id:
+                        self.finished = e
+                        self.result = e.completion
+            self._engine.close()
+
+    def __enter__(self) -> "Stream":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    @property
+    def text(self) -> str:
+        """The whole text, after the stream is exhausted."""
+        if self.result is None:
+            raise InvalidArgumentError(Status.INVALID_ARGUMENT, "the stream has not finished")
+        return self.result.text
