@@ -52,7 +52,7 @@ from .types import (
     TokenLogprob,
 )
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 MAX_SEQ = _native.SPECDEC_MAX_SEQ
 MAX_DRAFT = _native.SPECDEC_MAX_DRAFT

@@ -104,6 +104,10 @@ class specdec_token_logprob(Structure):
     _fields_ = [("token", llama_token), ("logprob", c_float)]
 
 
+class specdec_logit_bias(Structure):
+    _fields_ = [("token", llama_token), ("bias", c_float)]
+
+
 class specdec_generate_params(Structure):
     _fields_ = [
         ("n_predict", c_int32),
@@ -118,6 +122,14 @@ class specdec_generate_params(Structure):
         ("n_stop_strings", c_size_t),
         ("synthetic_acceptance", c_float),
         ("n_top_logprobs", c_int32),
+        ("prompt_logprobs", c_bool),
+        ("logit_bias", POINTER(specdec_logit_bias)),
+        ("n_logit_bias", c_size_t),
+        ("presence_penalty", c_float),
+        ("frequency_penalty", c_float),
+        ("repeat_penalty", c_float),
+        ("repeat_last_n", c_int32),
+        ("grammar", c_char_p),
     ]
 
 
@@ -175,6 +187,10 @@ class specdec_engine_event(Structure):
         ("text", POINTER(c_char)),
         ("n_text", c_size_t),
         ("logprobs", POINTER(c_float)),
+        ("prompt_logprobs", POINTER(c_float)),
+        ("n_prompt_logprobs", c_size_t),
+        ("prompt_top_logprobs", POINTER(specdec_token_logprob)),
+        ("n_prompt_top_logprobs", c_size_t),
     ]
 
 
@@ -341,6 +357,8 @@ SPECDEC_FUNCTIONS = {
     "specdec_generation_text": (POINTER(c_char), [_P, c_size_t, POINTER(c_size_t)]),
     "specdec_generation_logprobs": (POINTER(c_float), [_P, c_size_t, POINTER(c_size_t)]),
     "specdec_generation_top_logprobs": (POINTER(specdec_token_logprob), [_P, c_size_t, POINTER(c_size_t)]),
+    "specdec_generation_prompt_logprobs": (POINTER(c_float), [_P, c_size_t, POINTER(c_size_t), POINTER(POINTER(specdec_token_logprob)),
+                                                            POINTER(c_size_t)]),
     "specdec_generation_stop_reason": (c_enum, [_P, c_size_t]),
     "specdec_generation_sequence_stats": (specdec_sequence_stats, [_P, c_size_t]),
     "specdec_generation_get_times": (specdec_generation_times, [_P]),

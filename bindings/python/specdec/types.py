@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Optional, Sequence, Union
+from typing import Mapping, Optional, Sequence, Union
 
 from . import _native
 
@@ -258,7 +258,8 @@ class GenerateParams:
     n_draft: tokens drafted per step (an int up to the session's n_draft_max),
     None for n_draft_max, or "auto" (SPECDEC_N_DRAFT_AUTO). n_top_logprobs:
     None for no log-probabilities; 0..20 for each token's log-probability and
-    that many alternatives."""
+    that many alternatives (prompt_logprobs: the prompt's too). logit_bias:
+    {token id: bias}; the penalties and grammar (GBNF) as in specdec.h."""
 
     n_predict: int = 128
     n_draft: Union[int, str, None] = None
@@ -271,6 +272,13 @@ class GenerateParams:
     stop: Sequence[str] = field(default_factory=tuple)
     n_top_logprobs: Optional[int] = None
     synthetic_acceptance: Optional[float] = None  # BENCHMARKING ONLY (see specdec.h)
+    prompt_logprobs: bool = False
+    logit_bias: Mapping[int, float] = field(default_factory=dict)
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repeat_penalty: float = 1.0
+    repeat_last_n: int = 64
+    grammar: Optional[str] = None
 
     FIELDS = (
         "n_predict",
@@ -284,6 +292,13 @@ class GenerateParams:
         "stop",
         "n_top_logprobs",
         "synthetic_acceptance",
+        "prompt_logprobs",
+        "logit_bias",
+        "presence_penalty",
+        "frequency_penalty",
+        "repeat_penalty",
+        "repeat_last_n",
+        "grammar",
     )
 
     @classmethod
@@ -324,7 +339,17 @@ class GenerateParams:
         p.n_stop_strings = len(encoded)
         p.n_top_logprobs = -1 if self.n_top_logprobs is None else self.n_top_logprobs
         p.synthetic_acceptance = -1.0 if self.synthetic_acceptance is None else self.synthetic_acceptance
-        return p, (array, encoded)
+        p.prompt_logprobs = self.prompt_logprobs
+        biases = (_native.specdec_logit_bias * max(1, len(self.logit_bias)))(*self.logit_bias.items())
+        p.logit_bias = biases if self.logit_bias else None
+        p.n_logit_bias = len(self.logit_bias)
+        p.presence_penalty = self.presence_penalty
+        p.frequency_penalty = self.frequency_penalty
+        p.repeat_penalty = self.repeat_penalty
+        p.repeat_last_n = self.repeat_last_n
+        grammar = self.grammar.encode() if self.grammar else None
+        p.grammar = grammar
+        return p, (array, encoded, biases, grammar)
 
 
 def session_params_from_c(p) -> SessionParams:

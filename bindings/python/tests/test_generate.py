@@ -73,6 +73,25 @@ def test_log_probabilities_equal_plain_decoding(opened):
     assert o.session.generate(o.prompts[0], n_predict=4).logprobs is None
 
 
+def test_logit_bias_penalties_and_grammar_keep_speculation_lossless(opened):
+    o = opened("eagle3")
+    free = o.plain(n_predict=16)[0]
+    # The fixture's successor leads by far more than a penalty can take away,
+    # so those are checked for identity alone (the C++ tiers show them acting).
+    for shaping, acts in (
+        ({"logit_bias": {free.tokens[0]: -100.0}}, True),
+        ({"grammar": "root ::= [a-f]+"}, True),
+        ({"frequency_penalty": 1.5, "presence_penalty": 0.5}, False),
+        ({"repeat_penalty": 3.0, "repeat_last_n": 8}, False),
+    ):
+        ref = o.plain(n_predict=16, **shaping)[0]
+        out = o.session.generate(o.prompts[0], n_predict=16, **shaping)
+        assert out.tokens == ref.tokens, shaping
+        assert (out.tokens != free.tokens) == acts, f"{shaping}: {out.tokens}"
+    with pytest.raises(specdec.InvalidArgumentError):
+        o.session.generate(o.prompts[0], n_predict=4, grammar="root ::= (")
+
+
 def test_stop_strings_and_streaming_early_close(opened):
     o = opened("eagle3")
     ref = o.plain(n_predict=N_PREDICT)[0]

@@ -181,9 +181,9 @@ extern "C" {
 
 // --- specdec.h ------------------------------------------------------------------------
 pub const SPECDEC_VERSION_MAJOR: u32 = 0;
-pub const SPECDEC_VERSION_MINOR: u32 = 2;
+pub const SPECDEC_VERSION_MINOR: u32 = 3;
 pub const SPECDEC_VERSION_PATCH: u32 = 0;
-pub const SPECDEC_VERSION: &str = "0.2.0";
+pub const SPECDEC_VERSION: &str = "0.3.0";
 pub const SPECDEC_MAX_SEQ: usize = 256;
 pub const SPECDEC_MAX_DRAFT: usize = 128;
 pub const SPECDEC_MAX_PROMPT_TOKENS: usize = 16777216;
@@ -330,6 +330,13 @@ pub struct specdec_token_logprob {
 }
 
 #[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct specdec_logit_bias {
+    pub token: llama_token,
+    pub bias: f32,
+}
+
+#[repr(C)]
 #[derive(Clone, Copy)]
 pub struct specdec_generate_params {
     pub n_predict: i32,
@@ -344,6 +351,14 @@ pub struct specdec_generate_params {
     pub n_stop_strings: usize,
     pub synthetic_acceptance: f32,
     pub n_top_logprobs: i32,
+    pub prompt_logprobs: bool,
+    pub logit_bias: *const specdec_logit_bias,
+    pub n_logit_bias: usize,
+    pub presence_penalty: f32,
+    pub frequency_penalty: f32,
+    pub repeat_penalty: f32,
+    pub repeat_last_n: i32,
+    pub grammar: *const c_char,
 }
 
 #[repr(C)]
@@ -403,6 +418,10 @@ pub struct specdec_engine_event {
     pub text: *const c_char,
     pub n_text: usize,
     pub logprobs: *const f32,
+    pub prompt_logprobs: *const f32,
+    pub n_prompt_logprobs: usize,
+    pub prompt_top_logprobs: *const specdec_token_logprob,
+    pub n_prompt_top_logprobs: usize,
 }
 
 #[repr(C)]
@@ -560,6 +579,13 @@ extern "C" {
         i: usize,
         n: *mut usize,
     ) -> *const specdec_token_logprob;
+    pub fn specdec_generation_prompt_logprobs(
+        generation: *const specdec_generation,
+        i: usize,
+        n: *mut usize,
+        top: *mut *const specdec_token_logprob,
+        n_top: *mut usize,
+    ) -> *const f32;
     pub fn specdec_generation_stop_reason(generation: *const specdec_generation, i: usize) -> specdec_stop_reason;
     pub fn specdec_generation_sequence_stats(generation: *const specdec_generation, i: usize) -> specdec_sequence_stats;
     pub fn specdec_generation_get_times(generation: *const specdec_generation) -> specdec_generation_times;
