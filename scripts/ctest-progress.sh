@@ -49,10 +49,10 @@ status_line() {
 }
 
 # "  12/485 Test  #12: NAME ....   Passed    0.05 sec" (or "***Failed", "***Timeout", "***Exception: ..."); a
-# parameterized googletest NAME goes on with ": # GetParam() = ...".
+# parameterized googletest NAME goes on with "  # GetParam() = ..." (in "Start" lines too).
 finished='^[[:space:]]*([0-9]+)/([0-9]+)[[:space:]]+Test[[:space:]]+#[0-9]+:[[:space:]]+(.*)[[:space:]]\.+[[:space:]]*(\*\*\*)?([A-Za-z][^*]*[^[:space:]])[[:space:]]+([0-9.]+)[[:space:]]+sec'
 test_name() { # test_name TEXT: the test's name without googletest's parameter dump
-    local n="${1%%: # GetParam*}"
+    local n="${1%% # GetParam*}"
     echo "${n%"${n##*[![:space:]]}"}"
 }
 
