@@ -10,6 +10,7 @@
 #include "sequence-copy.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <cstring>
 
 namespace specdec {
@@ -73,12 +74,18 @@ protected:
 
 // Where positions [0, n) of a sequence holding `held` can be kept: n itself
 // when every memory cuts back anywhere (or nothing is cut), else the latest
-// restore point at or below n (0: none).
-int32_t keepable(const restore_points & target, const restore_points * draft, llama_seq_id seq, int32_t n, int32_t held) {
-    if (n >= held || (!target.enabled() && (draft == nullptr || !draft->enabled()))) {
+// restore point at or below n of the first memory that records them (the
+// others record theirs at the same points); 0: none.
+int32_t keepable(std::initializer_list<const restore_points *> memories, llama_seq_id seq, int32_t n, int32_t held) {
+    if (n >= held) {
         return n;
     }
-    return target.enabled() ? target.latest(seq, n) : draft->latest(seq, n);
+    for (const restore_points * points : memories) {
+        if (points->enabled()) {
+            return points->latest(seq, n);
+        }
+    }
+    return n;
 }
 
 class session_backend final : public context_backend {
@@ -122,7 +129,7 @@ public:
         draft_points_.record(seq, static_cast<llama_pos>(prompt.size()));
     }
     int32_t keep(llama_seq_id seq, int32_t n, int32_t held) override {
-        const int32_t m = keepable(target_points_, &draft_points_, seq, n, held);
+        const int32_t m = keepable({&target_points_, &draft_points_}, seq, n, held);
         if (m == 0) {
             clear(seq);
             return 0;
@@ -184,7 +191,7 @@ public:
         points_.record(seq, static_cast<llama_pos>(prompt.size()));
     }
     int32_t keep(llama_seq_id seq, int32_t n, int32_t held) override {
-        const int32_t m = keepable(points_, nullptr, seq, n, held);
+        const int32_t m = keepable({&points_}, seq, n, held);
         if (m == 0) {
             clear(seq);
         } else if (m < held) {

@@ -659,14 +659,21 @@ void engine_core::emit(request_state & r, llama_token x, llama_pos pos, const fl
         finish(r, SPECDEC_STOP_EOG);
         const std::string_view rest = r.text.finish();
         if (!rest.empty()) {
-            deliver({SPECDEC_ENGINE_EVENT_TOKEN, r.result.id, seq, LLAMA_TOKEN_NULL, rest}); // the end: its answer changes nothing
+            engine_event e; // the end: its answer changes nothing
+            e.id = r.result.id;
+            e.seq_id = seq;
+            e.piece = rest;
+            deliver(e);
         }
         return;
     }
     sequence_result & out = r.result.output;
     out.tokens.push_back(x);
     out.stats.n_generated++;
-    engine_event e{SPECDEC_ENGINE_EVENT_TOKEN, r.result.id, seq, x, {}, nullptr};
+    engine_event e;
+    e.id = r.result.id;
+    e.seq_id = seq;
+    e.token = x;
     if (r.p.n_top_logprobs >= 0) {
         const size_t first = out.top_logprobs.size();
         out.logprobs.push_back(log_probability(logits, b_.n_vocab(), x, r.p.n_top_logprobs, out.top_logprobs));
@@ -702,7 +709,10 @@ void engine_core::finish(request_state & r, specdec_stop_reason stop) {
 void engine_core::hand_out(request_state & r) {
     r.result.output.text = r.text.take_text();
     r.result.times.t_total_us = since_us(r.t_added);
-    engine_event e{SPECDEC_ENGINE_EVENT_FINISHED, r.result.id, r.result.seq_id};
+    engine_event e;
+    e.type = SPECDEC_ENGINE_EVENT_FINISHED;
+    e.id = r.result.id;
+    e.seq_id = r.result.seq_id;
     e.result = &r.result;
     deliver(e);
 }

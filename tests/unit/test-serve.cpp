@@ -219,6 +219,17 @@ TEST(ServeFormat, ErrorObjectHasOpenAIsFields) {
     EXPECT_TRUE(k["error"]["code"].is_null());
 }
 
+// A response's identity, the rest of response_info at its defaults.
+response_info info_of(endpoint kind, std::string id, int64_t created, std::string model, std::string strategy) {
+    response_info info;
+    info.kind = kind;
+    info.id = std::move(id);
+    info.created = created;
+    info.model = std::move(model);
+    info.strategy = std::move(strategy);
+    return info;
+}
+
 specdec::request_result sample_result() {
     specdec::request_result r;
     r.id = 3;
@@ -241,7 +252,7 @@ specdec::request_result sample_result() {
 
 TEST(ServeFormat, CompletionResponse) {
     const specdec::request_result r = sample_result();
-    const response_info info{endpoint::completions, "cmpl-1", 1700000000, "tiny", "mtp"};
+    const response_info info = info_of(endpoint::completions, "cmpl-1", 1700000000, "tiny", "mtp");
     const json j = response_body(info, {&r, 5});
     EXPECT_EQ(j["object"], "text_completion");
     EXPECT_EQ(j["id"], "cmpl-1");
@@ -266,7 +277,7 @@ TEST(ServeFormat, CompletionResponse) {
 TEST(ServeFormat, ChatResponseAndChunks) {
     specdec::request_result r = sample_result();
     r.output.stop = SPECDEC_STOP_STRING;
-    const response_info info{endpoint::chat, "chatcmpl-2", 1, "tiny", "none"};
+    const response_info info = info_of(endpoint::chat, "chatcmpl-2", 1, "tiny", "none");
     const json j = response_body(info, {&r, 2});
     EXPECT_EQ(j["object"], "chat.completion");
     EXPECT_EQ(j["choices"][0]["message"], (json{{"role", "assistant"}, {"content", "wxyz"}}));
@@ -379,7 +390,7 @@ TEST(ServeFormat, Logprobs) {
         r.output.top_logprobs.push_back({t, -0.1f});
         r.output.top_logprobs.push_back({static_cast<llama_token>(t + 10), -3.0f});
     }
-    response_info info{endpoint::chat, "chatcmpl-3", 1, "tiny", "mtp"};
+    response_info info = info_of(endpoint::chat, "chatcmpl-3", 1, "tiny", "mtp");
     info.n_top_logprobs = 2;
     info.piece = [](llama_token t) { return std::string(1, static_cast<char>('a' + t % 26)); };
     const json chat = response_body(info, {&r, 5})["choices"][0]["logprobs"];
@@ -415,7 +426,7 @@ TEST(ServeFormat, FinishReasons) {
 }
 
 TEST(ServeFormat, ServerSentEvents) {
-    const response_info info{endpoint::completions, "cmpl-9", 1, "tiny", "none"};
+    const response_info info = info_of(endpoint::completions, "cmpl-9", 1, "tiny", "none");
     const std::string ev = sse_event(chunk_body(info, "a\nb", false));
     EXPECT_EQ(ev.rfind("data: {", 0), 0u);
     EXPECT_EQ(ev.substr(ev.size() - 2), "\n\n");
