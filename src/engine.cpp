@@ -281,13 +281,15 @@ void engine_core::admit() {
     while (!waiting_.empty() && std::count(slots_.begin(), slots_.end(), nullptr) > 0) {
         std::unique_ptr<request_state> r = std::move(waiting_.front());
         waiting_.pop_front();
-        const size_t s = choose_slot(r->scores_prompt() ? std::span<const llama_token>() : std::span<const llama_token>(r->prompt));
+        // A scored prompt needs every row's logits: it reuses nothing.
+        const bool reuse = p_.reuse_prompts && !r->scores_prompt();
+        const auto [s, prefix] = choose_slot(reuse ? std::span<const llama_token>(r->prompt) : std::span<const llama_token>());
         const auto seq = static_cast<llama_seq_id>(s);
         r->result.seq_id = seq;
         std::vector<llama_token> & held = held_[s];
-        if (p_.reuse_prompts && !r->scores_prompt()) { // a scored prompt needs every row's logits
+        if (reuse) {
             // At least the prompt's last token is decoded: its logits give the first token.
-            const size_t n = std::min(common_prefix(held, r->prompt), r->prompt.size() - 1);
+            const size_t n = std::min(prefix, r->prompt.size() - 1);
             const int32_t kept = b_.keep(seq, static_cast<int32_t>(n), static_cast<int32_t>(held.size()));
             held.resize(static_cast<size_t>(kept));
             r->n_prefilled = static_cast<size_t>(kept);
@@ -303,12 +305,13 @@ void engine_core::admit() {
     }
 }
 
-// Without prompt reuse, the lowest free slot. With it, the free slot whose
-// tokens share the longest prefix with the prompt (empty: it reuses none); among equals (no match
+// A free slot and how many of its tokens begin `prompt`. Without prompt
+// reuse, the lowest free slot. With it, the free slot whose tokens share the
+// longest prefix with the prompt (empty: it reuses none); among equals (no match
 // at all, typically) an empty one, so that what another conversation's next
 // turn would reuse stays, then the lowest, so that running requests tend to
 // hold consecutive slots (a gap costs a forward pass: see compact()).
-size_t engine_core::choose_slot(std::span<const llama_token> prompt) const {
+std::pair<size_t, size_t> engine_core::choose_slot(std::span<const llama_token> prompt) const {
     size_t best = slots_.size();
     size_t best_prefix = 0;
     for (size_t s = 0; s < slots_.size(); ++s) {
@@ -316,7 +319,7 @@ size_t engine_core::choose_slot(std::span<const llama_token> prompt) const {
             continue;
         }
         if (!p_.reuse_prompts) {
-            return s;
+            return {s, 0};
         }
         const size_t prefix = common_prefix(held_[s], prompt);
         if (best == slots_.size() || prefix > best_prefix ||
@@ -325,7 +328,7 @@ size_t engine_core::choose_slot(std::span<const llama_token> prompt) const {
             best_prefix = prefix;
         }
     }
-    return best;
+    return {best, best_prefix};
 }
 
 // With a KV stream per sequence, llama.cpp decodes a batch in one forward

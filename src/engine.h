@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace specdec::detail {
@@ -45,7 +46,7 @@ private:
     // The phases of a step, in order.
     void apply_cancellations();
     void admit();
-    size_t choose_slot(std::span<const llama_token> prompt) const; // a free slot for this prompt
+    std::pair<size_t, size_t> choose_slot(std::span<const llama_token> prompt) const; // a free slot, and its common prefix
     void compact();
     void prefill();
     void start(request_state & r, int32_t row);

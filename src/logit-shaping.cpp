@@ -58,11 +58,8 @@ void logit_shaper::validate(const specdec_generate_params & p, const llama_vocab
     if (p.repeat_last_n < 0) {
         fail(SPECDEC_STATUS_INVALID_ARGUMENT, "repeat_last_n is ", p.repeat_last_n, "; it must be >= 0");
     }
-    if (has_grammar(p)) {
-        if (vocab == nullptr) {
-            fail(SPECDEC_STATUS_INVALID_ARGUMENT, "a grammar needs the target's vocabulary");
-        }
-        llama_sampler_free(parse_grammar(vocab, p.grammar));
+    if (has_grammar(p) && vocab == nullptr) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "a grammar needs the target's vocabulary");
     }
 }
 
@@ -89,14 +86,9 @@ const float * logit_shaper::apply(const float * logits) {
     for (const auto & [t, n] : counts_) {
         shaped_[static_cast<size_t>(t)] -= presence_ + frequency_ * static_cast<float>(n);
     }
-    if (repeat_ != 1.0f) {
-        std::vector<llama_token> seen(recent_);
-        std::sort(seen.begin(), seen.end());
-        seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
-        for (const llama_token t : seen) { // once per token, as llama.cpp's penalties sampler
-            float & l = shaped_[static_cast<size_t>(t)];
-            l = l > 0.0f ? l / repeat_ : l * repeat_;
-        }
+    for (const auto & [t, n] : recent_counts_) { // once per token, as llama.cpp's penalties sampler
+        float & l = shaped_[static_cast<size_t>(t)];
+        l = l > 0.0f ? l / repeat_ : l * repeat_;
     }
     if (grammar_ != nullptr) {
         for (llama_token t = 0; t < n_vocab_; ++t) {
@@ -122,8 +114,12 @@ void logit_shaper::accept(llama_token token) {
     }
     if (repeat_ != 1.0f && repeat_last_n_ > 0) {
         recent_.push_back(token);
+        recent_counts_[token]++;
         if (recent_.size() > static_cast<size_t>(repeat_last_n_)) {
-            recent_.erase(recent_.begin());
+            if (--recent_counts_[recent_.front()] == 0) {
+                recent_counts_.erase(recent_.front());
+            }
+            recent_.pop_front();
         }
     }
     if (grammar_ != nullptr) {

@@ -8,6 +8,7 @@
 
 #include "specdec/specdec.h"
 
+#include <deque>
 #include <map>
 #include <vector>
 
@@ -21,11 +22,12 @@ public:
     // Whether `p` asks for any shaping at all.
     static bool needed(const specdec_generate_params & p);
     // Throws error(INVALID_ARGUMENT) for values out of range, a biased token
-    // outside the vocabulary, or a grammar that does not parse (or one given
-    // with no vocabulary).
+    // outside the vocabulary, or a grammar given with no vocabulary. (The
+    // grammar itself is parsed once, by the constructor.)
     static void validate(const specdec_generate_params & p, const llama_vocab * vocab, int32_t n_vocab);
 
     // Copies what it needs of `p` (validated). vocab: for the grammar.
+    // Throws error(INVALID_ARGUMENT) when the grammar does not parse.
     logit_shaper(const specdec_generate_params & p, const llama_vocab * vocab, int32_t n_vocab);
     ~logit_shaper();
     logit_shaper(const logit_shaper &) = delete;
@@ -46,7 +48,8 @@ private:
     int32_t                         n_vocab_;
     llama_sampler *                 grammar_ = nullptr;
     std::map<llama_token, int32_t>  counts_;  // generated tokens and how often
-    std::vector<llama_token>        recent_;  // the last repeat_last_n generated
+    std::deque<llama_token>         recent_;  // the last repeat_last_n generated
+    std::map<llama_token, int32_t>  recent_counts_; // and how often each is among them
     std::vector<float>              shaped_;
     std::vector<llama_token_data>   candidates_; // for the grammar
 };

@@ -322,6 +322,11 @@ function mark_identical(runs, a) {
     }
 }
 
+// The report's last lines: each server and the command it ran.
+function servers_list(a, meta) {
+    return ['Servers:', '', ...a.servers.map((s) => `- \`${s}\`: ${SERVERS[s].title}: \`${meta.commands[s] ?? '(not started)'}\``), ''];
+}
+
 // The chat workload's tables: per server and concurrency, the conversation's
 // time, time to first token on the first and the later turns, tokens/s and
 // the share of later prompts reused; then ratios against llama-server.
@@ -363,9 +368,7 @@ function chat_markdown(runs, a, meta, head) {
         }
         out.push('');
     }
-    out.push('Servers:', '');
-    for (const s of a.servers) out.push(`- \`${s}\`: ${SERVERS[s].title}: \`${meta.commands[s] ?? '(not started)'}\``);
-    out.push('');
+    out.push(...servers_list(a, meta));
     return out.join('\n');
 }
 
@@ -419,9 +422,7 @@ function markdown(runs, a, meta) {
         }
         out.push('');
     }
-    out.push('Servers:', '');
-    for (const s of a.servers) out.push(`- \`${s}\`: ${SERVERS[s].title}: \`${meta.commands[s] ?? '(not started)'}\``);
-    out.push('');
+    out.push(...servers_list(a, meta));
     return out.join('\n');
 }
 
