@@ -165,6 +165,7 @@ public:
     void process(const llama_batch & batch) override { s_.process(batch); }
     void draft(std::span<const draft_request> requests) override { s_.draft(requests); }
     std::span<const llama_token> proposal(llama_seq_id seq) override { return s_.proposal(seq); }
+    std::span<const specdec_token_prob> proposal_probs(llama_seq_id seq, size_t k) override { return s_.proposal_probs(seq, k); }
     void accept(llama_seq_id seq, uint16_t n) override { s_.accept(seq, n); }
     void truncate(llama_seq_id seq, llama_pos p0) override { s_.remove_range(SPECDEC_CONTEXT_TARGET, seq, p0, -1); }
 
@@ -223,6 +224,7 @@ public:
     void process(const llama_batch &) override {}
     void draft(std::span<const draft_request>) override {}
     std::span<const llama_token> proposal(llama_seq_id) override { return {}; }
+    std::span<const specdec_token_prob> proposal_probs(llama_seq_id, size_t) override { return {}; }
     void accept(llama_seq_id, uint16_t) override {}
     void truncate(llama_seq_id, llama_pos) override {}
 
@@ -322,6 +324,7 @@ extern "C" specdec_generate_params specdec_generate_default_params(void) {
     p.repeat_penalty = 1.0f;
     p.repeat_last_n = 64;
     p.grammar = nullptr;
+    p.accept = SPECDEC_ACCEPT_EXACT;
     return p;
 }
 

@@ -243,6 +243,18 @@ specdec_status specdec_session_proposal(const specdec_session * session, llama_s
     });
 }
 
+specdec_status specdec_session_proposal_probs(const specdec_session * session, llama_seq_id seq_id, size_t index,
+                                              const specdec_token_prob ** probs, size_t * n_probs) {
+    return guard([&] {
+        require(session, "session");
+        require(probs, "probs");
+        require(n_probs, "n_probs");
+        const auto q = session->session.proposal_probs(seq_id, index);
+        *probs = q.empty() ? nullptr : q.data();
+        *n_probs = q.size();
+    });
+}
+
 specdec_status specdec_session_accept(specdec_session * session, llama_seq_id seq_id, uint16_t n_accepted) {
     return guard([&] {
         require(session, "session");

@@ -64,7 +64,14 @@ void validate_request(const generation_backend & backend, const request_params &
         fail(SPECDEC_STATUS_INVALID_ARGUMENT, "n_top_logprobs is ", p.n_top_logprobs, "; it must be at most ",
              SPECDEC_MAX_TOP_LOGPROBS, " (or negative: none)");
     }
-    validate_sampling(p);
+    validate_sampling(p.temperature, p.top_p, p.min_p);
+    if (p.accept != SPECDEC_ACCEPT_EXACT && p.accept != SPECDEC_ACCEPT_REJECTION) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "accept is ", static_cast<int>(p.accept), "; it must be SPECDEC_ACCEPT_EXACT or SPECDEC_ACCEPT_REJECTION");
+    }
+    if (p.accept == SPECDEC_ACCEPT_REJECTION && p.synthetic_acceptance >= 0.0f) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "synthetic_acceptance keeps drafts without the target: it cannot be combined with "
+             "SPECDEC_ACCEPT_REJECTION");
+    }
     if (logit_shaper::needed(p) && p.synthetic_acceptance >= 0.0f) {
         fail(SPECDEC_STATUS_INVALID_ARGUMENT, "synthetic_acceptance emits drafted tokens unchosen: it cannot be combined with "
              "logit biases, penalties or a grammar");
@@ -121,6 +128,12 @@ struct request_state {
     const stop_matcher   stops;     // before `text`, which refers to it
     token_sampler        sampler;
     std::unique_ptr<logit_shaper> shaper; // null: the logits are used as they are
+    // Speculative sampling (SPECDEC_ACCEPT_REJECTION when the request
+    // samples): the drafter samples under the request's transforms, and the
+    // verifier decides with the request's seed (rejection-sampler.h).
+    const bool           rejection = p.accept == SPECDEC_ACCEPT_REJECTION && sampler.samples();
+    const specdec_draft_sampling draft_sampling{p.temperature, p.top_k, p.top_p, p.min_p, p.seed};
+    std::vector<specdec_token_prob> dist, residual; // the verifier's p and scratch
     bool scores_prompt() const { return p.prompt_logprobs && p.n_top_logprobs >= 0; }
     std::mt19937         synthetic_draws;
     text_stream          text;      // becomes result.output.text as it leaves
@@ -442,11 +455,11 @@ void engine_core::start(request_state & r, int32_t row) {
     }
     const float * logits = b_.logits(row);
     r.result.output.stats.n_steps++;
-    const std::optional<llama_token> x = choose(r, logits);
+    const std::optional<verdict> x = choose(r, logits, r.n_past, nullptr, {});
     if (!x) {
         return;
     }
-    r.id_last = *x;
+    r.id_last = x->token;
     emit(r, r.id_last, r.n_past, logits);
 }
 
@@ -497,7 +510,7 @@ void engine_core::draft(step_plan & plan) {
     for (size_t s = 0; s < slots_.size(); ++s) {
         if (plan.caps[s] >= 0 && plan.asked[s] > 0) {
             const request_state & r = *slots_[s];
-            requests.push_back({r.result.seq_id, r.n_past, r.id_last, plan.asked[s]});
+            requests.push_back({r.result.seq_id, r.n_past, r.id_last, plan.asked[s], r.rejection ? &r.draft_sampling : nullptr});
         }
     }
     const auto t = clock_type::now();
@@ -589,14 +602,15 @@ int32_t engine_core::accept_one(request_state & r, const std::vector<llama_token
             ++kept;
             continue;
         }
-        const std::optional<llama_token> chosen = choose(r, logits);
+        const std::optional<verdict> chosen =
+            choose(r, logits, pos, drafted ? &proposal[k] : nullptr,
+                   drafted ? b_.proposal_probs(r.result.seq_id, k) : std::span<const specdec_token_prob>());
         if (!chosen) {
             break;
         }
-        const llama_token x = *chosen;
-        last = x;
-        emit(r, x, pos, logits);
-        if (r.synthetic || !drafted || x != proposal[k]) {
+        last = chosen->token;
+        emit(r, last, pos, logits);
+        if (r.synthetic || !chosen->kept) {
             break;
         }
         ++kept;
@@ -623,28 +637,41 @@ int32_t engine_core::accept_one(request_state & r, const std::vector<llama_token
     return static_cast<int32_t>(kept);
 }
 
-// The target's token from a row's logits, shaped as the request asks; none
-// when its grammar allows no token there, which ends the request
-// (SPECDEC_STOP_ERROR) and no other.
-std::optional<llama_token> engine_core::choose(request_state & r, const float * logits) {
-    if (r.shaper == nullptr) {
-        return r.sampler.choose(logits);
-    }
-    const float * shaped = nullptr;
-    try {
-        shaped = r.shaper->apply(logits);
-    } catch (const error & e) {
-        if (e.code() != SPECDEC_STATUS_INVALID_ARGUMENT) {
-            throw;
+// The target's token at position `pos` from a row's logits, shaped as the
+// request asks, and whether it keeps the row's draft (drafted: null when
+// the row verifies none; q: the distribution the draft was drawn from). In
+// exact mode the draft is kept when it equals the target's choice; in
+// rejection mode the verifier decides. None when the request's grammar
+// allows no token there, which ends the request (SPECDEC_STOP_ERROR) and no
+// other.
+std::optional<verdict> engine_core::choose(request_state & r, const float * logits, llama_pos pos, const llama_token * drafted,
+                                           std::span<const specdec_token_prob> q) {
+    const float * shaped = logits;
+    if (r.shaper != nullptr) {
+        try {
+            shaped = r.shaper->apply(logits);
+        } catch (const error & e) {
+            if (e.code() != SPECDEC_STATUS_INVALID_ARGUMENT) {
+                throw;
+            }
+            finish(r, SPECDEC_STOP_ERROR);
+            return std::nullopt;
         }
-        finish(r, SPECDEC_STOP_ERROR);
-        return std::nullopt;
     }
-    const llama_token x = r.sampler.choose(shaped);
-    if (!b_.is_eog(x)) {
-        r.shaper->accept(x);
+    verdict v{};
+    if (r.rejection) {
+        r.sampler.distribution(shaped, r.dist);
+        const double u = uniform_at(r.p.seed, pos, draw_stream::target);
+        v = drafted != nullptr ? verify_draft(r.dist, *drafted, q, uniform_at(r.p.seed, pos, draw_stream::accept), u, r.residual)
+                               : verdict{draw(r.dist, u), false};
+    } else {
+        const llama_token x = r.sampler.choose(shaped);
+        v = {x, drafted != nullptr && x == *drafted};
     }
-    return x;
+    if (r.shaper != nullptr && !b_.is_eog(v.token)) {
+        r.shaper->accept(v.token);
+    }
+    return v;
 }
 
 // The synthetic-acceptance benchmark mode's decision for a drafted token.

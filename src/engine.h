@@ -9,6 +9,7 @@
 #include "generation-backend.h"
 
 #include "draft-length.h"
+#include "rejection-sampler.h"
 
 #include <atomic>
 #include <deque>
@@ -59,7 +60,8 @@ private:
     void fail_running() noexcept;
 
     int32_t accept_one(request_state & r, const std::vector<llama_token> & proposal, int32_t row0);
-    std::optional<llama_token> choose(request_state & r, const float * logits);
+    std::optional<verdict> choose(request_state & r, const float * logits, llama_pos pos, const llama_token * drafted,
+                                  std::span<const specdec_token_prob> q);
     bool    keep_synthetic(request_state & r, llama_token drafted);
     void    emit(request_state & r, llama_token x, llama_pos pos, const float * logits);
     bool    deliver(const engine_event & e);

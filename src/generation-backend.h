@@ -58,6 +58,9 @@ public:
 
     virtual void draft(std::span<const draft_request> requests) = 0;
     virtual std::span<const llama_token> proposal(llama_seq_id seq) = 0;
+    // The distribution token k of the proposal was drawn from; empty when
+    // not sampled (a point mass on the token). Valid until accept().
+    virtual std::span<const specdec_token_prob> proposal_probs(llama_seq_id seq, size_t k) = 0;
     virtual void accept(llama_seq_id seq, uint16_t n_accepted) = 0;
     // Drops positions >= p0 of the target sequence (rejected drafts).
     virtual void truncate(llama_seq_id seq, llama_pos p0) = 0;

@@ -1,6 +1,8 @@
 #include "mtp-drafter.h"
 
 #include "error.h"
+#include "rejection-sampler.h"
+#include "sampler.h"
 
 #include "llama-ext.h"
 
@@ -12,37 +14,51 @@ namespace specdec::detail {
 
 namespace {
 
-// The most likely token of a logit row and its probability within the
-// top_k candidates, in one pass: the top_k largest logits, largest first (on
-// ties the lower id first), in a small sorted array.
-struct top_choice {
-    llama_token token = 0;
-    float       p     = 1.0f;
+// The top_k largest logits of a row, largest first (on ties the lower id
+// first), in one pass over a small sorted array.
+struct top_candidates {
+    float       logit[mtp_drafter::top_k];
+    llama_token id[mtp_drafter::top_k];
+    int         n = 0;
+
+    top_candidates(const float * logits, int32_t n_vocab) {
+        for (int32_t t = 0; t < n_vocab; ++t) {
+            const float v = logits[t];
+            if (n == mtp_drafter::top_k && v <= logit[n - 1]) {
+                continue;
+            }
+            int i = n < mtp_drafter::top_k ? n++ : n - 1;
+            while (i > 0 && logit[i - 1] < v) {
+                logit[i] = logit[i - 1];
+                id[i] = id[i - 1];
+                --i;
+            }
+            logit[i] = v;
+            id[i] = t;
+        }
+    }
+
+    // The most likely token's probability within the candidates.
+    float p_top() const {
+        double sum = 0;
+        for (int i = 0; i < n; ++i) {
+            sum += std::exp(static_cast<double>(logit[i] - logit[0]));
+        }
+        return static_cast<float>(1.0 / sum);
+    }
 };
 
-top_choice choose(const float * logits, int32_t n_vocab) {
-    float top[mtp_drafter::top_k];
-    llama_token id[mtp_drafter::top_k];
-    int n = 0;
-    for (int32_t t = 0; t < n_vocab; ++t) {
-        const float v = logits[t];
-        if (n == mtp_drafter::top_k && v <= top[n - 1]) {
-            continue;
-        }
-        int i = n < mtp_drafter::top_k ? n++ : n - 1;
-        while (i > 0 && top[i - 1] < v) {
-            top[i] = top[i - 1];
-            id[i] = id[i - 1];
-            --i;
-        }
-        top[i] = v;
-        id[i] = t;
+// A token drawn from the candidates under the request's transforms, with the
+// distribution it was drawn from (most likely first) in `q`.
+llama_token sample(const top_candidates & c, const specdec_draft_sampling & sp, llama_pos pos, std::vector<specdec_token_prob> & q) {
+    llama_token_data data[mtp_drafter::top_k];
+    for (int i = 0; i < c.n; ++i) {
+        data[i] = {c.id[i], c.logit[i], 0.0f};
     }
-    double sum = 0;
-    for (int i = 0; i < n; ++i) {
-        sum += std::exp(static_cast<double>(top[i] - top[0]));
-    }
-    return {id[0], static_cast<float>(1.0 / sum)};
+    llama_token_data_array arr = {data, static_cast<size_t>(c.n), -1, false};
+    token_sampler(sp.temperature, sp.top_k, sp.top_p, sp.min_p, 0, 0).distribution(arr, q);
+    std::stable_sort(q.begin(), q.end(), [](const specdec_token_prob & a, const specdec_token_prob & b) { return a.p > b.p; });
+    return draw(q, uniform_at(sp.seed, pos, draw_stream::draft));
 }
 
 } // namespace
@@ -214,8 +230,10 @@ void mtp_drafter::flush(llama_seq_id seq) {
     }
 }
 
-void mtp_drafter::draft(std::span<const request> requests, std::vector<std::vector<llama_token>> & out) {
+void mtp_drafter::draft(std::span<const request> requests, std::vector<std::vector<llama_token>> & out,
+                        std::vector<std::vector<std::vector<specdec_token_prob>>> & probs) {
     out.assign(requests.size(), {});
+    probs.assign(requests.size(), {});
     size_t rows = requests.size();
     for (const request & q : requests) {
         begin(q.seq, q.pos0); // normally a no-op: every position before pos0 was observed
@@ -253,12 +271,19 @@ void mtp_drafter::draft(std::span<const request> requests, std::vector<std::vect
             if (logits == nullptr || h == nullptr) {
                 fail(SPECDEC_STATUS_NATIVE_FAILURE, "the MTP head produced no output for draft row ", i_out[r]);
             }
-            const top_choice c = choose(logits, n_vocab_);
+            const top_candidates c(logits, n_vocab_);
             i_out[r] = -1;
-            if (c.p < p_min_) {
+            if (c.p_top() < p_min_) {
                 continue;
             }
-            out[r].push_back(c.token);
+            const request & q = requests[r];
+            if (q.sampling != nullptr) {
+                const llama_pos pos = q.pos0 + 1 + static_cast<llama_pos>(out[r].size());
+                probs[r].emplace_back();
+                out[r].push_back(sample(c, *q.sampling, pos, probs[r].back()));
+            } else {
+                out[r].push_back(c.id[0]);
+            }
             if (static_cast<int32_t>(out[r].size()) >= requests[r].n_max) {
                 continue;
             }
@@ -275,9 +300,10 @@ void mtp_drafter::draft(std::span<const request> requests, std::vector<std::vect
             add_row(out[r].back(), q.pos0 + static_cast<llama_pos>(out[r].size()), q.seq, h_next.data() + r * row, true);
         }
     }
-    for (std::vector<llama_token> & p : out) {
-        if (static_cast<int32_t>(p.size()) < n_min_) {
-            p.clear();
+    for (size_t r = 0; r < out.size(); ++r) {
+        if (static_cast<int32_t>(out[r].size()) < n_min_) {
+            out[r].clear();
+            probs[r].clear();
         }
     }
 }

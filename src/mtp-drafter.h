@@ -68,12 +68,19 @@ public:
         llama_pos    pos0;    // position of id_last: every position before it observed
         llama_token  id_last;
         int32_t      n_max;   // >= 1
+        const specdec_draft_sampling * sampling; // null: greedy (validated, borrowed for the call)
     };
-    // Drafts each request greedily, stopping at n_max tokens or when the top
-    // candidate's probability falls below p_min; proposals shorter than n_min
-    // are emptied. out[r] receives request r's tokens. Leaves the drafted
-    // positions (pos0 onwards) in the draft cache: the caller drops them.
-    void draft(std::span<const request> requests, std::vector<std::vector<llama_token>> & out);
+    // Drafts each request, stopping at n_max tokens or when the top
+    // candidate's probability (within the top_k, at temperature 1) falls
+    // below p_min; proposals shorter than n_min are emptied. A greedy request
+    // drafts the top candidate; a sampling one draws from the top_k
+    // candidates under its transforms, with the draw of its seed at the
+    // token's position (rejection-sampler.h). out[r] receives request r's
+    // tokens, probs[r][k] the distribution token k was drawn from (probs[r]
+    // empty when greedy). Leaves the drafted positions (pos0 onwards) in the
+    // draft cache: the caller drops them.
+    void draft(std::span<const request> requests, std::vector<std::vector<llama_token>> & out,
+               std::vector<std::vector<std::vector<specdec_token_prob>>> & probs);
 
     // Runs every recorded row of `seq` into the head's cache.
     void flush(llama_seq_id seq);

@@ -6,46 +6,52 @@
 
 namespace specdec::detail {
 
-void validate_sampling(const specdec_generate_params & p) {
-    if (!std::isfinite(p.temperature)) {
+void validate_sampling(float temperature, float top_p, float min_p) {
+    if (!std::isfinite(temperature)) {
         fail(SPECDEC_STATUS_INVALID_ARGUMENT, "temperature must be finite");
     }
-    if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) {
-        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "top_p is ", p.top_p, "; it must be within (0, 1]");
+    if (!(top_p > 0.0f && top_p <= 1.0f)) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "top_p is ", top_p, "; it must be within (0, 1]");
     }
-    if (!(p.min_p >= 0.0f && p.min_p < 1.0f)) {
-        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "min_p is ", p.min_p, "; it must be within [0, 1)");
+    if (!(min_p >= 0.0f && min_p < 1.0f)) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "min_p is ", min_p, "; it must be within [0, 1)");
     }
 }
 
-token_sampler::token_sampler(const specdec_generate_params & p, uint32_t seed, int32_t n_vocab) : n_vocab_(n_vocab) {
-    if (p.temperature < SPECDEC_MIN_SAMPLING_TEMPERATURE) {
+token_sampler::token_sampler(float temperature, int32_t top_k, float top_p, float min_p, uint32_t seed, int32_t n_vocab)
+    : n_vocab_(n_vocab) {
+    if (temperature < SPECDEC_MIN_SAMPLING_TEMPERATURE) {
         return; // greedy
     }
-    chain_ = llama_sampler_chain_init(llama_sampler_chain_default_params());
-    if (p.top_k > 0) {
-        llama_sampler_chain_add(chain_, llama_sampler_init_top_k(p.top_k));
+    transforms_ = llama_sampler_chain_init(llama_sampler_chain_default_params());
+    if (top_k > 0) {
+        llama_sampler_chain_add(transforms_, llama_sampler_init_top_k(top_k));
     }
-    if (p.top_p < 1.0f) {
-        llama_sampler_chain_add(chain_, llama_sampler_init_top_p(p.top_p, 1));
+    if (top_p < 1.0f) {
+        llama_sampler_chain_add(transforms_, llama_sampler_init_top_p(top_p, 1));
     }
-    if (p.min_p > 0.0f) {
-        llama_sampler_chain_add(chain_, llama_sampler_init_min_p(p.min_p, 1));
+    if (min_p > 0.0f) {
+        llama_sampler_chain_add(transforms_, llama_sampler_init_min_p(min_p, 1));
     }
-    llama_sampler_chain_add(chain_, llama_sampler_init_temp(p.temperature));
-    llama_sampler_chain_add(chain_, llama_sampler_init_dist(seed));
+    llama_sampler_chain_add(transforms_, llama_sampler_init_temp(temperature));
+    dist_ = llama_sampler_init_dist(seed);
     candidates_.resize(static_cast<size_t>(n_vocab));
 }
 
+token_sampler::token_sampler(const specdec_generate_params & p, uint32_t seed, int32_t n_vocab)
+    : token_sampler(p.temperature, p.top_k, p.top_p, p.min_p, seed, n_vocab) {}
+
 token_sampler::~token_sampler() {
-    if (chain_ != nullptr) {
-        llama_sampler_free(chain_);
+    if (transforms_ != nullptr) {
+        llama_sampler_free(transforms_);
+        llama_sampler_free(dist_);
     }
 }
 
 token_sampler::token_sampler(token_sampler && other) noexcept
-    : chain_(other.chain_), n_vocab_(other.n_vocab_), candidates_(std::move(other.candidates_)) {
-    other.chain_ = nullptr;
+    : transforms_(other.transforms_), dist_(other.dist_), n_vocab_(other.n_vocab_), candidates_(std::move(other.candidates_)) {
+    other.transforms_ = nullptr;
+    other.dist_ = nullptr;
 }
 
 [[noreturn]] static void fail_nan(llama_token t) {
@@ -53,8 +59,17 @@ token_sampler::token_sampler(token_sampler && other) noexcept
          " is NaN: the model or its backend computed garbage (check the weights, the quantization, the device)");
 }
 
+void token_sampler::fill(const float * logits) {
+    for (llama_token t = 0; t < n_vocab_; ++t) {
+        if (std::isnan(logits[t])) {
+            fail_nan(t);
+        }
+        candidates_[static_cast<size_t>(t)] = {t, logits[t], 0.0f};
+    }
+}
+
 llama_token token_sampler::choose(const float * logits) {
-    if (chain_ == nullptr) {
+    if (transforms_ == nullptr) {
         llama_token best = 0;
         for (llama_token t = 0; t < n_vocab_; ++t) {
             if (std::isnan(logits[t])) {
@@ -66,15 +81,39 @@ llama_token token_sampler::choose(const float * logits) {
         }
         return best;
     }
-    for (llama_token t = 0; t < n_vocab_; ++t) {
-        if (std::isnan(logits[t])) {
-            fail_nan(t);
-        }
-        candidates_[static_cast<size_t>(t)] = {t, logits[t], 0.0f};
-    }
+    fill(logits);
     llama_token_data_array arr = {candidates_.data(), candidates_.size(), -1, false};
-    llama_sampler_apply(chain_, &arr);
+    // The chain of transforms, then the draw: what one llama.cpp chain of
+    // them all does.
+    llama_sampler_apply(transforms_, &arr);
+    llama_sampler_apply(dist_, &arr);
     return arr.data[arr.selected].id;
+}
+
+void token_sampler::distribution(const float * logits, std::vector<specdec_token_prob> & out) {
+    fill(logits);
+    llama_token_data_array arr = {candidates_.data(), candidates_.size(), -1, false};
+    distribution(arr, out);
+}
+
+void token_sampler::distribution(llama_token_data_array & arr, std::vector<specdec_token_prob> & out) {
+    llama_sampler_apply(transforms_, &arr);
+    // The softmax the draw would take, summed in double.
+    float top = -INFINITY;
+    for (size_t i = 0; i < arr.size; ++i) {
+        top = std::max(top, arr.data[i].logit);
+    }
+    double sum = 0.0;
+    for (size_t i = 0; i < arr.size; ++i) {
+        sum += std::exp(static_cast<double>(arr.data[i].logit - top));
+    }
+    out.clear();
+    for (size_t i = 0; i < arr.size; ++i) {
+        const auto p = static_cast<float>(std::exp(static_cast<double>(arr.data[i].logit - top)) / sum);
+        if (p > 0.0f) {
+            out.push_back({arr.data[i].id, p});
+        }
+    }
 }
 
 } // namespace specdec::detail

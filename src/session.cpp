@@ -4,6 +4,7 @@
 #include "error.h"
 #include "llama-internal.h"
 #include "mtp-drafter.h"
+#include "sampler.h"
 #include "params.h"
 #include "sequence-copy.h"
 #include "state-codec.h"
@@ -76,7 +77,15 @@ struct session::impl {
     // seen through begin/process and trimmed by accept/remove_range.
     std::vector<llama_tokens> history;
     std::vector<llama_tokens> proposal;
+    // Per sequence, the distribution each proposed token was drawn from
+    // (empty when not sampled; else one per token).
+    std::vector<std::vector<std::vector<specdec_token_prob>>> proposal_probs;
     std::vector<llama_pos>    proposal_pos0; // n_past of the pending proposal
+
+    void clear_proposal(size_t i) {
+        proposal[i].clear();
+        proposal_probs[i].clear();
+    }
     std::vector<bool>         pending;
 
     session_stats stats{};
@@ -239,7 +248,7 @@ struct session::impl {
         const size_t i = static_cast<size_t>(seq);
         llama_memory_seq_rm(llama_get_memory(draft), seq, 0, -1);
         history[i].clear();
-        proposal[i].clear();
+        clear_proposal(i);
         pending[i] = false;
     }
 
@@ -356,6 +365,7 @@ session::session(llama_context * target, llama_context * draft, const session_pa
 
     s.history.resize(params.n_seq);
     s.proposal.resize(params.n_seq);
+    s.proposal_probs.resize(params.n_seq);
     s.proposal_pos0.assign(params.n_seq, -1);
     s.pending.assign(params.n_seq, false);
 }
@@ -449,6 +459,9 @@ void session::draft(std::span<const draft_request> requests) {
             fail(SPECDEC_STATUS_CONTEXT_FULL, "sequence ", q.seq_id, " fills the target context (", n_ctx,
                  " positions); id_last cannot be decoded");
         }
+        if (q.sampling != nullptr) {
+            detail::validate_sampling(q.sampling->temperature, q.sampling->top_p, q.sampling->min_p);
+        }
         const int32_t room = n_ctx - q.n_past - 1;
         caps[r] = std::min(q.n_max < 0 ? s.params.n_draft_max : q.n_max, room);
     }
@@ -475,7 +488,7 @@ void session::draft(std::span<const draft_request> requests) {
     // refused to drop its drafts is forgotten.
     auto discard = [&](const std::vector<size_t> & refused) {
         for (const draft_request & q : requests) {
-            s.proposal[static_cast<size_t>(q.seq_id)].clear();
+            s.clear_proposal(static_cast<size_t>(q.seq_id));
         }
         for (size_t r : refused) {
             s.forget_sequence(requests[r].seq_id);
@@ -486,19 +499,24 @@ void session::draft(std::span<const draft_request> requests) {
             std::vector<detail::mtp_drafter::request> asked;
             std::vector<size_t> index; // request of each asked entry
             for (size_t r = 0; r < requests.size(); ++r) {
-                s.proposal[static_cast<size_t>(requests[r].seq_id)].clear();
+                s.clear_proposal(static_cast<size_t>(requests[r].seq_id));
                 if (caps[r] > 0) {
-                    asked.push_back({requests[r].seq_id, requests[r].n_past, requests[r].id_last, caps[r]});
+                    const specdec_draft_sampling * sp = requests[r].sampling;
+                    asked.push_back({requests[r].seq_id, requests[r].n_past, requests[r].id_last, caps[r],
+                                     sp != nullptr && sp->temperature >= SPECDEC_MIN_SAMPLING_TEMPERATURE ? sp : nullptr});
                     index.push_back(r);
                 }
             }
             std::vector<llama_tokens> drafted;
+            std::vector<std::vector<std::vector<specdec_token_prob>>> probs;
             stopwatch sw(s.stats.t_draft_us);
             if (!asked.empty()) {
-                s.mtp->draft(asked, drafted);
+                s.mtp->draft(asked, drafted, probs);
             }
             for (size_t a = 0; a < asked.size(); ++a) {
-                s.proposal[static_cast<size_t>(requests[index[a]].seq_id)] = std::move(drafted[a]);
+                const size_t i = static_cast<size_t>(requests[index[a]].seq_id);
+                s.proposal[i] = std::move(drafted[a]);
+                s.proposal_probs[i] = std::move(probs[a]);
             }
         }
         for (size_t first = 0; s.spec && first < requests.size(); first += group) {
@@ -506,7 +524,7 @@ void session::draft(std::span<const draft_request> requests) {
             for (size_t r = first; r < last; ++r) {
                 const draft_request & q = requests[r];
                 const size_t i = static_cast<size_t>(q.seq_id);
-                s.proposal[i].clear();
+                s.clear_proposal(i);
                 common_speculative_get_draft_params(s.spec.get(), q.seq_id) = {
                     /* .drafting = */ caps[r] > 0,
                     /* .n_max    = */ caps[r],
@@ -547,6 +565,9 @@ void session::draft(std::span<const draft_request> requests) {
         if (p.size() > static_cast<size_t>(caps[r])) {
             p.resize(static_cast<size_t>(caps[r]));
         }
+        if (s.proposal_probs[i].size() > p.size()) {
+            s.proposal_probs[i].resize(p.size());
+        }
         s.stats.n_draft++;
         if (!p.empty()) {
             s.pending[i] = true;
@@ -560,6 +581,17 @@ void session::draft(std::span<const draft_request> requests) {
 std::span<const llama_token> session::proposal(llama_seq_id seq_id) const {
     live().check_seq(seq_id);
     return live().proposal[static_cast<size_t>(seq_id)];
+}
+
+std::span<const specdec_token_prob> session::proposal_probs(llama_seq_id seq_id, size_t index) const {
+    const impl & s = live();
+    s.check_seq(seq_id);
+    const size_t i = static_cast<size_t>(seq_id);
+    if (index >= s.proposal[i].size()) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "token ", index, " of a ", s.proposal[i].size(), "-token proposal");
+    }
+    return index < s.proposal_probs[i].size() ? std::span<const specdec_token_prob>(s.proposal_probs[i][index])
+                                              : std::span<const specdec_token_prob>();
 }
 
 void session::accept(llama_seq_id seq_id, uint16_t n_accepted) {
@@ -594,7 +626,7 @@ void session::accept(llama_seq_id seq_id, uint16_t n_accepted) {
         s.mtp->truncate(seq_id, static_cast<llama_pos>(keep)); // the rejected rows are never run
     }
     s.pending[i] = false;
-    s.proposal[i].clear();
+    s.clear_proposal(i);
     if (!s.drop_drafted(seq_id, static_cast<llama_pos>(keep))) {
         s.forget_sequence(seq_id);
         s.fail_drop(seq_id, static_cast<llama_pos>(keep));
@@ -703,8 +735,8 @@ void session::move_sequence(llama_seq_id from, llama_seq_id to) {
     const size_t t = static_cast<size_t>(to);
     s.history[t] = std::move(s.history[f]);
     s.history[f].clear();
-    s.proposal[t].clear();
-    s.proposal[f].clear();
+    s.clear_proposal(t);
+    s.clear_proposal(f);
 }
 
 static llama_context * context_for(const session & self, context_role role) {

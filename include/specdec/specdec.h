@@ -48,9 +48,9 @@ extern "C" {
  * specdec_generate_params, specdec_engine_params and specdec_engine_event:
  * rebuild against this header). */
 #define SPECDEC_VERSION_MAJOR 0
-#define SPECDEC_VERSION_MINOR 3
+#define SPECDEC_VERSION_MINOR 4
 #define SPECDEC_VERSION_PATCH 0
-#define SPECDEC_VERSION "0.3.0"
+#define SPECDEC_VERSION "0.4.0"
 
 /* Upper bounds enforced by validation. */
 #define SPECDEC_MAX_SEQ           256        /* sequences per session */
@@ -318,12 +318,33 @@ SPECDEC_API specdec_status specdec_session_decode_target_and_process(
         specdec_session          * session,
         const struct llama_batch * batch);
 
+/*
+ * How a drafter samples its tokens for speculative sampling (see
+ * specdec_accept_mode): the transforms of specdec_generate_params, applied
+ * to the drafter's own distribution. Draws are a function of (seed, the
+ * position the token is drafted for): the same seed, state and positions
+ * give the same drafts.
+ */
+typedef struct specdec_draft_sampling {
+    float    temperature; /* >= SPECDEC_MIN_SAMPLING_TEMPERATURE (lower: draft greedily, as with no sampling) */
+    int32_t  top_k;       /* <= 0: off */
+    float    top_p;       /* (0, 1]; 1: off */
+    float    min_p;       /* [0, 1); 0: off */
+    uint64_t seed;
+} specdec_draft_sampling;
+
 /* One sequence's drafting request. */
 typedef struct specdec_draft_request {
     llama_seq_id seq_id;  /* sequence to draft for */
     llama_pos    n_past;  /* tokens in the target context for it (position of id_last) */
     llama_token  id_last; /* last token chosen by the target, not yet decoded */
     int32_t      n_max;   /* cap for this proposal, 0..n_draft_max; -1 = n_draft_max */
+    const specdec_draft_sampling * sampling; /* NULL (default): the drafter's most likely tokens. Otherwise,
+                                                borrowed for the call: each token is drawn from the drafter's
+                                                distribution under these transforms, and that distribution is
+                                                reported (specdec_session_proposal_probs) where the strategy
+                                                has one (MTP through specdec's own driver); the others draft
+                                                as with NULL and report none */
 } specdec_draft_request;
 
 /*
@@ -352,6 +373,29 @@ SPECDEC_API specdec_status specdec_session_proposal(
         llama_seq_id            seq_id,
         const llama_token    ** tokens,
         size_t                * n_tokens);
+
+/* One token of a drafter's distribution. */
+typedef struct specdec_token_prob {
+    llama_token token;
+    float       p; /* probability, (0, 1] */
+} specdec_token_prob;
+
+/*
+ * The distribution token `index` of the latest proposal for `seq_id` was
+ * drawn from (requested with specdec_draft_request.sampling): *n_probs
+ * entries, the drafted token among them, most likely first, summing to 1;
+ * every token not listed has probability 0. *n_probs = 0 (and *probs NULL)
+ * when the token was not sampled: no sampling asked, or a strategy without
+ * a distribution (its draft is then a point mass on the token). *probs stays
+ * valid until the next draft, accept or free on this session.
+ * Errors: BAD_SEQ_ID, INVALID_ARGUMENT (index >= the proposal's length).
+ */
+SPECDEC_API specdec_status specdec_session_proposal_probs(
+        const specdec_session     * session,
+        llama_seq_id                seq_id,
+        size_t                      index,
+        const specdec_token_prob ** probs,
+        size_t                    * n_probs);
 
 /*
  * Reports how many leading tokens of the pending proposal the target
@@ -549,6 +593,28 @@ typedef struct specdec_token_logprob {
                             log-softmax of its logits, before temperature and top-k/top-p/min-p */
 } specdec_token_logprob;
 
+/*
+ * How a drafted token is kept when a request samples (temperature >=
+ * SPECDEC_MIN_SAMPLING_TEMPERATURE; greedy requests keep a drafted token
+ * exactly when it is the target's argmax, in either mode).
+ */
+typedef enum specdec_accept_mode {
+    /* The target draws its token at each verification row with plain decoding's seeded sampler, and a
+     * drafted token is kept when it equals that draw: seed for seed the tokens plain decoding gives.
+     * A drafted token x is kept with probability p(x), where p is the target's distribution. */
+    SPECDEC_ACCEPT_EXACT     = 0,
+    /* Speculative sampling: x, drawn by the drafter from q, is kept with probability min(1, p(x) / q(x));
+     * after a rejection the token is drawn from max(0, p - q), normalised, and the row after the last
+     * kept draft is drawn from p. Each token has exactly the target's distribution p (not plain decoding's
+     * draws), and a draft is kept with probability sum_t min(p(t), q(t)). The same seed, drafts and
+     * configuration give the same tokens; with n_draft = SPECDEC_N_DRAFT_AUTO the drafts' lengths depend on
+     * measured costs, so two runs may differ (in their draws, not their distribution). A drafter without a
+     * distribution (every strategy but MTP) drafts its most likely token, a point mass q: x is then kept
+     * with probability p(x), as in EXACT. */
+    SPECDEC_ACCEPT_REJECTION = 1,
+    SPECDEC_ACCEPT_MAX_ENUM  = 0x7FFFFFFF /* not a mode: makes any int a defined value */
+} specdec_accept_mode;
+
 /* A bias added to one token's logit before a token is chosen. */
 typedef struct specdec_logit_bias {
     llama_token token;
@@ -600,6 +666,7 @@ typedef struct specdec_generate_params {
                                                must follow; NULL or "": none. Copied. A grammar that does not
                                                parse: INVALID_ARGUMENT. A grammar that allows no token at some
                                                point ends the request with SPECDEC_STOP_ERROR. Default NULL */
+    specdec_accept_mode  accept;            /* how drafts are kept when sampling; default SPECDEC_ACCEPT_EXACT */
 } specdec_generate_params;
 
 SPECDEC_API specdec_generate_params specdec_generate_default_params(void);

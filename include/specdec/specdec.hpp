@@ -88,6 +88,9 @@ public:
     void draft(std::span<const draft_request> requests);
     // Latest proposal of `seq_id`; valid until the next draft/accept.
     std::span<const llama_token> proposal(llama_seq_id seq_id) const;
+    // The distribution token `index` of it was drawn from (see
+    // specdec_session_proposal_probs); empty when not sampled. Same validity.
+    std::span<const specdec_token_prob> proposal_probs(llama_seq_id seq_id, size_t index) const;
     // Completes the pending proposal of `seq_id` with its accepted prefix length.
     void accept(llama_seq_id seq_id, uint16_t n_accepted);
 

@@ -151,7 +151,7 @@ spec_run spec_continue(session & s, llama_pos n_past, llama_token id_last, int n
     test_batch batch(s.params().n_draft_max + 1);
     spec_run run;
     while (static_cast<int>(run.tokens.size()) < n_predict) {
-        const draft_request request{seq, n_past, id_last, -1};
+        const draft_request request{seq, n_past, id_last, -1, nullptr};
         s.draft({&request, 1});
         const auto span = s.proposal(seq);
         const std::vector<llama_token> proposal(span.begin(), span.end());

@@ -529,7 +529,7 @@ TEST(SequenceMoveErrors, AreTypedAndChangeNothing) {
     EXPECT_EQ(status_of([&] { s.move_sequence(2, 2); }), SPECDEC_STATUS_INVALID_ARGUMENT);
     EXPECT_EQ(status_of([&] { s.move_sequence(2, 0); }), SPECDEC_STATUS_INVALID_ARGUMENT) << "sequence 0 holds positions";
     EXPECT_EQ(s.state(2), before);
-    const draft_request q{2, run.n_past, run.id_last, -1};
+    const draft_request q{2, run.n_past, run.id_last, -1, nullptr};
     s.draft({&q, 1});
     ASSERT_FALSE(s.proposal(2).empty());
     EXPECT_EQ(status_of([&] { s.move_sequence(2, 1); }), SPECDEC_STATUS_PROPOSAL_PENDING);

@@ -228,7 +228,7 @@ TEST(SessionMove, GettersOfAMovedFromSessionThrow) {
     EXPECT_EQ(status_of([&] { static_cast<void>(a.n_nextn_heads()); }), SPECDEC_STATUS_INVALID_ARGUMENT);
     // So do the operations.
     const std::vector<llama_token> prompt = {3, 4, 5};
-    const draft_request request{0, 3, 6, -1};
+    const draft_request request{0, 3, 6, -1, nullptr};
     EXPECT_EQ(status_of([&] { a.begin(0, prompt); }), SPECDEC_STATUS_INVALID_ARGUMENT);
     EXPECT_EQ(status_of([&] { a.draft(std::span<const draft_request>(&request, 1)); }), SPECDEC_STATUS_INVALID_ARGUMENT);
     EXPECT_EQ(status_of([&] { static_cast<void>(a.proposal(0)); }), SPECDEC_STATUS_INVALID_ARGUMENT);

@@ -289,7 +289,7 @@ TEST_P(MtpHeadWork, RunsKeptPositionsOnceAndDraftsOnlyWhatIsAsked) {
         const int32_t before = head_tokens(p.draft.get());
         std::vector<llama_token> proposal;
         if (n > 0) {
-            const draft_request request{0, n_past, id_last, n};
+            const draft_request request{0, n_past, id_last, n, nullptr};
             s.draft({&request, 1});
             proposal.assign(s.proposal(0).begin(), s.proposal(0).end());
             ASSERT_EQ(proposal.size(), static_cast<size_t>(n)); // the exact drafter never stops early

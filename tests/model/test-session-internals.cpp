@@ -165,14 +165,14 @@ TEST(DraftMemory, ARefusedRollbackIsATypedStatusAndForgetsTheSequence) {
     session & s = pair.s;
     llama_context_ptr & draft = pair.draft;
     pair.feed(0, 5);
-    const draft_request req = {0, 5, 25, -1};
+    const draft_request req = {0, 5, 25, -1, nullptr};
     s.draft({&req, 1});
     ASSERT_FALSE(s.is_quiescent());
     // id_last and five more tokens: the drafter replays all six on its context.
     pair.feed(5, 6);
     EXPECT_EQ(status_of([&] { s.accept(0, 0); }), SPECDEC_STATUS_RECURRENT_SLOTS);
     EXPECT_TRUE(s.is_quiescent());
-    const draft_request again = {0, 6, 26, -1};
+    const draft_request again = {0, 6, 26, -1, nullptr};
     EXPECT_EQ(status_of([&] { s.draft({&again, 1}); }), SPECDEC_STATUS_POSITION_MISMATCH);
     EXPECT_EQ(llama_memory_seq_pos_max(llama_get_memory(draft.get()), 0), -1); // nothing left of it in the draft context
     EXPECT_EQ(status_of([&] { s.begin(0, std::vector<llama_token>{20, 21, 22, 23, 24, 25}); }), SPECDEC_STATUS_OK);
@@ -187,7 +187,7 @@ TEST(DraftMemory, DraftingBehindTheDraftContextIsATypedStatus) {
     pair.feed(0, 5);
     pair.feed(5, 6);
     s.remove_range(SPECDEC_CONTEXT_TARGET, 0, 6, -1);
-    const draft_request req = {0, 6, 26, -1};
+    const draft_request req = {0, 6, 26, -1, nullptr};
     EXPECT_EQ(status_of([&] { s.draft({&req, 1}); }), SPECDEC_STATUS_RECURRENT_SLOTS);
     EXPECT_TRUE(s.is_quiescent());
     EXPECT_TRUE(s.proposal(0).empty());

@@ -144,7 +144,7 @@ protected:
     // Prefills seq 0 and drafts once, leaving a pending 3-token proposal.
     void prefill_and_draft() {
         run = spec_greedy(s, prompt, 4);
-        const draft_request r{0, run.n_past, run.id_last, -1};
+        const draft_request r{0, run.n_past, run.id_last, -1, nullptr};
         s.draft({&r, 1});
         ASSERT_EQ(s.proposal(0).size(), 3u);
     }
@@ -156,7 +156,7 @@ protected:
 
 TEST_F(Lifecycle, DraftWhilePendingIsRefused) {
     prefill_and_draft();
-    const draft_request r{0, run.n_past, run.id_last, -1};
+    const draft_request r{0, run.n_past, run.id_last, -1, nullptr};
     EXPECT_EQ(status_of([&] { s.draft({&r, 1}); }), SPECDEC_STATUS_PROPOSAL_PENDING);
     EXPECT_FALSE(s.is_quiescent());
     EXPECT_EQ(status_of([&] { s.begin(0, prompt); }), SPECDEC_STATUS_PROPOSAL_PENDING);
@@ -175,7 +175,7 @@ TEST_F(Lifecycle, AcceptNeedsAProposalAndAtMostItsLength) {
 }
 
 TEST_F(Lifecycle, SequenceIdsAreRangeChecked) {
-    const draft_request r{2, 0, 5, -1};
+    const draft_request r{2, 0, 5, -1, nullptr};
     EXPECT_EQ(status_of([&] { s.draft({&r, 1}); }), SPECDEC_STATUS_BAD_SEQ_ID);
     EXPECT_EQ(status_of([&] { s.accept(-1, 0); }), SPECDEC_STATUS_BAD_SEQ_ID);
     EXPECT_EQ(status_of([&] { s.begin(7, prompt); }), SPECDEC_STATUS_BAD_SEQ_ID);
@@ -186,13 +186,13 @@ TEST_F(Lifecycle, SequenceIdsAreRangeChecked) {
 
 TEST_F(Lifecycle, DraftRequestsAreValidatedBeforeDrafting) {
     run = spec_greedy(s, prompt, 4);
-    const draft_request dup[2] = {{0, run.n_past, run.id_last, -1}, {0, run.n_past, run.id_last, -1}};
+    const draft_request dup[2] = {{0, run.n_past, run.id_last, -1, nullptr}, {0, run.n_past, run.id_last, -1, nullptr}};
     EXPECT_EQ(status_of([&] { s.draft(dup); }), SPECDEC_STATUS_INVALID_ARGUMENT);
-    const draft_request bad_token{0, run.n_past, static_cast<llama_token>(n_vocab), -1};
+    const draft_request bad_token{0, run.n_past, static_cast<llama_token>(n_vocab), -1, nullptr};
     EXPECT_EQ(status_of([&] { s.draft({&bad_token, 1}); }), SPECDEC_STATUS_INVALID_ARGUMENT);
-    const draft_request too_long{0, run.n_past, run.id_last, 4};
+    const draft_request too_long{0, run.n_past, run.id_last, 4, nullptr};
     EXPECT_EQ(status_of([&] { s.draft({&too_long, 1}); }), SPECDEC_STATUS_INVALID_ARGUMENT);
-    const draft_request wrong_past{0, run.n_past - 1, run.id_last, -1};
+    const draft_request wrong_past{0, run.n_past - 1, run.id_last, -1, nullptr};
     EXPECT_EQ(status_of([&] { s.draft({&wrong_past, 1}); }), SPECDEC_STATUS_POSITION_MISMATCH);
     EXPECT_TRUE(s.is_quiescent());
     EXPECT_EQ(s.stats().n_draft, run.proposed.size()); // nothing was drafted by the refused calls
@@ -203,7 +203,7 @@ TEST_F(Lifecycle, DraftRequestsAreValidatedBeforeDrafting) {
 
 TEST_F(Lifecycle, ACappedRequestProposesAtMostItsCap) {
     run = spec_greedy(s, prompt, 4);
-    const draft_request one{0, run.n_past, run.id_last, 1};
+    const draft_request one{0, run.n_past, run.id_last, 1, nullptr};
     s.draft({&one, 1});
     EXPECT_EQ(s.proposal(0).size(), 1u);
     s.accept(0, 1);
@@ -273,7 +273,7 @@ TEST(ContextLimit, DraftIsCappedThenRefusedAtTheEnd) {
     }
     const llama_pos n_past = static_cast<llama_pos>(long_prompt.size()) - 1;
     spec_greedy(s, long_prompt, 0);
-    const draft_request r{0, n_past, long_prompt.back(), -1};
+    const draft_request r{0, n_past, long_prompt.back(), -1, nullptr};
     s.draft({&r, 1});
     EXPECT_EQ(static_cast<llama_pos>(s.proposal(0).size()), n_ctx - n_past - 1); // 1 token of room
     s.accept(0, 0);
@@ -284,7 +284,7 @@ TEST(ContextLimit, DraftIsCappedThenRefusedAtTheEnd) {
         long_prompt.push_back(fixtures::successor(long_prompt.back(), n_vocab));
     }
     spec_greedy(s, long_prompt, 0); // n_ctx tokens decoded, id_last has no position left
-    const draft_request full{0, n_ctx, 5, -1};
+    const draft_request full{0, n_ctx, 5, -1, nullptr};
     EXPECT_EQ(status_of([&] { s.draft({&full, 1}); }), SPECDEC_STATUS_CONTEXT_FULL);
 }
 

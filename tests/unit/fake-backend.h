@@ -4,6 +4,7 @@
 #pragma once
 
 #include "generation-backend.h"
+#include "rejection-sampler.h"
 
 #include <gtest/gtest.h>
 
@@ -134,7 +135,21 @@ public:
             EXPECT_LE(r.n_max, n_draft_max_);
             EXPECT_EQ(r.n_past, static_cast<llama_pos>(kv[r.seq_id].size()));
             EXPECT_FALSE(pending.count(r.seq_id));
-            auto p = drafter_(r.seq_id, r.id_last, r.n_max);
+            std::vector<llama_token> p;
+            probs[r.seq_id].clear();
+            if (q_after && r.sampling != nullptr) {
+                // Samples each token from q_after(previous token) with the
+                // draft stream's draw at its position, as the MTP driver does.
+                llama_token t = r.id_last;
+                for (int32_t k = 0; k < r.n_max; ++k) {
+                    probs[r.seq_id].push_back(q_after(t));
+                    t = detail::draw(probs[r.seq_id].back(),
+                                     detail::uniform_at(r.sampling->seed, r.n_past + 1 + k, detail::draw_stream::draft));
+                    p.push_back(t);
+                }
+            } else {
+                p = drafter_(r.seq_id, r.id_last, r.n_max);
+            }
             if (p.size() > static_cast<size_t>(r.n_max)) {
                 p.resize(static_cast<size_t>(r.n_max));
             }
@@ -145,9 +160,13 @@ public:
         }
     }
     std::span<const llama_token> proposal(llama_seq_id seq) override { return proposals[seq]; }
+    std::span<const specdec_token_prob> proposal_probs(llama_seq_id seq, size_t k) override {
+        return k < probs[seq].size() ? std::span<const specdec_token_prob>(probs[seq][k]) : std::span<const specdec_token_prob>();
+    }
     void accept(llama_seq_id seq, uint16_t n) override {
         ASSERT_TRUE(pending.count(seq));
         EXPECT_LE(n, pending[seq]);
+        proposed_calls.push_back(pending[seq]);
         pending.erase(seq);
         accepted_calls.push_back(n);
     }
@@ -165,8 +184,13 @@ public:
     std::vector<std::pair<llama_seq_id, int32_t>>    keeps;             // every keep(): sequence, positions kept
     bool                                             cuts_anywhere = true; // false: keep() as a recurrent memory
     std::map<llama_seq_id, std::vector<llama_token>> proposals;
+    // When set, a request that asks the drafter to sample gets tokens drawn
+    // from q_after(previous token), and their distributions.
+    std::function<std::vector<specdec_token_prob>(llama_token)> q_after;
+    std::map<llama_seq_id, std::vector<std::vector<specdec_token_prob>>> probs;
     std::map<llama_seq_id, size_t>                   pending;
     std::vector<uint16_t>                            accepted_calls;
+    std::vector<size_t>                              proposed_calls;    // the length of each accepted proposal
     std::vector<float>                               rows;
     int                                              n_decodes = 0;
     int                                              fail_at_decode = -1; // decode number that throws

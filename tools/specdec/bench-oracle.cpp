@@ -36,7 +36,7 @@ std::vector<int32_t> measure_agreement(specdec::session & s, const std::vector<l
         auto n_past = static_cast<llama_pos>(prompt.size()) - 1;
         llama_token id_last = prompt.back();
         for (llama_token next : text) {
-            const specdec::draft_request request{0, n_past, id_last, n_max};
+            const specdec::draft_request request{0, n_past, id_last, n_max, nullptr};
             s.draft({&request, 1});
             const auto proposal = s.proposal(0);
             int32_t kept = 0;
