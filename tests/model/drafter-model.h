@@ -48,6 +48,12 @@ inline std::vector<int32_t> reference_proposal(const fixtures::fixture_options &
                 x = (j == 0 || !chained_features) ? first : successor(x, n_vocab);
                 break;
             }
+            case fixtures::drafter_kind::soft: {
+                // greedy: the most likely of the mixture (the first of equals)
+                const auto next = fixtures::soft_next(x, opt.soft_drafter, n_vocab);
+                x = std::max_element(next.begin(), next.end(), [](const auto & a, const auto & b) { return a.second < b.second; })->first;
+                break;
+            }
             case fixtures::drafter_kind::random:
                 return {};
         }
@@ -82,6 +88,7 @@ inline const char * kind_name(fixtures::drafter_kind k) {
         case fixtures::drafter_kind::wrong_every_k: return "wrong";
         case fixtures::drafter_kind::hidden_only:   return "hidden";
         case fixtures::drafter_kind::mixed:         return "mixed";
+        case fixtures::drafter_kind::soft:          return "soft";
         case fixtures::drafter_kind::random:        return "random";
     }
     return "?";
