@@ -625,6 +625,9 @@ int32_t engine_core::accept_one(request_state & r, const std::vector<llama_token
     for (size_t k = 0; k < kept; ++k) {
         st.n_accepted_at[k]++;
     }
+    for (size_t k = 0; k <= kept && k < proposal.size(); ++k) {
+        st.n_reached_at[k]++;
+    }
     if (!proposal.empty()) {
         b_.accept(r.result.seq_id, static_cast<uint16_t>(kept));
     }

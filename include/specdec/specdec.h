@@ -693,6 +693,9 @@ typedef struct specdec_sequence_stats {
     uint64_t n_accepted;                        /* proposed tokens the target kept */
     uint64_t n_proposed_at[SPECDEC_MAX_DRAFT];  /* [i]: proposals with a token at position i */
     uint64_t n_accepted_at[SPECDEC_MAX_DRAFT];  /* [i]: proposals whose token i was kept */
+    uint64_t n_reached_at[SPECDEC_MAX_DRAFT];   /* [i]: proposals with a token at position i whose tokens before
+                                                   it were all kept, so n_accepted_at[i] / n_reached_at[i] is the
+                                                   acceptance at position i given the ones before it */
 } specdec_sequence_stats;
 
 /* Time of one generate call, in microseconds; bookkeeping is the rest. */

@@ -8,10 +8,12 @@
 // 0.95 for up to 10 degrees of freedom (min_samples_for_2pct_shift).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace specdec::test {
 
@@ -36,39 +38,55 @@ struct chi_square_result {
 
 // `observed` counts per token (n in all) against `expected` probabilities
 // per token (summing to 1). Tokens expected fewer than 5 times are pooled
-// into one bin (with any observed token not expected at all).
+// into one bin (with any observed token not expected at all), and that bin,
+// when still below 5, into the rarest other bin; a token observed that has
+// no probability at all fails the test.
 template <typename Token>
 chi_square_result chi_square(const std::map<Token, long> & observed, const std::map<Token, double> & expected, long n) {
-    chi_square_result r;
-    std::ostringstream d;
-    double pooled_e = 0;
-    double pooled_o = 0;
-    int bins = 0;
+    struct bin {
+        double o = 0, e = 0;
+        std::string name;
+    };
+    std::vector<bin> bins;
+    bin pooled{0, 0, "other"};
     for (const auto & [t, p] : expected) {
-        const double e = p * static_cast<double>(n);
         const auto it = observed.find(t);
-        const double o = it == observed.end() ? 0.0 : static_cast<double>(it->second);
-        if (e < 5.0) {
-            pooled_e += e;
-            pooled_o += o;
-            continue;
+        const bin b{it == observed.end() ? 0.0 : static_cast<double>(it->second), p * static_cast<double>(n), std::to_string(t)};
+        if (b.e < 5.0) {
+            pooled.o += b.o;
+            pooled.e += b.e;
+        } else {
+            bins.push_back(b);
         }
-        r.statistic += (o - e) * (o - e) / e;
-        ++bins;
-        d << " [" << t << ": " << o << " vs " << e << "]";
     }
     for (const auto & [t, o] : observed) {
         if (!expected.count(t)) {
-            pooled_o += static_cast<double>(o);
+            pooled.o += static_cast<double>(o);
         }
     }
-    if (pooled_e > 0 || pooled_o > 0) {
-        // A token seen that should never be: a certain failure.
-        r.statistic += pooled_e > 0 ? (pooled_o - pooled_e) * (pooled_o - pooled_e) / pooled_e : 1e9;
-        ++bins;
-        d << " [other: " << pooled_o << " vs " << pooled_e << "]";
+    chi_square_result r;
+    if (pooled.e == 0.0 && pooled.o > 0.0) {
+        r.pass = false; // a token seen that can never be
+        r.detail = " [" + std::to_string(pooled.o) + " tokens of probability 0]";
+        return r;
     }
-    r.df = std::max(bins - 1, 1);
+    if (pooled.e > 0.0) {
+        // Rare tokens together; below 5 expected, merged into the rarest bin.
+        auto rarest = std::min_element(bins.begin(), bins.end(), [](const bin & a, const bin & b) { return a.e < b.e; });
+        if (pooled.e >= 5.0 || rarest == bins.end()) {
+            bins.push_back(pooled);
+        } else {
+            rarest->o += pooled.o;
+            rarest->e += pooled.e;
+            rarest->name += "+other";
+        }
+    }
+    std::ostringstream d;
+    for (const bin & b : bins) {
+        r.statistic += (b.o - b.e) * (b.o - b.e) / b.e;
+        d << " [" << b.name << ": " << b.o << " vs " << b.e << "]";
+    }
+    r.df = std::max(static_cast<int>(bins.size()) - 1, 1);
     r.critical = chi_square_99(r.df);
     r.pass = r.statistic <= r.critical;
     r.detail = d.str();
