@@ -34,8 +34,10 @@ from .models import (
 )
 from .session import Session, Stream, draft_context
 from .types import (
+    AcceptMode,
     Completion,
     ContextRole,
+    DraftSampling,
     FinishedEvent,
     GenerateParams,
     Generation,
@@ -50,13 +52,15 @@ from .types import (
     Strategy,
     TokenEvent,
     TokenLogprob,
+    TokenProb,
 )
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 MAX_SEQ = _native.SPECDEC_MAX_SEQ
 MAX_DRAFT = _native.SPECDEC_MAX_DRAFT
 MAX_TOP_LOGPROBS = _native.SPECDEC_MAX_TOP_LOGPROBS
+MIN_SAMPLING_TEMPERATURE = _native.SPECDEC_MIN_SAMPLING_TEMPERATURE
 library_path = _native.library_path
 
 

@@ -51,6 +51,10 @@ SPECDEC_MIN_SAMPLING_TEMPERATURE = 1e-4
 SPECDEC_MAX_TOP_LOGPROBS = 20
 SPECDEC_MAX_TARGET_LAYERS = 16
 
+# specdec_accept_mode
+SPECDEC_ACCEPT_EXACT = 0
+SPECDEC_ACCEPT_REJECTION = 1
+
 LLAMA_TOKEN_NULL = -1
 LLAMA_CONTEXT_TYPE_DEFAULT = 0
 LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY = 1
@@ -74,13 +78,28 @@ class specdec_session_params(Structure):
     ]
 
 
+class specdec_draft_sampling(Structure):
+    _fields_ = [
+        ("temperature", c_float),
+        ("top_k", c_int32),
+        ("top_p", c_float),
+        ("min_p", c_float),
+        ("seed", c_uint64),
+    ]
+
+
 class specdec_draft_request(Structure):
     _fields_ = [
         ("seq_id", llama_seq_id),
         ("n_past", llama_pos),
         ("id_last", llama_token),
         ("n_max", c_int32),
+        ("sampling", POINTER(specdec_draft_sampling)),
     ]
+
+
+class specdec_token_prob(Structure):
+    _fields_ = [("token", llama_token), ("p", c_float)]
 
 
 class specdec_session_stats(Structure):
@@ -130,6 +149,7 @@ class specdec_generate_params(Structure):
         ("repeat_penalty", c_float),
         ("repeat_last_n", c_int32),
         ("grammar", c_char_p),
+        ("accept", c_enum),
     ]
 
 
@@ -141,6 +161,7 @@ class specdec_sequence_stats(Structure):
         ("n_accepted", c_uint64),
         ("n_proposed_at", c_uint64 * SPECDEC_MAX_DRAFT),
         ("n_accepted_at", c_uint64 * SPECDEC_MAX_DRAFT),
+        ("n_reached_at", c_uint64 * SPECDEC_MAX_DRAFT),
     ]
 
 
@@ -322,6 +343,10 @@ SPECDEC_FUNCTIONS = {
     "specdec_session_decode_target_and_process": (_status, [_P, _P]),
     "specdec_session_draft": (_status, [_P, POINTER(specdec_draft_request), c_size_t]),
     "specdec_session_proposal": (_status, [_P, llama_seq_id, POINTER(POINTER(llama_token)), POINTER(c_size_t)]),
+    "specdec_session_proposal_probs": (
+        _status,
+        [_P, llama_seq_id, c_size_t, POINTER(POINTER(specdec_token_prob)), POINTER(c_size_t)],
+    ),
     "specdec_session_accept": (_status, [_P, llama_seq_id, c_uint16]),
     "specdec_session_n_nextn_heads": (c_int32, [_P]),
     "specdec_session_set_nextn_head": (_status, [_P, c_int32]),

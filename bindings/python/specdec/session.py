@@ -11,6 +11,7 @@ from .models import Context, Model, _Handle, default_threads
 from .types import (
     Completion,
     ContextRole,
+    DraftSampling,
     GenerateParams,
     Generation,
     GenerationTimes,
@@ -19,6 +20,7 @@ from .types import (
     SessionStats,
     StopReason,
     Strategy,
+    TokenProb,
     sequence_stats_from_c,
     session_params_from_c,
     session_stats_from_c,
@@ -170,10 +172,20 @@ class Session(_Handle):
         arr = _token_array(prompt)
         check(lib.specdec_session_begin(self.handle, seq_id, arr, len(prompt)))
 
-    def draft_tokens(self, seq_id: int, n_past: int, id_last: int, n_max: int = -1) -> list:
+    def draft_tokens(
+        self, seq_id: int, n_past: int, id_last: int, n_max: int = -1, *, sampling: Optional[DraftSampling] = None
+    ) -> list:
         """Drafts for one sequence; the proposal (possibly empty) is returned and,
-        when not empty, pending until accept()."""
-        req = _native.specdec_draft_request(seq_id, n_past, id_last, n_max)
+        when not empty, pending until accept(). n_max: cap for this proposal,
+        0..n_draft_max (-1: n_draft_max). sampling: None drafts the drafter's
+        most likely tokens; a DraftSampling draws each token from the
+        drafter's distribution under its transforms, and proposal_probs()
+        reports that distribution (MTP only; other strategies draft as with
+        None and report none)."""
+        c_sampling = sampling.to_c() if sampling is not None else None
+        req = _native.specdec_draft_request(
+            seq_id, n_past, id_last, n_max, ctypes.pointer(c_sampling) if c_sampling is not None else None
+        )
         check(lib.specdec_session_draft(self.handle, ctypes.byref(req), 1))
         return self.proposal(seq_id)
 
@@ -182,6 +194,22 @@ class Session(_Handle):
         n = ctypes.c_size_t()
         check(lib.specdec_session_proposal(self.handle, seq_id, ctypes.byref(ptr), ctypes.byref(n)))
         return ptr[: n.value] if n.value else []
+
+    def proposal_probs(self, seq_id: int, index: int) -> list:
+        """The distribution token `index` of seq_id's latest proposal was drawn
+        from (specdec_session_proposal_probs): a list of TokenProb (token, p),
+        most likely first, summing to 1 and holding the drafted token; a
+        token not listed has probability 0. Empty when the token was not
+        sampled (drafted without `sampling`, or by a strategy without a
+        distribution: a point mass on the token). Valid until the next draft,
+        accept or close (copied here). Raises BadSeqIdError, and
+        InvalidArgumentError for index >= the proposal's length."""
+        if index < 0:
+            raise InvalidArgumentError(Status.INVALID_ARGUMENT, f"index is {index}; it must be >= 0")
+        ptr = ctypes.POINTER(_native.specdec_token_prob)()
+        n = ctypes.c_size_t()
+        check(lib.specdec_session_proposal_probs(self.handle, seq_id, index, ctypes.byref(ptr), ctypes.byref(n)))
+        return [TokenProb(e.token, e.p) for e in ptr[: n.value]] if n.value else []
 
     def accept(self, seq_id: int, n_accepted: int) -> None:
         check(lib.specdec_session_accept(self.handle, seq_id, n_accepted))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Sequence, Union
+from typing import Mapping, NamedTuple, Optional, Sequence, Union
 
 from . import _native
 
@@ -60,6 +60,58 @@ class StopReason(enum.IntEnum):
         return self.name.lower()
 
 
+class AcceptMode(enum.IntEnum):
+    """specdec_accept_mode: how a drafted token is kept when a request samples
+    (temperature >= MIN_SAMPLING_TEMPERATURE; greedy requests keep a draft
+    exactly when it is the target's argmax, in either mode). `str(m)` is
+    "exact" or "rejection".
+
+    EXACT: the target draws each verified row with plain decoding's seeded
+    sampler and a draft is kept when it equals that draw: seed for seed the
+    tokens plain decoding gives (a draft x is kept with probability p(x)).
+
+    REJECTION: speculative sampling. A draft x drawn from the drafter's q is
+    kept with probability min(1, p(x) / q(x)); after a rejection the token is
+    drawn from max(0, p - q), normalised. Each token has exactly the target's
+    distribution p, but not plain decoding's draws; a draft is kept with
+    probability sum_t min(p(t), q(t)). The same seed, drafts and
+    configuration give the same tokens (with n_draft="auto" the drafts'
+    lengths depend on measured costs, so two runs may differ). Drafters
+    without a distribution (all but MTP) draft their most likely token, a
+    point mass: then as EXACT, x kept with probability p(x)."""
+
+    EXACT = 0
+    REJECTION = 1
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, value: Union["AcceptMode", str, int]) -> Union["AcceptMode", int]:
+        """An AcceptMode from itself, its name ("exact", "rejection", any case)
+        or its value. A name that is not a mode raises InvalidArgumentError;
+        an int that is not a mode is returned as it is, for the library to
+        refuse (InvalidArgumentError from the call that passes it)."""
+        if isinstance(value, AcceptMode):
+            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            try:
+                return cls(value)
+            except ValueError:
+                return value
+        if isinstance(value, (str, bytes)):
+            name = value.decode() if isinstance(value, bytes) else value
+            try:
+                return cls[name.upper()]
+            except KeyError:
+                pass
+        from .errors import InvalidArgumentError, Status
+
+        raise InvalidArgumentError(
+            Status.INVALID_ARGUMENT, f"accept is {value!r}; it must be 'exact' or 'rejection' (or an AcceptMode)"
+        )
+
+
 class ContextRole(enum.IntEnum):
     """specdec_context_role: which borrowed context a call addresses."""
 
@@ -71,6 +123,39 @@ class ContextRole(enum.IntEnum):
 class TokenLogprob:
     token: int
     logprob: float  # natural log of the target's probability, before temperature and truncation
+
+
+class TokenProb(NamedTuple):
+    """specdec_token_prob: one token of a drafter's distribution."""
+
+    token: int
+    p: float  # probability, in (0, 1]
+
+
+@dataclass(frozen=True)
+class DraftSampling:
+    """specdec_draft_sampling: how Session.draft_tokens samples its tokens
+    from the drafter's own distribution (for speculative sampling), with the
+    transforms of GenerateParams. Draws are a function of (seed, the position
+    a token is drafted for): the same seed, state and positions give the same
+    drafts. Only MTP drafts through specdec's own driver sample and report
+    their distribution (Session.proposal_probs); the other strategies draft
+    their most likely tokens and report none.
+
+    temperature: >= MIN_SAMPLING_TEMPERATURE (1e-4); lower drafts greedily,
+    as with no sampling. top_k: keep the k most likely tokens (<= 0: off).
+    top_p: nucleus mass in (0, 1] (1: off). min_p: drop tokens below min_p x
+    the top probability, in [0, 1) (0: off). seed: 0 .. 2**64 - 1. Values
+    out of range raise InvalidArgumentError from the draft."""
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    seed: int = 0
+
+    def to_c(self) -> "_native.specdec_draft_sampling":
+        return _native.specdec_draft_sampling(self.temperature, self.top_k, self.top_p, self.min_p, self.seed)
 
 
 @dataclass(frozen=True)
@@ -109,7 +194,14 @@ class SessionStats:
 
 @dataclass(frozen=True)
 class SequenceStats:
-    """specdec_sequence_stats of one sequence or request (verified drafts only)."""
+    """specdec_sequence_stats of one sequence or request (verified drafts
+    only). The per-position tuples have one entry per draft position
+    (the session's n_draft_max; empty for plain decoding):
+    n_proposed_at[i]: proposals with a token at position i;
+    n_accepted_at[i]: proposals whose token i was kept;
+    n_reached_at[i]: proposals with a token at position i whose tokens before
+    it were all kept (n_reached_at[0] == n_proposed_at[0], the non-empty
+    proposals)."""
 
     n_generated: int
     n_steps: int
@@ -117,10 +209,18 @@ class SequenceStats:
     n_accepted: int
     n_proposed_at: tuple
     n_accepted_at: tuple
+    n_reached_at: tuple = ()
 
     @property
     def acceptance_rate(self) -> float:
         return self.n_accepted / self.n_drafted if self.n_drafted else 0.0
+
+    @property
+    def acceptance_at(self) -> tuple:
+        """Per draft position i: n_accepted_at[i] / n_reached_at[i], the
+        fraction of drafts kept at i given the ones before it were kept
+        (0.0 where no proposal reached i)."""
+        return tuple(a / r if r else 0.0 for a, r in zip(self.n_accepted_at, self.n_reached_at))
 
 
 @dataclass(frozen=True)
@@ -259,7 +359,11 @@ class GenerateParams:
     None for n_draft_max, or "auto" (SPECDEC_N_DRAFT_AUTO). n_top_logprobs:
     None for no log-probabilities; 0..20 for each token's log-probability and
     that many alternatives (prompt_logprobs: the prompt's too). logit_bias:
-    {token id: bias}; the penalties and grammar (GBNF) as in specdec.h."""
+    {token id: bias}; the penalties and grammar (GBNF) as in specdec.h.
+    accept: how drafts are kept when sampling (AcceptMode, "exact" or
+    "rejection"; default exact: plain decoding's tokens seed for seed); a
+    name that is not a mode raises InvalidArgumentError, as does the call for
+    an int that is not one."""
 
     n_predict: int = 128
     n_draft: Union[int, str, None] = None
@@ -279,6 +383,7 @@ class GenerateParams:
     repeat_penalty: float = 1.0
     repeat_last_n: int = 64
     grammar: Optional[str] = None
+    accept: Union[AcceptMode, str, int] = AcceptMode.EXACT
 
     FIELDS = (
         "n_predict",
@@ -299,6 +404,7 @@ class GenerateParams:
         "repeat_penalty",
         "repeat_last_n",
         "grammar",
+        "accept",
     )
 
     @classmethod
@@ -349,6 +455,7 @@ class GenerateParams:
         p.repeat_last_n = self.repeat_last_n
         grammar = self.grammar.encode() if self.grammar else None
         p.grammar = grammar
+        p.accept = int(AcceptMode.parse(self.accept))
         return p, (array, encoded, biases, grammar)
 
 
@@ -381,6 +488,7 @@ def sequence_stats_from_c(s, n_draft_max: int) -> SequenceStats:
         s.n_accepted,
         tuple(s.n_proposed_at[:n_draft_max]),
         tuple(s.n_accepted_at[:n_draft_max]),
+        tuple(s.n_reached_at[:n_draft_max]),
     )
 
 

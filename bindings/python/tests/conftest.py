@@ -39,7 +39,14 @@ FIXTURES = {
     "draft": ["llama-draft", "--drafter", "wrong"],
     "qwen35-mtp": ["qwen35-mtp", "--drafter", "wrong"],
     "glm4moe-mtp": ["glm4moe-mtp", "--drafter", "wrong"],
+    # Soft fixtures (speculative sampling): after t the target draws t's
+    # successors 1, 2, 3 with probabilities SOFT_TARGET, the MTP head drafts
+    # them with SOFT_DRAFTER (the C++ tier's test-speculative-sampling pair).
+    "qwen35-mtp-soft": ["qwen35-mtp", "--soft-target", "0.5,0.25,0.25", "--soft-drafter", "0.7,0.05,0.25"],
+    "glm4moe-mtp-soft": ["glm4moe-mtp", "--soft-target", "0.5,0.25,0.25", "--soft-drafter", "0.7,0.05,0.25"],
 }
+SOFT_TARGET = (0.5, 0.25, 0.25)
+SOFT_DRAFTER = (0.7, 0.05, 0.25)
 
 
 def _tool() -> str:
@@ -113,12 +120,20 @@ CASES = {
     "ngram-cache": ("ngram-cache", "llama-v16", None, NGRAM_PROMPTS, 16),
 }
 
+# Cases on the soft fixtures: sampled output varies, so they are kept out of
+# the greedy sweeps over CASES (there every soft draft is kept).
+SOFT_PROMPTS = [[20], [40], [60], [80], [30], [50], [70], [90]]
+SOFT_CASES = {
+    "mtp-qwen35-soft": ("mtp", "qwen35-mtp-soft", None, SOFT_PROMPTS, 128),
+    "mtp-glm4moe-soft": ("mtp", "glm4moe-mtp-soft", None, SOFT_PROMPTS, 128),
+}
+
 
 class Opened:
     """Models, a target context and a session for one case; closed at the end."""
 
     def __init__(self, case: str, *, n_seq: int = 1, n_draft_max: int = 4, n_ctx: int = 512):
-        strategy, target, draft, self.prompts, self.n_vocab = CASES[case]
+        strategy, target, draft, self.prompts, self.n_vocab = {**CASES, **SOFT_CASES}[case]
         self.strategy = specdec.Strategy.parse(strategy)
         mtp = self.strategy == specdec.Strategy.MTP
         self.model = specdec.Model(fixture_path(target), load_mtp=mtp)
@@ -131,7 +146,7 @@ class Opened:
         )
 
     def plain(self, n_seq: int = 1, **kwargs) -> specdec.Generation:
-        with specdec.Model(self.model.path) as m, specdec.Context(m, n_ctx=512, n_seq=n_seq, n_threads=1) as ctx:
+        with specdec.Model(self.model.path) as m, specdec.Context(m, n_ctx=512 * n_seq, n_seq=n_seq, n_threads=1) as ctx:
             return ctx.generate_batch(self.prompts[:n_seq], **kwargs)
 
     def close(self) -> None:

@@ -202,6 +202,12 @@ def test_specdec_h_structs_and_constants_are_mirrored():
     stops.pop("MAX_ENUM", None)
     stops.pop("INVALID", None)
     assert {k: int(v) for k, v in stops.items()} == {s.name: int(s) for s in specdec.StopReason}
+    modes = dict(re.findall(r"SPECDEC_ACCEPT_(\w+)\s*=\s*(\d+)\s*,", text))
+    modes.pop("MAX_ENUM", None)
+    assert {k: int(v) for k, v in modes.items()} == {m.name: int(m) for m in specdec.AcceptMode}
+    assert {k: int(v) for k, v in modes.items()} == {
+        n[len("SPECDEC_ACCEPT_"):]: v for n, v in vars(_native).items() if n.startswith("SPECDEC_ACCEPT_")
+    }
 
 
 def test_llama_h_structs_and_functions_are_mirrored():

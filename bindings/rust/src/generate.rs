@@ -4,6 +4,7 @@
 
 use std::ffi::CString;
 use std::fmt;
+use std::str::FromStr;
 use std::os::raw::{c_char, c_void};
 
 use crate::error::{last_error, Error};
@@ -19,6 +20,79 @@ pub enum DraftLength {
     Fixed(i32),
     /// Chosen per step from measured acceptance and costs (`SPECDEC_N_DRAFT_AUTO`).
     Auto,
+}
+
+/// How a drafted token is kept when a request samples (`specdec_accept_mode`;
+/// temperature >= `SPECDEC_MIN_SAMPLING_TEMPERATURE`). Greedy requests keep a
+/// draft exactly when it is the target's argmax, in either mode.
+/// Parses from and displays as `"exact"` / `"rejection"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum AcceptMode {
+    /// The target draws each verified row with plain decoding's seeded
+    /// sampler, and a draft is kept when it equals that draw: seed for seed
+    /// the tokens plain decoding gives (a draft `x` is kept with probability `p(x)`).
+    #[default]
+    Exact,
+    /// Speculative sampling: a draft `x` drawn from the drafter's `q` is kept
+    /// with probability `min(1, p(x) / q(x))`; after a rejection the token is
+    /// drawn from `max(0, p - q)`, normalised. Each token has exactly the
+    /// target's distribution `p` (not plain decoding's draws), and a draft is
+    /// kept with probability `sum_t min(p(t), q(t))`. The same seed, drafts and
+    /// configuration give the same tokens ([`DraftLength::Auto`] picks lengths
+    /// from measured costs, so two runs may differ). Drafters without a
+    /// distribution (every strategy but MTP) draft their most likely token, a
+    /// point mass: `x` is then kept with probability `p(x)`, as in `Exact`.
+    Rejection,
+}
+
+impl AcceptMode {
+    /// The C value.
+    #[must_use]
+    pub fn raw(self) -> sys::specdec_accept_mode {
+        match self {
+            AcceptMode::Exact => sys::SPECDEC_ACCEPT_EXACT,
+            AcceptMode::Rejection => sys::SPECDEC_ACCEPT_REJECTION,
+        }
+    }
+
+    /// The mode of a C value; [`Error::InvalidArgument`] for a value that is none.
+    pub fn from_raw(v: sys::specdec_accept_mode) -> Result<AcceptMode, Error> {
+        match v {
+            sys::SPECDEC_ACCEPT_EXACT => Ok(AcceptMode::Exact),
+            sys::SPECDEC_ACCEPT_REJECTION => Ok(AcceptMode::Rejection),
+            other => Err(Error::InvalidArgument {
+                message: format!("accept is {}; it must be SPECDEC_ACCEPT_EXACT or SPECDEC_ACCEPT_REJECTION", other),
+            }),
+        }
+    }
+
+    /// `"exact"` or `"rejection"`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AcceptMode::Exact => "exact",
+            AcceptMode::Rejection => "rejection",
+        }
+    }
+}
+
+impl fmt::Display for AcceptMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for AcceptMode {
+    type Err = Error;
+
+    /// `"exact"` or `"rejection"` (any case); anything else is [`Error::InvalidArgument`].
+    fn from_str(s: &str) -> Result<AcceptMode, Error> {
+        match s.to_ascii_lowercase().as_str() {
+            "exact" => Ok(AcceptMode::Exact),
+            "rejection" => Ok(AcceptMode::Rejection),
+            _ => Err(Error::InvalidArgument { message: format!("accept is \"{}\"; it must be \"exact\" or \"rejection\"", s) }),
+        }
+    }
 }
 
 /// `specdec_generate_params`; defaults equal `specdec_generate_default_params()`.
@@ -44,6 +118,9 @@ pub struct GenerateParams {
     pub stop: Vec<String>,
     /// `None`: no log-probabilities; `Some(n)`, n <= 20: each token's and n alternatives.
     pub n_top_logprobs: Option<i32>,
+    /// How drafts are kept when sampling (default [`AcceptMode::Exact`]: plain
+    /// decoding's tokens, seed for seed).
+    pub accept: AcceptMode,
 }
 
 impl Default for GenerateParams {
@@ -59,6 +136,7 @@ impl Default for GenerateParams {
             ignore_eog: false,
             stop: Vec::new(),
             n_top_logprobs: None,
+            accept: AcceptMode::Exact,
         }
     }
 }
@@ -96,6 +174,13 @@ impl GenerateParams {
         self
     }
 
+    /// Sets how drafts are kept when sampling.
+    #[must_use]
+    pub fn with_accept(mut self, accept: AcceptMode) -> Self {
+        self.accept = accept;
+        self
+    }
+
     /// The C struct and the strings it points to (keep both alive for the call).
     pub(crate) fn to_c(&self) -> Result<(sys::specdec_generate_params, Vec<CString>, Vec<*const c_char>), Error> {
         // SAFETY: plain data.
@@ -122,6 +207,7 @@ impl GenerateParams {
         p.stop_strings = if ptrs.is_empty() { std::ptr::null() } else { ptrs.as_ptr() };
         p.n_stop_strings = ptrs.len();
         p.n_top_logprobs = self.n_top_logprobs.unwrap_or(-1);
+        p.accept = self.accept.raw();
         Ok((p, strings, ptrs))
     }
 }
@@ -152,15 +238,38 @@ impl StopReason {
     }
 }
 
-/// `specdec_sequence_stats` (verified drafts only).
+/// `specdec_sequence_stats` (verified drafts only). The per-position vectors
+/// have one entry per draft position (the session's `n_draft_max`; empty for
+/// plain decoding).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SequenceStats {
     pub n_generated: u64,
     pub n_steps: u64,
+    /// Proposed tokens verified.
     pub n_drafted: u64,
+    /// Proposed tokens the target kept.
     pub n_accepted: u64,
+    /// `[i]`: proposals with a token at position `i`.
     pub n_proposed_at: Vec<u64>,
+    /// `[i]`: proposals whose token `i` was kept.
     pub n_accepted_at: Vec<u64>,
+    /// `[i]`: proposals with a token at position `i` whose tokens before it
+    /// were all kept (`[0]`: the non-empty proposals).
+    pub n_reached_at: Vec<u64>,
+}
+
+impl SequenceStats {
+    /// Per draft position `i`: `n_accepted_at[i] / n_reached_at[i]`, the
+    /// fraction of drafts kept at `i` given the ones before it were kept
+    /// (0 where no proposal reached `i`).
+    #[must_use]
+    pub fn acceptance_at(&self) -> Vec<f64> {
+        self.n_accepted_at
+            .iter()
+            .zip(&self.n_reached_at)
+            .map(|(a, r)| if *r == 0 { 0.0 } else { *a as f64 / *r as f64 })
+            .collect()
+    }
 }
 
 impl SequenceStats {
@@ -173,6 +282,7 @@ impl SequenceStats {
             n_accepted: s.n_accepted,
             n_proposed_at: s.n_proposed_at[..n].to_vec(),
             n_accepted_at: s.n_accepted_at[..n].to_vec(),
+            n_reached_at: s.n_reached_at[..n].to_vec(),
         }
     }
 }

@@ -43,12 +43,12 @@ mod session;
 pub use eagle::{DFlashSession, Eagle3Session, Eagle3SessionConfig, Eagle3SessionError};
 pub use engine::{Canceller, Engine, EngineParams, Event};
 pub use error::{Error, Result, StatusKind};
-pub use generate::{generate_plain, OnPiece, Completion, DraftLength, GenerateError, GenerateParams, Generation, SequenceStats, StopReason, TokenLogprob};
+pub use generate::{generate_plain, AcceptMode, OnPiece, Completion, DraftLength, GenerateError, GenerateParams, Generation, SequenceStats, StopReason, TokenLogprob};
 pub use inspect::{check_pair, detect_strategy, inspect, inspect_buffer, ModelInfo, Strategy};
 pub use model::{LlamaBackend, LlamaBatch, LlamaContext, LlamaContextParams, LlamaContextType, LlamaModel, LlamaModelParams, LlamaToken};
 pub use mtp::{MtpSession, MtpSessionConfig, MtpSessionError};
 pub use ngram::NgramSession;
-pub use session::{ContextRole, DraftRequest, SessionConfig, SessionStats, SpeculativeSession};
+pub use session::{ContextRole, DraftRequest, DraftSampling, SessionConfig, SessionStats, SpeculativeSession, TokenProb};
 
 /// Most tokens of history per sequence (`SPECDEC_MAX_PROMPT_TOKENS`; the seeds' `MAX_SPECULATIVE_PROMPT_TOKENS`).
 pub const MAX_SPECULATIVE_PROMPT_TOKENS: usize = sys::SPECDEC_MAX_PROMPT_TOKENS;

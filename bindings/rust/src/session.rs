@@ -55,8 +55,76 @@ impl SessionConfig {
     }
 }
 
+/// How a drafter samples its tokens for speculative sampling
+/// (`specdec_draft_sampling`): the transforms of
+/// [`GenerateParams`](crate::GenerateParams), applied to the drafter's own
+/// distribution. Draws are a function of (`seed`, the position a token is
+/// drafted for): the same seed, state and positions give the same drafts.
+/// Only MTP (specdec's own driver) samples and reports its distribution
+/// ([`MtpSession::proposal_probs`](crate::MtpSession::proposal_probs)); the
+/// other strategies draft their most likely tokens and report none.
+/// Values out of range make the draft fail with [`Error::InvalidArgument`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DraftSampling {
+    /// `>= SPECDEC_MIN_SAMPLING_TEMPERATURE` (1e-4); lower drafts greedily, as with no sampling.
+    pub temperature: f32,
+    /// Keep the k most likely tokens; `<= 0`: off.
+    pub top_k: i32,
+    /// Nucleus mass, `(0, 1]`; 1: off.
+    pub top_p: f32,
+    /// Drop tokens below `min_p` x the top probability, `[0, 1)`; 0: off.
+    pub min_p: f32,
+    /// Seed of the draws.
+    pub seed: u64,
+}
+
+impl Default for DraftSampling {
+    /// Temperature 1, no truncation, seed 0: the drafter's distribution as it is.
+    fn default() -> Self {
+        DraftSampling { temperature: 1.0, top_k: 0, top_p: 1.0, min_p: 0.0, seed: 0 }
+    }
+}
+
+impl DraftSampling {
+    /// Sampling at `temperature` with `seed`, no truncation.
+    #[must_use]
+    pub fn new(temperature: f32, seed: u64) -> Self {
+        DraftSampling { temperature, seed, ..DraftSampling::default() }
+    }
+    /// Sets `top_k`.
+    #[must_use]
+    pub fn with_top_k(mut self, top_k: i32) -> Self {
+        self.top_k = top_k;
+        self
+    }
+    /// Sets `top_p`.
+    #[must_use]
+    pub fn with_top_p(mut self, top_p: f32) -> Self {
+        self.top_p = top_p;
+        self
+    }
+    /// Sets `min_p`.
+    #[must_use]
+    pub fn with_min_p(mut self, min_p: f32) -> Self {
+        self.min_p = min_p;
+        self
+    }
+
+    fn to_c(self) -> sys::specdec_draft_sampling {
+        sys::specdec_draft_sampling { temperature: self.temperature, top_k: self.top_k, top_p: self.top_p, min_p: self.min_p, seed: self.seed }
+    }
+}
+
+/// One token of a drafter's distribution (`specdec_token_prob`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TokenProb {
+    pub token: LlamaToken,
+    /// Probability, `(0, 1]`.
+    pub p: f32,
+}
+
 /// One sequence's drafting request for [`MtpSession::draft_many`](crate::MtpSession::draft_many).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DraftRequest {
     /// Sequence to draft for.
     pub seq_id: i32,
@@ -66,6 +134,30 @@ pub struct DraftRequest {
     pub id_last: LlamaToken,
     /// Cap for this proposal; `None`: `n_draft_max`.
     pub n_max: Option<i32>,
+    /// `None`: the drafter's most likely tokens. `Some`: each token drawn
+    /// from the drafter's distribution under these transforms, reported by
+    /// `proposal_probs` where the strategy has one (MTP).
+    pub sampling: Option<DraftSampling>,
+}
+
+impl DraftRequest {
+    /// A request for `seq_id` with no cap and no sampling.
+    #[must_use]
+    pub fn new(seq_id: i32, n_past: i32, id_last: LlamaToken) -> Self {
+        DraftRequest { seq_id, n_past, id_last, n_max: None, sampling: None }
+    }
+    /// Caps the proposal at `n_max` tokens (0..=n_draft_max).
+    #[must_use]
+    pub fn with_n_max(mut self, n_max: i32) -> Self {
+        self.n_max = Some(n_max);
+        self
+    }
+    /// Samples the draft.
+    #[must_use]
+    pub fn with_sampling(mut self, sampling: DraftSampling) -> Self {
+        self.sampling = Some(sampling);
+        self
+    }
 }
 
 /// `specdec_session_stats`: counters and timings (microseconds) since the session was created.
@@ -160,9 +252,18 @@ impl Core {
     }
 
     pub(crate) fn draft_many(&mut self, requests: &[DraftRequest]) -> Result<Vec<Vec<LlamaToken>>> {
+        // Every request's sampling, at addresses that stay put for the call.
+        let sampling: Vec<Option<sys::specdec_draft_sampling>> = requests.iter().map(|r| r.sampling.map(DraftSampling::to_c)).collect();
         let raw: Vec<sys::specdec_draft_request> = requests
             .iter()
-            .map(|r| sys::specdec_draft_request { seq_id: r.seq_id, n_past: r.n_past, id_last: r.id_last.0, n_max: r.n_max.unwrap_or(-1) })
+            .zip(&sampling)
+            .map(|(r, s)| sys::specdec_draft_request {
+                seq_id: r.seq_id,
+                n_past: r.n_past,
+                id_last: r.id_last.0,
+                n_max: r.n_max.unwrap_or(-1),
+                sampling: s.as_ref().map_or(std::ptr::null(), |s| s as *const sys::specdec_draft_sampling),
+            })
             .collect();
         let c = requests.first().map_or(Context::default(), |r| self.seq(r.seq_id));
         // SAFETY: raw.len() requests.
@@ -180,6 +281,18 @@ impl Core {
         }
         // SAFETY: n tokens, valid until the next draft/accept/free.
         Ok(unsafe { std::slice::from_raw_parts(p, n) }.iter().map(|t| LlamaToken(*t)).collect())
+    }
+
+    pub(crate) fn proposal_probs(&self, seq_id: i32, index: usize) -> Result<Vec<TokenProb>> {
+        let mut p: *const sys::specdec_token_prob = std::ptr::null();
+        let mut n = 0usize;
+        // SAFETY: out pointers; the entries are copied before the next call.
+        check_with(unsafe { sys::specdec_session_proposal_probs(self.ptr(), seq_id, index, &mut p, &mut n) }, self.seq(seq_id))?;
+        if n == 0 || p.is_null() {
+            return Ok(Vec::new());
+        }
+        // SAFETY: n entries, valid until the next draft/accept/free.
+        Ok(unsafe { std::slice::from_raw_parts(p, n) }.iter().map(|e| TokenProb { token: LlamaToken(e.token), p: e.p }).collect())
     }
 
     pub(crate) fn accept(&mut self, seq_id: i32, n_accepted: u16) -> Result<()> {
@@ -436,8 +549,40 @@ macro_rules! session_methods {
         /// for `seq_id` (`n_past` tokens in the target). A non-empty proposal is
         /// pending until [`accept`](Self::accept).
         pub fn draft(&mut self, seq_id: i32, n_past: i32, id_last: $crate::LlamaToken) -> $crate::Result<Vec<$crate::LlamaToken>> {
-            let mut out = self.core.draft_many(&[$crate::DraftRequest { seq_id, n_past, id_last, n_max: None }])?;
+            let mut out = self.core.draft_many(&[$crate::DraftRequest::new(seq_id, n_past, id_last)])?;
             Ok(out.pop().unwrap_or_default())
+        }
+
+        /// [`draft`](Self::draft) with each token drawn from the drafter's
+        /// distribution under `sampling` (for speculative sampling), which
+        /// [`proposal_probs`](Self::proposal_probs) then reports. Strategies
+        /// without a distribution (all but MTP) draft as [`draft`](Self::draft)
+        /// does and report none.
+        pub fn draft_sampled(
+            &mut self,
+            seq_id: i32,
+            n_past: i32,
+            id_last: $crate::LlamaToken,
+            sampling: $crate::DraftSampling,
+        ) -> $crate::Result<Vec<$crate::LlamaToken>> {
+            let request = $crate::DraftRequest::new(seq_id, n_past, id_last).with_sampling(sampling);
+            let mut out = self.core.draft_many(&[request])?;
+            Ok(out.pop().unwrap_or_default())
+        }
+
+        /// The latest proposal of `seq_id` (empty when none is pending).
+        pub fn proposal(&self, seq_id: i32) -> $crate::Result<Vec<$crate::LlamaToken>> {
+            self.core.proposal(seq_id)
+        }
+
+        /// The distribution token `index` of `seq_id`'s latest proposal was
+        /// drawn from: most likely first, summing to 1, the drafted token among
+        /// them; a token not listed has probability 0. Empty when the token was
+        /// not sampled (drafted without sampling, or by a strategy without a
+        /// distribution: a point mass on the token). Errors: [`Error::BadSeqId`](crate::Error::BadSeqId),
+        /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for `index` >= the proposal's length.
+        pub fn proposal_probs(&self, seq_id: i32, index: usize) -> $crate::Result<Vec<$crate::TokenProb>> {
+            self.core.proposal_probs(seq_id, index)
         }
 
         /// Drafts for several sequences in one batched drafter pass.

@@ -181,9 +181,9 @@ extern "C" {
 
 // --- specdec.h ------------------------------------------------------------------------
 pub const SPECDEC_VERSION_MAJOR: u32 = 0;
-pub const SPECDEC_VERSION_MINOR: u32 = 3;
+pub const SPECDEC_VERSION_MINOR: u32 = 4;
 pub const SPECDEC_VERSION_PATCH: u32 = 0;
-pub const SPECDEC_VERSION: &str = "0.3.0";
+pub const SPECDEC_VERSION: &str = "0.4.0";
 pub const SPECDEC_MAX_SEQ: usize = 256;
 pub const SPECDEC_MAX_DRAFT: usize = 128;
 pub const SPECDEC_MAX_PROMPT_TOKENS: usize = 16777216;
@@ -271,6 +271,11 @@ pub const SPECDEC_ENGINE_EVENT_TOKEN: specdec_engine_event_type = 0;
 pub const SPECDEC_ENGINE_EVENT_FINISHED: specdec_engine_event_type = 1;
 pub const SPECDEC_ENGINE_EVENT_MAX_ENUM: specdec_engine_event_type = 0x7FFFFFFF;
 
+pub type specdec_accept_mode = c_int;
+pub const SPECDEC_ACCEPT_EXACT: specdec_accept_mode = 0;
+pub const SPECDEC_ACCEPT_REJECTION: specdec_accept_mode = 1;
+pub const SPECDEC_ACCEPT_MAX_ENUM: specdec_accept_mode = 0x7FFFFFFF;
+
 pub type specdec_request_id = u64;
 
 #[repr(C)]
@@ -298,11 +303,29 @@ pub struct specdec_session_params {
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
+pub struct specdec_draft_sampling {
+    pub temperature: f32,
+    pub top_k: i32,
+    pub top_p: f32,
+    pub min_p: f32,
+    pub seed: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
 pub struct specdec_draft_request {
     pub seq_id: llama_seq_id,
     pub n_past: llama_pos,
     pub id_last: llama_token,
     pub n_max: i32,
+    pub sampling: *const specdec_draft_sampling,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct specdec_token_prob {
+    pub token: llama_token,
+    pub p: f32,
 }
 
 #[repr(C)]
@@ -359,6 +382,7 @@ pub struct specdec_generate_params {
     pub repeat_penalty: f32,
     pub repeat_last_n: i32,
     pub grammar: *const c_char,
+    pub accept: specdec_accept_mode,
 }
 
 #[repr(C)]
@@ -370,6 +394,7 @@ pub struct specdec_sequence_stats {
     pub n_accepted: u64,
     pub n_proposed_at: [u64; SPECDEC_MAX_DRAFT],
     pub n_accepted_at: [u64; SPECDEC_MAX_DRAFT],
+    pub n_reached_at: [u64; SPECDEC_MAX_DRAFT],
 }
 
 #[repr(C)]
@@ -513,6 +538,13 @@ extern "C" {
         seq_id: llama_seq_id,
         tokens: *mut *const llama_token,
         n_tokens: *mut usize,
+    ) -> specdec_status;
+    pub fn specdec_session_proposal_probs(
+        session: *const specdec_session,
+        seq_id: llama_seq_id,
+        index: usize,
+        probs: *mut *const specdec_token_prob,
+        n_probs: *mut usize,
     ) -> specdec_status;
     pub fn specdec_session_accept(session: *mut specdec_session, seq_id: llama_seq_id, n_accepted: u16) -> specdec_status;
     pub fn specdec_session_n_nextn_heads(session: *const specdec_session) -> i32;

@@ -466,3 +466,34 @@ fn the_parser_sees_a_changed_declaration() {
     assert_eq!(c_type_to_rust("struct llama_context **"), "*mut *mut llama_context");
     assert_eq!(c_type_to_rust("const char * const *"), "*const *const c_char");
 }
+
+#[test]
+fn the_speculative_sampling_declarations_are_seen_and_mirrored() {
+    // specdec 0.4's additions, named, so that a parser which skipped them
+    // (and so compared nothing) fails here rather than passing quietly.
+    let text = specdec_h();
+    let sys = sys();
+    let (c, rust) = (c_structs(&text), rust_structs(&sys));
+    let last = |fields: &[Option<(String, String)>]| fields.last().cloned().flatten().unwrap();
+    let want = [
+        ("specdec_generate_params", ("accept", "specdec_accept_mode")),
+        ("specdec_draft_request", ("sampling", "*const specdec_draft_sampling")),
+        ("specdec_sequence_stats", ("n_reached_at", "[u64; SPECDEC_MAX_DRAFT]")),
+        ("specdec_token_prob", ("p", "f32")),
+        ("specdec_draft_sampling", ("seed", "u64")),
+    ];
+    for (name, (field, ty)) in want {
+        assert_eq!(last(&c[name]), (field.to_string(), ty.to_string()), "{} in the header", name);
+        assert_eq!(rust[name].last().unwrap(), &(field.to_string(), ty.to_string()), "{} in sys.rs", name);
+    }
+    assert_eq!(
+        c_functions(&text, "SPECDEC_API")["specdec_session_proposal_probs"],
+        "(*const specdec_session, llama_seq_id, usize, *mut *const specdec_token_prob, *mut usize) -> specdec_status"
+    );
+    let consts = c_constants(&text);
+    assert_eq!((consts["SPECDEC_ACCEPT_EXACT"], consts["SPECDEC_ACCEPT_REJECTION"]), (0, 1));
+    assert_eq!(rust_type_aliases(&sys)["specdec_accept_mode"], "c_int");
+    // Dropping the new array field is seen.
+    let changed = text.replace("uint64_t n_reached_at[SPECDEC_MAX_DRAFT];", "");
+    assert_ne!(c["specdec_sequence_stats"], c_structs(&changed)["specdec_sequence_stats"]);
+}

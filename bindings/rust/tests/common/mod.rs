@@ -26,6 +26,11 @@ pub fn fixture(name: &str) -> PathBuf {
         "draft" => &["llama-draft", "--drafter", "wrong"],
         "qwen35-mtp" => &["qwen35-mtp", "--drafter", "wrong"],
         "glm4moe-mtp" => &["glm4moe-mtp", "--drafter", "wrong"],
+        // Soft (speculative sampling): after t the target draws t's successors
+        // 1, 2, 3 with probabilities 0.5 / 0.25 / 0.25, the MTP head drafts them
+        // with 0.7 / 0.05 / 0.25.
+        "qwen35-mtp-soft" => &["qwen35-mtp", "--soft-target", "0.5,0.25,0.25", "--soft-drafter", "0.7,0.05,0.25"],
+        "glm4moe-mtp-soft" => &["glm4moe-mtp", "--soft-target", "0.5,0.25,0.25", "--soft-drafter", "0.7,0.05,0.25"],
         other => panic!("no fixture {}", other),
     };
     let dir = std::env::var("SPECDEC_FIXTURE_DIR").map(PathBuf::from).unwrap_or_else(|_| build_dir().join("fixtures/rust"));
