@@ -165,6 +165,30 @@ describe('serve api', { timeout: 240000 }, () => {
         assert.equal(a.choices[0].text, b.choices[0].text);
     });
 
+    test('the accept mode: asked per request, reported per response and in /metrics', async () => {
+        const sampled = { prompt: 'abc', max_tokens: 24, temperature: 1.5, top_k: 20, seed: 11 };
+        const counted = (m) => m.get('specdec:requests_rejection_sampled_total');
+        const before = counted(await metrics(spec));
+        const r = await spec.client().completions.create({ ...sampled, speculative_accept: 'rejection' });
+        assert.equal(r.specdec.accept, 'rejection');
+        assert.equal(r.usage.completion_tokens, 24);
+        // Seeded per position: the same request draws the same tokens again.
+        const again = await spec.client().completions.create({ ...sampled, speculative_accept: 'rejection' });
+        assert.deepEqual(again.specdec.tokens, r.specdec.tokens);
+        await waitForMetrics(spec, (m) => counted(m) === before + 2);
+        // Exact matching by default, seed for seed plain decoding's tokens.
+        const exact = await spec.client().completions.create(sampled);
+        assert.equal(exact.specdec.accept, 'exact');
+        assert.deepEqual(exact.specdec.tokens, (await plain.client().completions.create(sampled)).specdec.tokens);
+        // Greedy requests are exact in either mode.
+        const greedy = { prompt: 'hello world', max_tokens: 16, temperature: 0 };
+        const g = await spec.client().completions.create({ ...greedy, speculative_accept: 'rejection' });
+        assert.equal(g.specdec.accept, 'exact');
+        assert.deepEqual(g.specdec.tokens, (await plainOf(greedy)).tokens);
+        await assert.rejects(spec.client().completions.create({ ...sampled, speculative_accept: 'fast' }),
+            (e) => e.status === 400 && /speculative_accept/.test(e.message));
+    });
+
     test('chat completion, streaming and not, through the chat template', async () => {
         const req = { model: MODEL_ID, messages: [{ role: 'system', content: 'terse' }, { role: 'user', content: 'hi' }], max_tokens: 24, temperature: 0 };
         const r = await spec.client().chat.completions.create(req);

@@ -44,7 +44,7 @@ TEST(ServeParse, CompletionDefaultsAreOpenAIs) {
     EXPECT_FLOAT_EQ(r.top_p, 1.0f);
     EXPECT_FALSE(r.seed.has_value());
     EXPECT_TRUE(r.stop.empty());
-    const specdec::request_params p = to_engine_params(r, 256, 77, 3);
+    const specdec::request_params p = to_engine_params(r, 256, 77, 3, SPECDEC_ACCEPT_EXACT);
     EXPECT_EQ(p.n_predict, 16); // OpenAI's completions default
     EXPECT_EQ(p.seed, 77u);
     EXPECT_EQ(p.n_draft, 3);
@@ -64,10 +64,20 @@ TEST(ServeParse, EveryFieldIsRead) {
     ASSERT_TRUE(r.seed.has_value());
     EXPECT_EQ(*r.seed, 4294967295u);
     EXPECT_EQ(r.stop, (std::vector<std::string>{"x", "yz"}));
-    const specdec::request_params p = to_engine_params(r, 256, 1, 0);
+    const specdec::request_params p = to_engine_params(r, 256, 1, 0, SPECDEC_ACCEPT_EXACT);
     EXPECT_EQ(p.n_predict, 9);
     EXPECT_EQ(p.seed, 4294967295u);
     EXPECT_EQ(completion(R"({"prompt": "a", "stop": "s", "seed": -1})").stop, std::vector<std::string>{"s"});
+    // The accept mode: the request's, else the server's.
+    EXPECT_EQ(p.accept, SPECDEC_ACCEPT_EXACT);
+    EXPECT_EQ(to_engine_params(r, 256, 1, 0, SPECDEC_ACCEPT_REJECTION).accept, SPECDEC_ACCEPT_REJECTION);
+    const parsed_request named = completion(R"({"prompt": "a", "speculative_accept": "exact", "temperature": 1})");
+    EXPECT_EQ(to_engine_params(named, 256, 1, 0, SPECDEC_ACCEPT_REJECTION).accept, SPECDEC_ACCEPT_EXACT);
+    EXPECT_STREQ(accept_ran(to_engine_params(named, 256, 1, 0, SPECDEC_ACCEPT_REJECTION)), "exact");
+    const parsed_request rej = completion(R"({"prompt": "a", "speculative_accept": "rejection", "temperature": 1})");
+    EXPECT_STREQ(accept_ran(to_engine_params(rej, 256, 1, 0, SPECDEC_ACCEPT_EXACT)), "rejection");
+    const parsed_request greedy = completion(R"({"prompt": "a", "speculative_accept": "rejection", "temperature": 0})");
+    EXPECT_STREQ(accept_ran(to_engine_params(greedy, 256, 1, 0, SPECDEC_ACCEPT_EXACT)), "exact"); // greedy is exact in both
     EXPECT_FALSE(completion(R"({"prompt": "a", "seed": -1})").seed.has_value()); // llama-server's "random"
 }
 
@@ -80,7 +90,7 @@ TEST(ServeParse, ChatMessages) {
     EXPECT_EQ(r.messages[0].role, "system");
     EXPECT_EQ(r.messages[1].content, "a\nb");
     EXPECT_EQ(r.messages[2].content, "");
-    EXPECT_EQ(to_engine_params(r, 256, 0, 0).n_predict, 256); // chat: until the context is full
+    EXPECT_EQ(to_engine_params(r, 256, 0, 0, SPECDEC_ACCEPT_EXACT).n_predict, 256); // chat: until the context is full
     EXPECT_EQ(parse_request(endpoint::chat, R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 5})",
                             limits()).max_tokens, 5);
 }
@@ -246,6 +256,8 @@ specdec::request_result sample_result() {
     r.output.stats.n_proposed_at[1] = 2;
     r.output.stats.n_accepted_at[0] = 2;
     r.output.stats.n_accepted_at[1] = 1;
+    r.output.stats.n_reached_at[0] = 2;
+    r.output.stats.n_reached_at[1] = 2;
     r.times = {1500, 4000};
     return r;
 }
@@ -265,6 +277,7 @@ TEST(ServeFormat, CompletionResponse) {
                                 {"prompt_tokens_details", {{"cached_tokens", 2}}}}));
     const json & s = j["specdec"];
     EXPECT_EQ(s["strategy"], "mtp");
+    EXPECT_EQ(s["accept"], "exact");
     EXPECT_EQ(s["tokens"], (json{10, 11, 12, 13}));
     EXPECT_EQ(s["drafted"], 4);
     EXPECT_EQ(s["accepted"], 3);
@@ -323,14 +336,14 @@ TEST(ServeParse, LogprobsAndStreamOptions) {
     EXPECT_EQ(failure(endpoint::chat, chat + R"("logprobs": true, "top_logprobs": 21})"), (std::pair<int, std::string>{400, "top_logprobs"}));
     EXPECT_EQ(failure(endpoint::chat, chat + R"("top_logprobs": 2})"), (std::pair<int, std::string>{400, "top_logprobs"}));
     EXPECT_EQ(failure(endpoint::chat, chat + R"("logprobs": 3})"), (std::pair<int, std::string>{400, "logprobs"}));
-    EXPECT_EQ(to_engine_params(completion(R"({"prompt": "a", "logprobs": 3})"), 256, 1, 0).n_top_logprobs, 3);
+    EXPECT_EQ(to_engine_params(completion(R"({"prompt": "a", "logprobs": 3})"), 256, 1, 0, SPECDEC_ACCEPT_EXACT).n_top_logprobs, 3);
 
     // echo: completions only; with logprobs it also scores the prompt, answered whole.
     const parsed_request e = completion(R"({"prompt": "a", "echo": true, "logprobs": 1, "max_tokens": 0})");
     EXPECT_TRUE(e.echo);
-    EXPECT_TRUE(to_engine_params(e, 256, 1, 0).prompt_logprobs);
-    EXPECT_EQ(to_engine_params(e, 256, 1, 0).n_predict, 0);
-    EXPECT_FALSE(to_engine_params(completion(R"({"prompt": "a", "echo": true})"), 256, 1, 0).prompt_logprobs);
+    EXPECT_TRUE(to_engine_params(e, 256, 1, 0, SPECDEC_ACCEPT_EXACT).prompt_logprobs);
+    EXPECT_EQ(to_engine_params(e, 256, 1, 0, SPECDEC_ACCEPT_EXACT).n_predict, 0);
+    EXPECT_FALSE(to_engine_params(completion(R"({"prompt": "a", "echo": true})"), 256, 1, 0, SPECDEC_ACCEPT_EXACT).prompt_logprobs);
     EXPECT_EQ(failure(endpoint::chat, chat + R"("echo": true})"), (std::pair<int, std::string>{400, "echo"}));
     EXPECT_EQ(failure(endpoint::completions, R"({"prompt": "a", "echo": true, "logprobs": 1, "stream": true})"),
               (std::pair<int, std::string>{400, "echo"}));
@@ -348,7 +361,7 @@ TEST(ServeParse, LogitShapingAndStructuredOutput) {
     const parsed_request r = completion(
         R"({"prompt": "a", "logit_bias": {"42": -100, "7": 2.5}, "presence_penalty": 0.5, "frequency_penalty": -1, "repeat_penalty": 1.1, "repeat_last_n": 32})");
     ASSERT_EQ(r.logit_bias.size(), 2u);
-    const specdec::request_params p = to_engine_params(r, 256, 1, 0);
+    const specdec::request_params p = to_engine_params(r, 256, 1, 0, SPECDEC_ACCEPT_EXACT);
     ASSERT_EQ(p.n_logit_bias, 2u);
     EXPECT_EQ(p.logit_bias[0].token, 42);
     EXPECT_EQ(p.logit_bias[0].bias, -100.0f);
@@ -373,7 +386,7 @@ TEST(ServeParse, LogitShapingAndStructuredOutput) {
         EXPECT_EQ(failure(endpoint::completions, body), (std::pair<int, std::string>{400, param})) << body;
     }
     const parsed_request g = completion(R"({"prompt": "a", "grammar": "root ::= [a-c]+"})");
-    EXPECT_STREQ(to_engine_params(g, 256, 1, 0).grammar, "root ::= [a-c]+");
+    EXPECT_STREQ(to_engine_params(g, 256, 1, 0, SPECDEC_ACCEPT_EXACT).grammar, "root ::= [a-c]+");
     EXPECT_FALSE(g.json_schema.has_value());
     EXPECT_EQ(completion(R"({"prompt": "a", "response_format": {"type": "json_object"}})").json_schema, R"({"type": "object"})");
     EXPECT_FALSE(completion(R"({"prompt": "a", "response_format": {"type": "text"}})").json_schema.has_value());

@@ -322,6 +322,23 @@ void add_kernels_option(CLI::App * cmd, std::string & kernels) {
         ->capture_default_str();
 }
 
+const char * accept_mode_name(specdec_accept_mode mode) {
+    return mode == SPECDEC_ACCEPT_REJECTION ? "rejection" : "exact";
+}
+
+specdec_accept_mode accept_mode_of(const std::string & name) {
+    if (name == "exact" || name == "rejection") {
+        return name == "exact" ? SPECDEC_ACCEPT_EXACT : SPECDEC_ACCEPT_REJECTION;
+    }
+    throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, "accept is '" + name + "'; it must be exact or rejection");
+}
+
+const char * const accept_help =
+    "how drafts are kept when sampling: exact (the target draws as plain decoding does and a draft is kept when it "
+    "equals the draw: the same tokens as plain decoding for the same seed) or rejection (speculative sampling: a "
+    "draft is kept with probability min(1, p/q), else the token is drawn from the residual: the target's "
+    "distribution, more drafts kept where the drafter reports q, i.e. MTP); greedy decoding is the same in both";
+
 void use_kernels(const std::string & kernels) {
     const specdec_status st = specdec_set_exact_kernels(kernels == "exact");
     if (st != SPECDEC_STATUS_OK) {

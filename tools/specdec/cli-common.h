@@ -78,6 +78,14 @@ std::string read_file(const std::string & path);
 // --kernels exact|fast, bound to `kernels` (see specdec_set_exact_kernels).
 void add_kernels_option(CLI::App * cmd, std::string & kernels);
 
+// The names of specdec_accept_mode on the command line and in JSON: "exact"
+// and "rejection". accept_mode_of throws specdec::error(INVALID_ARGUMENT)
+// for any other name.
+const char * accept_mode_name(specdec_accept_mode mode);
+specdec_accept_mode accept_mode_of(const std::string & name);
+// The help of an --accept option.
+extern const char * const accept_help;
+
 // Sets the CPU kernels `kernels` names, before anything decodes: "exact"
 // (every row of a batch computed as it would be alone) or "fast" (llama.cpp's
 // batch-dependent paths; says on stderr that output may then differ from

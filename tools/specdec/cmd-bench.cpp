@@ -29,8 +29,11 @@ void add_bench_command(CLI::App & app, bench_options & o) {
     CLI::Option * fixture =
         cmd->add_option("--fixture", o.fixture,
                         "instead of -m: generate a controlled MTP target of --fixture-shape whose drafter is exact, "
-                        "mixed (exact on alternate stretches of 16 tokens, wrong on the others) or random, and bench it")
-            ->check(CLI::IsMember({"exact", "mixed", "random"}));
+                        "mixed (exact on alternate stretches of 16 tokens, wrong on the others) or random, or a soft "
+                        "one (the target draws its next token among three with probabilities 0.5/0.25/0.25) whose "
+                        "drafter draws with 0.7/0.05/0.25 (soft: sum min(p, q) = 0.8) or as the target (soft-matched), "
+                        "and bench it")
+            ->check(CLI::IsMember({"exact", "mixed", "random", "soft", "soft-matched"}));
     model->excludes(fixture);
     std::vector<std::string> shapes;
     for (const specdec::fixtures::shape_preset & p : specdec::fixtures::shape_presets()) {
@@ -56,6 +59,13 @@ void add_bench_command(CLI::App & app, bench_options & o) {
                     "draft lengths to sweep (repeatable): a number of tokens, or auto (adaptive, up to the longest "
                     "number given, else 8)")
         ->check(draft_length_validator())
+        ->capture_default_str();
+    cmd->add_option("--temp", o.temperatures, "temperatures to sweep (repeatable); 0: greedy")
+        ->check(CLI::Range(0.0, 2.0))
+        ->capture_default_str();
+    cmd->add_option("--accept", o.accept_modes,
+                    "accept modes to compare when sampling (repeatable): exact, rejection (see generate --accept)")
+        ->check(CLI::IsMember({"exact", "rejection"}))
         ->capture_default_str();
     cmd->add_option("--n-seq", o.n_seqs, "sequences decoded together (repeatable: a sweep)")->check(CLI::Range(1, 64))->capture_default_str();
     cmd->add_option("-p,--prompt", o.prompt, "prompt text (every sequence gets it)");
@@ -87,6 +97,8 @@ struct config {
     int32_t          n_draft  = 0; // 0: plain decoding; adaptive: the most it may draft
     bool             adaptive = false;
     int32_t          n_seq    = 1;
+    float            temperature = 0.0f;
+    specdec_accept_mode accept = SPECDEC_ACCEPT_EXACT; // with temperature > 0
 };
 
 struct run_result {
@@ -98,7 +110,7 @@ struct run_result {
     double bookkeeping_share = 0;
     double step_cost_us      = 0; // target verification + drafting per step: what an ideal loop pays
     double draft_us_per_step = 0;
-    std::vector<double> by_position;
+    std::vector<double> by_position; // acceptance at each draft position given the ones before it
     std::vector<std::vector<llama_token>> tokens; // per sequence
 };
 
@@ -124,6 +136,7 @@ run_result measure(const specdec::generation_result & g) {
         for (size_t i = 0; i < SPECDEC_MAX_DRAFT; ++i) {
             st.n_proposed_at[i] += s.stats.n_proposed_at[i];
             st.n_accepted_at[i] += s.stats.n_accepted_at[i];
+            st.n_reached_at[i] += s.stats.n_reached_at[i];
         }
         n_steps = std::max(n_steps, s.stats.n_steps);
         decoded += decoded_tokens(s.stats);
@@ -141,8 +154,8 @@ run_result measure(const specdec::generation_result & g) {
     r.bookkeeping_share = std::max(0.0, 1.0 - r.verify_share - r.draft_share);
     r.step_cost_us = n_steps > 0 ? static_cast<double>(t.t_verify_us + t.t_draft_us) / static_cast<double>(n_steps) : 0.0;
     r.draft_us_per_step = n_steps > 0 ? static_cast<double>(t.t_draft_us) / static_cast<double>(n_steps) : 0.0;
-    for (size_t i = 0; i < SPECDEC_MAX_DRAFT && st.n_proposed_at[i] > 0; ++i) {
-        r.by_position.push_back(static_cast<double>(st.n_accepted_at[i]) / static_cast<double>(st.n_proposed_at[i]));
+    for (size_t i = 0; i < SPECDEC_MAX_DRAFT && st.n_reached_at[i] > 0; ++i) {
+        r.by_position.push_back(static_cast<double>(st.n_accepted_at[i]) / static_cast<double>(st.n_reached_at[i]));
     }
     return r;
 }
@@ -270,15 +283,34 @@ std::vector<std::pair<int32_t, bool>> draft_lengths_of(const bench_options & o) 
     return out;
 }
 
+// Per temperature and number of sequences: plain decoding, then every
+// strategy and draft length, in each accept mode when sampling.
 std::vector<config> configs_of(const bench_options & o, const std::vector<specdec_strategy> & strategies) {
     std::vector<config> out;
-    for (int32_t n_seq : o.n_seqs) {
-        const std::string suffix = n_seq > 1 ? " x" + std::to_string(n_seq) : "";
-        out.push_back({"plain" + suffix, SPECDEC_STRATEGY_MTP, 0, false, n_seq});
-        for (specdec_strategy s : strategies) {
-            for (const auto & [n, adaptive] : draft_lengths_of(o)) {
-                const std::string length = adaptive ? "auto(" + std::to_string(n) + ")" : std::to_string(n);
-                out.push_back({std::string(specdec_strategy_name(s)) + " n=" + length + suffix, s, n, adaptive, n_seq});
+    for (float t : o.temperatures) {
+        const bool sampled = t >= SPECDEC_MIN_SAMPLING_TEMPERATURE;
+        char temp[32];
+        std::snprintf(temp, sizeof temp, " T=%g", static_cast<double>(t));
+        const std::string at = sampled ? temp : "";
+        std::vector<specdec_accept_mode> modes = {SPECDEC_ACCEPT_EXACT};
+        if (sampled && o.synthetic_acceptance < 0.0f) { // synthetic acceptance decides drafts alone
+            modes.clear();
+            for (const std::string & m : o.accept_modes) {
+                modes.push_back(accept_mode_of(m));
+            }
+        }
+        for (int32_t n_seq : o.n_seqs) {
+            const std::string suffix = n_seq > 1 ? " x" + std::to_string(n_seq) : "";
+            out.push_back({"plain" + at + suffix, SPECDEC_STRATEGY_MTP, 0, false, n_seq, t});
+            for (specdec_strategy s : strategies) {
+                for (const auto & [n, adaptive] : draft_lengths_of(o)) {
+                    const std::string length = adaptive ? "auto(" + std::to_string(n) + ")" : std::to_string(n);
+                    for (specdec_accept_mode m : modes) {
+                        const std::string mode = sampled ? std::string(" ") + accept_mode_name(m) : "";
+                        out.push_back({std::string(specdec_strategy_name(s)) + " n=" + length + at + mode + suffix, s, n, adaptive,
+                                       n_seq, t, m});
+                    }
+                }
             }
         }
     }
@@ -296,9 +328,16 @@ public:
         if (o.fixture_blocks > 0) {
             opt.n_layer = o.fixture_blocks;
         }
-        opt.drafter = o.fixture == "exact" ? fx::drafter_kind::exact
-                    : o.fixture == "mixed" ? fx::drafter_kind::mixed
-                                           : fx::drafter_kind::random;
+        opt.drafter = o.fixture == "exact" || o.fixture == "soft-matched" ? fx::drafter_kind::exact
+                    : o.fixture == "mixed"                              ? fx::drafter_kind::mixed
+                    : o.fixture == "soft"                               ? fx::drafter_kind::soft
+                                                                        : fx::drafter_kind::random;
+        if (o.fixture.rfind("soft", 0) == 0) {
+            opt.soft_target = {{0.5f, 0.25f, 0.25f}};
+        }
+        if (o.fixture == "soft") {
+            opt.soft_drafter = {{0.7f, 0.05f, 0.25f}};
+        }
         const fx::weight_type type = o.fixture_type == "f16"    ? fx::weight_type::f16
                                    : o.fixture_type == "q8_0"   ? fx::weight_type::q8_0
                                    : o.fixture_type == "q4_0"   ? fx::weight_type::q4_0
@@ -391,7 +430,8 @@ void add_oracles(nlohmann::json & out, const bench_options & o, const std::vecto
             std::map<int32_t, double> drafting = {{0, 0.0}};
             std::map<int32_t, double> paid;   // what a step of each fixed length run cost
             for (size_t c = 0; c < configs.size(); ++c) {
-                if (configs[c].strategy == strategy && configs[c].n_draft > 0 && !configs[c].adaptive && configs[c].n_seq == n_seq) {
+                if (configs[c].strategy == strategy && configs[c].n_draft > 0 && !configs[c].adaptive && configs[c].n_seq == n_seq &&
+                    configs[c].temperature < SPECDEC_MIN_SAMPLING_TEMPERATURE) {
                     drafting[effective[c]] = median_of(runs[c], &run_result::draft_us_per_step);
                     paid[effective[c]] = median_of(runs[c], &run_result::step_cost_us);
                 }
@@ -429,7 +469,8 @@ void add_oracles(nlohmann::json & out, const bench_options & o, const std::vecto
                                      {"tokens_per_step", static_cast<double>(decoded.size()) / static_cast<double>(best.steps)},
                                      {"step_cost_us", step_cost}});
             for (auto & row : out["results"]) {
-                if (row["adaptive"].get<bool>() && row["strategy"] == name && row["n_seq"].get<int32_t>() == n_seq) {
+                if (row["adaptive"].get<bool>() && row["strategy"] == name && row["n_seq"].get<int32_t>() == n_seq &&
+                    row["temperature"].get<float>() < SPECDEC_MIN_SAMPLING_TEMPERATURE) {
                     row["of_oracle"] = row["speedup"].get<double>() / speedup;
                 }
             }
@@ -536,8 +577,11 @@ int bench_model(const bench_options & o) {
                 ++timed_runs[c];
             };
             const auto prompts = prompts_for(cfg.n_seq);
+            specdec::generate_params run_params = gp;
+            run_params.temperature = cfg.temperature;
+            run_params.accept = cfg.accept;
             if (cfg.n_draft == 0) {
-                runs[c].push_back(measure(specdec::generate_plain(target.get(), prompts, gp, on_token)));
+                runs[c].push_back(measure(specdec::generate_plain(target.get(), prompts, run_params, on_token)));
                 timed();
                 continue;
             }
@@ -548,12 +592,11 @@ int bench_model(const bench_options & o) {
             llama_context * draft = drafts.count(cfg.strategy) ? drafts[cfg.strategy].get() : nullptr;
             specdec::session session(target.get(), draft, sp);
             effective[c] = session.params().n_draft_max;
-            specdec::generate_params run_params = gp;
             run_params.n_draft = cfg.adaptive ? SPECDEC_N_DRAFT_AUTO : -1;
             run_params.synthetic_acceptance = o.synthetic_acceptance;
             runs[c].push_back(measure(specdec::generate(session, prompts, run_params, on_token)));
             // Upstream's loop: one sequence, a fixed length, the target's own acceptance.
-            if (!o.upstream.empty() && !cfg.adaptive && cfg.n_seq == 1 && !synthetic) {
+            if (!o.upstream.empty() && !cfg.adaptive && cfg.n_seq == 1 && !synthetic && cfg.temperature == 0.0f) {
                 upstream_tps[c].push_back(run_upstream(o, cfg.strategy, cfg.n_draft, threads));
             }
             timed();
@@ -598,10 +641,14 @@ int bench_model(const bench_options & o) {
         }
         out["verify_cost"].push_back({{"n_seq", n_seq}, {"microseconds", curve}, {"relative", relative}});
     }
-    std::map<int32_t, size_t> plain_of; // n_seq -> its plain configuration
+    std::map<std::pair<int32_t, float>, size_t> plain_of; // (n_seq, temperature) -> its plain configuration
+    std::map<int32_t, size_t> greedy_plain_of;             // n_seq -> its greedy plain configuration
     for (size_t c = 0; c < configs.size(); ++c) {
         if (configs[c].n_draft == 0) {
-            plain_of[configs[c].n_seq] = c;
+            plain_of[{configs[c].n_seq, configs[c].temperature}] = c;
+            if (configs[c].temperature < SPECDEC_MIN_SAMPLING_TEMPERATURE) {
+                greedy_plain_of[configs[c].n_seq] = c;
+            }
         }
     }
     for (size_t c = 0; c < configs.size(); ++c) {
@@ -613,7 +660,7 @@ int bench_model(const bench_options & o) {
             }
             return median(v);
         };
-        const size_t p = plain_of[cfg.n_seq];
+        const size_t p = plain_of[{cfg.n_seq, cfg.temperature}];
         const double plain = med(p, &run_result::tokens_per_second);
         const double tps = med(c, &run_result::tokens_per_second);
         // The limit: the tokens each step yields at the measured acceptance,
@@ -632,12 +679,17 @@ int bench_model(const bench_options & o) {
             by_round.push_back(base > 0 ? runs[c][r].tokens_per_second / base : 0.0);
         }
         const bool identical = std::all_of(runs[c].begin(), runs[c].end(), [&](const run_result & r) { return r.tokens == runs[p][0].tokens; });
+        // Rejection sampling keeps the target's distribution, not plain decoding's draws.
+        const bool comparable = !(synthetic && cfg.n_draft > 0) &&
+                                !(cfg.accept == SPECDEC_ACCEPT_REJECTION && cfg.temperature >= SPECDEC_MIN_SAMPLING_TEMPERATURE);
         nlohmann::json row = {
             {"configuration", cfg.name},
             {"strategy", cfg.n_draft == 0 ? "none" : specdec_strategy_name(cfg.strategy)},
             {"n_draft", cfg.n_draft == 0 ? 0 : effective[c]},
             {"adaptive", cfg.adaptive},
             {"n_seq", cfg.n_seq},
+            {"temperature", cfg.temperature},
+            {"accept", accept_mode_name(cfg.accept)},
             {"tokens_per_second", tps},
             {"speedup", speedup},
             {"speedup_by_round", by_round},
@@ -649,7 +701,7 @@ int bench_model(const bench_options & o) {
             {"draft_share", med(c, &run_result::draft_share)},
             {"bookkeeping_share", med(c, &run_result::bookkeeping_share)},
             {"acceptance_by_position", runs[c].back().by_position},
-            {"identical_to_plain", synthetic && cfg.n_draft > 0 ? nlohmann::json(nullptr) : nlohmann::json(identical)},
+            {"identical_to_plain", comparable ? nlohmann::json(identical) : nlohmann::json(nullptr)},
         };
         if (!upstream_tps[c].empty()) {
             const double up = median(upstream_tps[c]);
@@ -659,8 +711,9 @@ int bench_model(const bench_options & o) {
         out["results"].push_back(row);
     }
 
-    if (!synthetic && !o.speedups_only) {
-        add_oracles(out, o, strategies, configs, runs, effective, plain_of, target.get(), drafts, prompt, n_draft_top, progress);
+    if (!synthetic && !o.speedups_only && !greedy_plain_of.empty()) {
+        add_oracles(out, o, strategies, configs, runs, effective, greedy_plain_of, target.get(), drafts, prompt, n_draft_top,
+                    progress);
     }
     progress.clear();
 

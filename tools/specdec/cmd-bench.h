@@ -15,7 +15,7 @@ namespace cli {
 struct bench_options {
     device_options           devices;                  // -ngl, --device, --rpc, ...
     std::string              model;                    // or, with `fixture`, a generated one
-    std::string              fixture;                  // exact, mixed or random: bench a generated MTP pair
+    std::string              fixture;                  // exact, mixed, random, soft or soft-matched: bench a generated MTP pair
     std::string              fixture_shape = "qwen3-0.6b"; // its dimensions: a preset of specdec::fixtures::shape_presets()
     std::string              fixture_type = "q4_k_m";  // its weights: f16, q8_0, q4_0 or q4_k_m
     uint32_t                 fixture_blocks = 0;       // its trunk blocks; 0: the shape's
@@ -24,6 +24,8 @@ struct bench_options {
     std::vector<std::string> specs;                    // strategies to compare; empty: detected from the files
     std::vector<std::string> n_drafts = {"1", "2", "4", "8", "auto"}; // draft lengths swept per strategy; "auto": adaptive
     std::vector<int32_t>     n_seqs = {1};             // sequences decoded together, swept
+    std::vector<float>       temperatures = {0.0f};    // swept; 0: greedy (seed 0 when sampling)
+    std::vector<std::string> accept_modes = {"exact", "rejection"}; // swept when sampling
     std::string              prompt = "The quick brown fox jumps over the lazy dog.";
     int32_t                  n_predict = 64;           // tokens per sequence and run (end-of-generation ignored)
     int32_t                  repeats   = 3;            // rounds; every configuration runs once per round

@@ -22,6 +22,7 @@ void add_generate_command(CLI::App & app, generate_options & o) {
     cmd->add_option("--top-p", o.top_p, "top-p sampling (1: off)");
     cmd->add_option("--min-p", o.min_p, "min-p sampling (0: off)");
     cmd->add_option("-s,--seed", o.seed, "sampling seed (sequence i uses seed + i)");
+    cmd->add_option("--accept", o.accept, accept_help)->check(CLI::IsMember({"exact", "rejection"}))->capture_default_str();
     cmd->add_option("--stop", o.stop, "stop when the text contains this string; repeatable");
     cmd->add_flag("--ignore-eos", o.ignore_eos, "keep generating past end-of-generation tokens");
     cmd->add_flag("--json", o.json, "print the texts and statistics as JSON on stdout");
@@ -44,9 +45,11 @@ const char * stop_name(specdec_stop_reason r) {
     return "unknown";
 }
 
-nlohmann::json to_json(const specdec::generation_result & r, const char * strategy, int32_t n_draft, bool adaptive) {
+nlohmann::json to_json(const specdec::generation_result & r, const char * strategy, int32_t n_draft, bool adaptive,
+                       const specdec::generate_params & gp) {
     nlohmann::json out;
     out["strategy"] = strategy;
+    out["accept"] = accept_mode_name(gp.accept);
     out["n_draft"] = n_draft;
     out["adaptive"] = adaptive;
     out["exact_kernels"] = specdec_exact_kernels();
@@ -54,8 +57,8 @@ nlohmann::json to_json(const specdec::generation_result & r, const char * strate
     for (const auto & s : r.sequences) {
         const auto & st = s.stats;
         nlohmann::json by_pos = nlohmann::json::array();
-        for (size_t i = 0; i < SPECDEC_MAX_DRAFT && st.n_proposed_at[i] > 0; ++i) {
-            by_pos.push_back(static_cast<double>(st.n_accepted_at[i]) / static_cast<double>(st.n_proposed_at[i]));
+        for (size_t i = 0; i < SPECDEC_MAX_DRAFT && st.n_reached_at[i] > 0; ++i) {
+            by_pos.push_back(static_cast<double>(st.n_accepted_at[i]) / static_cast<double>(st.n_reached_at[i]));
         }
         out["sequences"].push_back({
             {"text", s.text},
@@ -125,6 +128,7 @@ int run_generate(const generate_options & o) {
     gp.top_p = o.top_p;
     gp.min_p = o.min_p;
     gp.seed = o.seed;
+    gp.accept = accept_mode_of(o.accept);
     gp.ignore_eog = o.ignore_eos;
     std::vector<const char *> stops;
     for (const auto & s : o.stop) {
@@ -166,7 +170,7 @@ int run_generate(const generate_options & o) {
     if (progress) {
         std::fputs("\r                                \r", stderr);
     }
-    const nlohmann::json j = to_json(result, d.strategy_name(), n_draft, d.adaptive);
+    const nlohmann::json j = to_json(result, d.strategy_name(), n_draft, d.adaptive, gp);
     if (o.json) {
         std::printf("%s\n", json_text(j).c_str());
         return exit_ok;

@@ -36,6 +36,9 @@ void add_serve_command(CLI::App & app, serve_options & o) {
     cmd->add_option("--max-body", o.max_body, "largest request body in bytes (beyond: 413)")
         ->check(CLI::Range(size_t(1024), size_t(1) << 30))
         ->capture_default_str();
+    cmd->add_option("--accept", o.accept, std::string(accept_help) + "; a request may name its own (speculative_accept)")
+        ->check(CLI::IsMember({"exact", "rejection"}))
+        ->capture_default_str();
     cmd->add_option("--prefill-chunk", o.n_prefill_chunk, "prompt tokens decoded per request per step (0: whole prompts)")
         ->check(CLI::Range(0, 1 << 20))
         ->capture_default_str();
@@ -109,6 +112,7 @@ int run_serve(const serve_options & o) {
     svc.n_ctx = static_cast<int32_t>(o.decoder.n_ctx);
     svc.max_prompt_bytes = max_prompt_bytes(d.target_model.get(), o.decoder.n_ctx);
     svc.n_draft = d.n_draft;
+    svc.accept = accept_mode_of(o.accept);
     svc.verbosity = o.verbosity;
 
     serve::http_options ho;

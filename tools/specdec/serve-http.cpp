@@ -826,8 +826,8 @@ void http_server::impl::completion(endpoint kind, const httplib::Request & req, 
             }
         }
         const std::vector<llama_token> echo_tokens = r.echo ? prompt : std::vector<llama_token>();
-        auto c = std::make_shared<request_channel>(std::move(prompt), to_engine_params(r, svc.n_ctx, random_seed(), svc.n_draft),
-                                                   r.stop);
+        const specdec::request_params params = to_engine_params(r, svc.n_ctx, random_seed(), svc.n_draft, svc.accept);
+        auto c = std::make_shared<request_channel>(std::move(prompt), params, r.stop);
         if (!svc.sched->submit(c)) {
             svc.stats->add_rejected();
             throw unavailable("the server is shutting down", "shutting_down");
@@ -843,6 +843,7 @@ void http_server::impl::completion(endpoint kind, const httplib::Request & req, 
         info.created = static_cast<int64_t>(std::time(nullptr));
         info.model = svc.model_id;
         info.strategy = svc.strategy;
+        info.accept = accept_ran(params);
         info.n_top_logprobs = r.n_top_logprobs;
         info.include_usage = r.include_usage;
         if (r.echo) {

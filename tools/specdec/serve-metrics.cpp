@@ -72,6 +72,7 @@ void metrics::add_finished(const request_metrics & r) {
     std::lock_guard<std::mutex> lock(m_);
     n_prompt_ += r.n_prompt - r.n_prompt_cached;
     n_prompt_cached_ += r.n_prompt_cached;
+    n_rejection_ += r.rejection ? 1 : 0;
     n_drafted_ += r.stats.n_drafted;
     n_accepted_ += r.stats.n_accepted;
     n_drafts_ += r.stats.n_proposed_at[0];
@@ -111,6 +112,10 @@ std::string metrics::render() const {
     scalar(out, "llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed", d(n_prompt_));
     scalar(out, "specdec:prompt_tokens_cached_total", "counter",
            "Number of prompt tokens reused from a slot's memory, not processed", d(n_prompt_cached_));
+    scalar(out, "specdec:requests_rejection_sampled_total", "counter",
+           "Number of finished requests whose drafts were kept by speculative sampling (accept mode rejection, temperature > 0); "
+           "the others kept them by exact matching",
+           d(n_rejection_));
     scalar(out, "llamacpp:tokens_predicted_total", "counter", "Number of generation tokens processed", d(n_generated_));
     scalar(out, "llamacpp:spec_decode_num_draft_tokens_total", "counter", "Speculative: Total draft tokens generated",
            d(n_drafted_));

@@ -36,6 +36,7 @@ struct request_metrics {
     size_t                 n_prompt = 0;        // its prompt's tokens
     size_t                 n_prompt_cached = 0; // of which reused from its slot, not decoded
     specdec_stop_reason    stop = SPECDEC_STOP_BUDGET;
+    bool                   rejection = false; // its drafts were decided by speculative sampling (SPECDEC_ACCEPT_REJECTION, sampled)
     specdec_sequence_stats stats{};
     double                 ttft_s = -1;    // time to first token; < 0: no token was emitted
     double                 itl_s = -1;     // mean time between its tokens after the first; < 0: fewer than 2
@@ -60,6 +61,7 @@ private:
     mutable std::mutex m_;
     uint64_t n_prompt_ = 0;        // decoded
     uint64_t n_prompt_cached_ = 0; // reused
+    uint64_t n_rejection_ = 0;     // finished requests decided by speculative sampling
     uint64_t n_generated_ = 0;
     uint64_t n_drafted_ = 0;
     uint64_t n_accepted_ = 0;

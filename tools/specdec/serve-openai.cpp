@@ -396,6 +396,12 @@ parsed_request parse_request(endpoint kind, std::string_view body, const request
     if (given && seed >= 0) {
         r.seed = static_cast<uint32_t>(seed);
     }
+    if (const auto it = j.find("speculative_accept"); it != j.end() && !it->is_null()) {
+        if (!it->is_string() || (*it != "exact" && *it != "rejection")) {
+            throw wrong_type("speculative_accept", "\"exact\" or \"rejection\"", *it);
+        }
+        r.accept = *it == "exact" ? SPECDEC_ACCEPT_EXACT : SPECDEC_ACCEPT_REJECTION;
+    }
     r.stop = parse_stop(j, limits);
     r.n_top_logprobs = parse_logprobs(j, kind);
     r.include_usage = parse_include_usage(j, r.stream);
@@ -429,7 +435,8 @@ parsed_request parse_request(endpoint kind, std::string_view body, const request
     return r;
 }
 
-specdec::request_params to_engine_params(const parsed_request & r, int32_t n_ctx, uint32_t seed, int32_t n_draft) {
+specdec::request_params to_engine_params(const parsed_request & r, int32_t n_ctx, uint32_t seed, int32_t n_draft,
+                                         specdec_accept_mode accept) {
     specdec::request_params p = specdec_generate_default_params();
     p.n_predict = r.max_tokens >= 0 ? r.max_tokens : r.kind == endpoint::completions ? 16 : n_ctx;
     p.n_draft = n_draft;
@@ -438,6 +445,7 @@ specdec::request_params to_engine_params(const parsed_request & r, int32_t n_ctx
     p.top_p = r.top_p;
     p.min_p = r.min_p;
     p.seed = r.seed.value_or(seed);
+    p.accept = r.accept.value_or(accept);
     p.stop_strings = nullptr;
     p.n_stop_strings = 0;
     p.n_top_logprobs = r.n_top_logprobs;
@@ -450,6 +458,10 @@ specdec::request_params to_engine_params(const parsed_request & r, int32_t n_ctx
     p.repeat_last_n = r.repeat_last_n;
     p.grammar = r.grammar.empty() ? nullptr : r.grammar.c_str();
     return p;
+}
+
+const char * accept_ran(const specdec::request_params & p) {
+    return p.accept == SPECDEC_ACCEPT_REJECTION && p.temperature >= SPECDEC_MIN_SAMPLING_TEMPERATURE ? "rejection" : "exact";
 }
 
 const char * finish_reason(specdec_stop_reason stop) {
@@ -494,13 +506,14 @@ json stats_body(const response_info & info, const finished_request & f) {
     json drafts_at = json::array();
     json accepted_at = json::array();
     for (size_t i = 0; i < SPECDEC_MAX_DRAFT && st.n_proposed_at[i] > 0; ++i) {
-        by_pos.push_back(static_cast<double>(st.n_accepted_at[i]) / static_cast<double>(st.n_proposed_at[i]));
+        by_pos.push_back(static_cast<double>(st.n_accepted_at[i]) / static_cast<double>(std::max<uint64_t>(st.n_reached_at[i], 1)));
         drafts_at.push_back(st.n_proposed_at[i]);
         accepted_at.push_back(st.n_accepted_at[i]);
     }
     const auto ms = [](int64_t us) { return us < 0 ? json() : json(static_cast<double>(us) / 1e3); };
     return {
         {"strategy", info.strategy},
+        {"accept", info.accept},
         {"tokens", out.tokens},
         {"steps", st.n_steps},
         {"drafted", st.n_drafted},

@@ -71,6 +71,9 @@ struct parsed_request {
     int32_t                   top_k = 0;         // >= 0; 0: off (not OpenAI: llama-server's)
     float                     min_p = 0.0f;      // [0, 1) (not OpenAI: llama-server's)
     std::optional<uint32_t>   seed;              // absent: a random one per request
+    // specdec's `speculative_accept` ("exact" | "rejection"; see
+    // specdec_accept_mode); absent: the server's --accept.
+    std::optional<specdec_accept_mode> accept;
     std::vector<std::string>  stop;              // non-empty strings
     std::string               model;             // as given ("" when absent)
     // Log-probabilities: -1 none; else alternatives per token (completions:
@@ -103,9 +106,14 @@ parsed_request parse_request(endpoint kind, std::string_view body, const request
 
 // The engine's parameters for a request (stop strings, logit biases and the
 // grammar point into `r`, which must outlive the returned value's use; the
-// caller turns r.json_schema into r.grammar first). `seed` is used when r.seed is absent;
-// `n_draft` is the server's (SPECDEC_N_DRAFT_AUTO, a length, 0 for plain).
-specdec::request_params to_engine_params(const parsed_request & r, int32_t n_ctx, uint32_t seed, int32_t n_draft);
+// caller turns r.json_schema into r.grammar first). `seed` is used when r.seed is absent,
+// `accept` when r.accept is; `n_draft` is the server's (SPECDEC_N_DRAFT_AUTO, a length, 0 for plain).
+specdec::request_params to_engine_params(const parsed_request & r, int32_t n_ctx, uint32_t seed, int32_t n_draft,
+                                         specdec_accept_mode accept);
+
+// The mode a request's drafts were decided by: "rejection" when it asked
+// for it and samples, else "exact" (greedy requests are exact in both).
+const char * accept_ran(const specdec::request_params & p);
 
 // OpenAI's finish_reason: "stop" (end of generation, a stop string), "length"
 // (max_tokens, the context), nullptr for the others (cancelled, error).
@@ -119,6 +127,7 @@ struct response_info {
     int64_t     created = 0; // seconds since the epoch
     std::string model;
     std::string strategy;    // the server's drafter ("none": plain decoding)
+    std::string accept = "exact"; // accept_ran() of the request
     int32_t     n_top_logprobs = -1; // as parsed_request's
     bool        include_usage = false;
     std::function<std::string(llama_token)> piece; // a token's text (bytes), for log-probabilities
