@@ -89,6 +89,14 @@ check "sampling is seeded" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" 
 cp "$work/out" "$work/sampled.txt"
 check "sampled equals plain sampled" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" --spec none -p "abc" -n 30 --temp 4 --seed 7
 check "same sampled text" cmp -s "$work/out" "$work/sampled.txt"
+check "rejection sampling" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 30 --temp 4 --seed 7 --n-draft 3 \
+    --accept rejection --json
+check "rejection sampling in json" contains "$work/out" '"accept": "rejection"'
+cp "$work/out" "$work/rejection.json"
+check "rejection sampling again" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 30 --temp 4 --seed 7 --n-draft 3 \
+    --accept rejection --json
+check "rejection sampling is seeded" bash -c "diff <(grep -A32 '\"tokens\"' '$work/out') <(grep -A32 '\"tokens\"' '$work/rejection.json')"
+check "bad accept mode" exit_is 2 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" --accept often
 check "stop string" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40 --stop "gh" --json
 check "stop reason" contains "$work/out" '"stop": "stop_string"'
 check "stop text" contains "$work/out" '"text": "def"'
@@ -128,6 +136,12 @@ check "bench chart is a PNG" bash -c "head -c 4 '$work/bench.png' | grep -q PNG"
 check "bench progress: a line per run on a pipe" contains "$work/err" "bench: round 2/2: mtp n=3 x2 (run "
 check "bench progress: the time left once a round was timed" contains "$work/err" "left in the rounds)"
 check "bench progress: the verification cost" contains "$work/err" "bench: verification cost of 1 to 4 tokens, 2 sequences: pass 5/5"
+check "bench temperatures" exit_is 0 "$specdec" bench -m "$work/qwen35.gguf" -n 16 -r 1 --n-draft 2 --temp 0 --temp 1 -t 1 \
+    --speedups-only --json "$work/bench-temp.json"
+check "bench temperatures json consistent" "$check_bench_json" "$work/bench-temp.json"
+check "bench temperatures: both modes" contains "$work/out" "| mtp n=2 T=1 rejection |"
+check "bench temperatures: exact sampled equals plain" bash -c \
+    "grep -A30 '\"configuration\": \"mtp n=2 T=1 exact\"' '$work/bench-temp.json' | grep -q '\"identical_to_plain\": true'"
 check "bench --quiet" exit_is 0 "$specdec" bench -m "$work/qwen35.gguf" -n 8 -r 2 --n-draft 2 -t 1 --quiet
 check "bench --quiet prints no progress" bash -c "! grep -q 'bench:' '$work/err'"
 check "bench --speedups-only" exit_is 0 "$specdec" bench -m "$work/qwen35.gguf" -n 8 -r 2 --n-draft 2 -t 1 --speedups-only \
