@@ -324,7 +324,7 @@ extern "C" specdec_generate_params specdec_generate_default_params(void) {
     p.repeat_penalty = 1.0f;
     p.repeat_last_n = 64;
     p.grammar = nullptr;
-    p.accept = SPECDEC_ACCEPT_EXACT;
+    p.accept = SPECDEC_ACCEPT_REJECTION;
     return p;
 }
 

@@ -68,10 +68,6 @@ void validate_request(const generation_backend & backend, const request_params &
     if (p.accept != SPECDEC_ACCEPT_EXACT && p.accept != SPECDEC_ACCEPT_REJECTION) {
         fail(SPECDEC_STATUS_INVALID_ARGUMENT, "accept is ", static_cast<int>(p.accept), "; it must be SPECDEC_ACCEPT_EXACT or SPECDEC_ACCEPT_REJECTION");
     }
-    if (p.accept == SPECDEC_ACCEPT_REJECTION && p.synthetic_acceptance >= 0.0f) {
-        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "synthetic_acceptance keeps drafts without the target: it cannot be combined with "
-             "SPECDEC_ACCEPT_REJECTION");
-    }
     if (logit_shaper::needed(p) && p.synthetic_acceptance >= 0.0f) {
         fail(SPECDEC_STATUS_INVALID_ARGUMENT, "synthetic_acceptance emits drafted tokens unchosen: it cannot be combined with "
              "logit biases, penalties or a grammar");
@@ -129,9 +125,11 @@ struct request_state {
     token_sampler        sampler;
     std::unique_ptr<logit_shaper> shaper; // null: the logits are used as they are
     // Speculative sampling (SPECDEC_ACCEPT_REJECTION when the request
-    // samples): the drafter samples under the request's transforms, and the
-    // verifier decides with the request's seed (rejection-sampler.h).
-    const bool           rejection = p.accept == SPECDEC_ACCEPT_REJECTION && sampler.samples();
+    // samples and a drafter drafts): the drafter samples under the request's
+    // transforms, and the verifier decides with the request's seed
+    // (rejection-sampler.h). Plain decoding draws as plain decoding does, and
+    // synthetic acceptance keeps drafts without the target in either mode.
+    const bool           rejection = p.accept == SPECDEC_ACCEPT_REJECTION && sampler.samples() && n_draft > 0 && !synthetic;
     const specdec_draft_sampling draft_sampling{p.temperature, p.top_k, p.top_p, p.min_p, p.seed};
     std::vector<specdec_token_prob> dist, residual; // the verifier's p and scratch
     bool scores_prompt() const { return p.prompt_logprobs && p.n_top_logprobs >= 0; }

@@ -610,7 +610,8 @@ typedef enum specdec_accept_mode {
      * configuration give the same tokens; with n_draft = SPECDEC_N_DRAFT_AUTO the drafts' lengths depend on
      * measured costs, so two runs may differ (in their draws, not their distribution). A drafter without a
      * distribution (every strategy but MTP) drafts its most likely token, a point mass q: x is then kept
-     * with probability p(x), as in EXACT. */
+     * with probability p(x), as in EXACT. Plain decoding (no drafter, or n_draft = 0) draws as in EXACT, and so
+     * does synthetic_acceptance (whose drafts are kept without the target). */
     SPECDEC_ACCEPT_REJECTION = 1,
     SPECDEC_ACCEPT_MAX_ENUM  = 0x7FFFFFFF /* not a mode: makes any int a defined value */
 } specdec_accept_mode;
@@ -666,7 +667,8 @@ typedef struct specdec_generate_params {
                                                must follow; NULL or "": none. Copied. A grammar that does not
                                                parse: INVALID_ARGUMENT. A grammar that allows no token at some
                                                point ends the request with SPECDEC_STOP_ERROR. Default NULL */
-    specdec_accept_mode  accept;            /* how drafts are kept when sampling; default SPECDEC_ACCEPT_EXACT */
+    specdec_accept_mode  accept;            /* how drafts are kept when sampling; default SPECDEC_ACCEPT_REJECTION
+                                               (docs/sampling.md says why; a zeroed struct holds EXACT) */
 } specdec_generate_params;
 
 SPECDEC_API specdec_generate_params specdec_generate_default_params(void);

@@ -182,6 +182,7 @@ TEST_P(SampledLossless, SeededOutputEqualsSeededPlainDecoding) {
     gp.temperature = 4.0f; // spreads the constructed logits (margin 16) so drafts are sometimes rejected
     gp.top_k = 40;
     gp.seed = 1234;
+    gp.accept = SPECDEC_ACCEPT_EXACT; // seed for seed plain decoding's draws
     const generation_result ref = plain_reference(c, 3, gp);
     opened o = open(c, sp);
     session s(o.target.get(), o.draft.get(), sp);
@@ -216,6 +217,7 @@ TEST_P(AdaptiveLossless, OutputEqualsPlainDecoding) {
         gp.temperature = temperature;
         gp.top_k = 40;
         gp.seed = 99;
+        gp.accept = SPECDEC_ACCEPT_EXACT; // seed for seed plain decoding's draws
         const generation_result ref = plain_reference(c, n, gp);
         gp.n_draft = SPECDEC_N_DRAFT_AUTO;
         const generation_result out = generate(s, std::span(c.inputs->data(), n), gp);

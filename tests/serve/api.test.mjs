@@ -158,7 +158,7 @@ describe('serve api', { timeout: 240000 }, () => {
     });
 
     test('seeded sampling equals plain decoding with the same seed', async () => {
-        const req = { prompt: 'abc', max_tokens: 30, temperature: 1.5, top_k: 20, seed: 7 };
+        const req = { prompt: 'abc', max_tokens: 30, temperature: 1.5, top_k: 20, seed: 7, speculative_accept: 'exact' };
         const a = await spec.client().completions.create(req);
         const b = await plain.client().completions.create(req);
         assert.deepEqual(a.specdec.tokens, b.specdec.tokens);
@@ -169,20 +169,20 @@ describe('serve api', { timeout: 240000 }, () => {
         const sampled = { prompt: 'abc', max_tokens: 24, temperature: 1.5, top_k: 20, seed: 11 };
         const counted = (m) => m.get('specdec:requests_rejection_sampled_total');
         const before = counted(await metrics(spec));
-        const r = await spec.client().completions.create({ ...sampled, speculative_accept: 'rejection' });
+        const r = await spec.client().completions.create(sampled); // the server's default
         assert.equal(r.specdec.accept, 'rejection');
         assert.equal(r.usage.completion_tokens, 24);
         // Seeded per position: the same request draws the same tokens again.
         const again = await spec.client().completions.create({ ...sampled, speculative_accept: 'rejection' });
         assert.deepEqual(again.specdec.tokens, r.specdec.tokens);
         await waitForMetrics(spec, (m) => counted(m) === before + 2);
-        // Exact matching by default, seed for seed plain decoding's tokens.
-        const exact = await spec.client().completions.create(sampled);
+        // Exact matching when asked: seed for seed plain decoding's tokens.
+        const exact = await spec.client().completions.create({ ...sampled, speculative_accept: 'exact' });
         assert.equal(exact.specdec.accept, 'exact');
         assert.deepEqual(exact.specdec.tokens, (await plain.client().completions.create(sampled)).specdec.tokens);
         // Greedy requests are exact in either mode.
         const greedy = { prompt: 'hello world', max_tokens: 16, temperature: 0 };
-        const g = await spec.client().completions.create({ ...greedy, speculative_accept: 'rejection' });
+        const g = await spec.client().completions.create(greedy);
         assert.equal(g.specdec.accept, 'exact');
         assert.deepEqual(g.specdec.tokens, (await plainOf(greedy)).tokens);
         await assert.rejects(spec.client().completions.create({ ...sampled, speculative_accept: 'fast' }),

@@ -70,6 +70,7 @@ request_params sampled(int n_predict, uint32_t seed) {
     p.temperature = 1.0f;
     p.seed = seed;
     p.ignore_eog = true;
+    p.accept = SPECDEC_ACCEPT_EXACT; // seed for seed plain decoding's draws
     return p;
 }
 

@@ -522,6 +522,7 @@ generate_params sampled(int n_predict, uint32_t seed) {
     p.temperature = 1.0f;
     p.seed = seed;
     p.ignore_eog = true;
+    p.accept = SPECDEC_ACCEPT_EXACT; // seed for seed plain decoding's draws
     return p;
 }
 
@@ -584,6 +585,7 @@ TEST(Sampling, AdaptiveLengthSeededEqualsSeededPlainDecoding) {
         p.temperature = 1.0f;
         p.seed = seed;
         p.ignore_eog = true;
+        p.accept = SPECDEC_ACCEPT_EXACT;
         generate_params q = p;
         q.n_draft = -1;
         const auto a = run_generation(plain, three_prompts, q, {});

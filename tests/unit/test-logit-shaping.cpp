@@ -49,7 +49,7 @@ TEST(LogitShaping, EachChangesPlainDecodingAndSpeculationFollowsExactly) {
     with("presence_penalty", [](request_params & p) { p.presence_penalty = 1.0f; });
     with("frequency_penalty", [](request_params & p) { p.frequency_penalty = 0.3f; });
     with("repeat_penalty", [](request_params & p) { p.repeat_penalty = 2.0f; p.repeat_last_n = 4; });
-    with("sampled with a penalty", [](request_params & p) { p.frequency_penalty = 0.5f; p.temperature = 1.0f; p.seed = 9; });
+    with("sampled with a penalty", [](request_params & p) { p.frequency_penalty = 0.5f; p.temperature = 1.0f; p.seed = 9; p.accept = SPECDEC_ACCEPT_EXACT; });
 
     request_params none = greedy(24);
     none.ignore_eog = true;

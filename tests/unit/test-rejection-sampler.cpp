@@ -322,3 +322,37 @@ TEST(EngineSampling, AcceptanceMatchesTheClosedForm) {
 
 } // namespace
 } // namespace specdec::test
+
+namespace specdec::test {
+namespace {
+
+// Without drafts (no drafter, or n_draft 0) there is nothing to verify:
+// either mode draws what plain decoding draws, seed for seed.
+TEST(EngineSampling, WithoutDraftsBothModesArePlainDecoding) {
+    const soft_setup soft{{0.5f, 0.25f, 0.25f}, {0.7f, 0.05f, 0.25f}};
+    request_params p = specdec_generate_default_params();
+    p.temperature = 1.0f;
+    p.n_predict = 32;
+    p.seed = 3;
+    std::vector<std::vector<llama_token>> got;
+    for (const specdec_accept_mode mode : {SPECDEC_ACCEPT_EXACT, SPECDEC_ACCEPT_REJECTION}) {
+        for (const int32_t n_draft_max : {0, 4}) {
+            fake_backend fb(n_draft_max, chained_drafter(), 1);
+            soft.install(fb);
+            request_params q = p;
+            q.accept = mode;
+            q.n_draft = 0;
+            got.push_back(detail::run_generation(fb, {{std::vector<llama_token>{1, 2}}}, q, {}).sequences[0].tokens);
+            EXPECT_EQ(got.back(), got.front()) << "mode " << mode << ", n_draft_max " << n_draft_max;
+        }
+    }
+    // With drafts, rejection mode draws otherwise (the test could fail).
+    fake_backend fb(4, chained_drafter(), 1);
+    soft.install(fb);
+    p.accept = SPECDEC_ACCEPT_REJECTION;
+    p.n_draft = 4;
+    EXPECT_NE(detail::run_generation(fb, {{std::vector<llama_token>{1, 2}}}, p, {}).sequences[0].tokens, got.front());
+}
+
+} // namespace
+} // namespace specdec::test

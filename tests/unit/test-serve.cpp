@@ -75,9 +75,10 @@ TEST(ServeParse, EveryFieldIsRead) {
     EXPECT_EQ(to_engine_params(named, 256, 1, 0, SPECDEC_ACCEPT_REJECTION).accept, SPECDEC_ACCEPT_EXACT);
     EXPECT_STREQ(accept_ran(to_engine_params(named, 256, 1, 0, SPECDEC_ACCEPT_REJECTION)), "exact");
     const parsed_request rej = completion(R"({"prompt": "a", "speculative_accept": "rejection", "temperature": 1})");
-    EXPECT_STREQ(accept_ran(to_engine_params(rej, 256, 1, 0, SPECDEC_ACCEPT_EXACT)), "rejection");
+    EXPECT_STREQ(accept_ran(to_engine_params(rej, 256, 1, 3, SPECDEC_ACCEPT_EXACT)), "rejection");
+    EXPECT_STREQ(accept_ran(to_engine_params(rej, 256, 1, 0, SPECDEC_ACCEPT_EXACT)), "exact"); // plain decoding verifies nothing
     const parsed_request greedy = completion(R"({"prompt": "a", "speculative_accept": "rejection", "temperature": 0})");
-    EXPECT_STREQ(accept_ran(to_engine_params(greedy, 256, 1, 0, SPECDEC_ACCEPT_EXACT)), "exact"); // greedy is exact in both
+    EXPECT_STREQ(accept_ran(to_engine_params(greedy, 256, 1, 3, SPECDEC_ACCEPT_EXACT)), "exact"); // greedy is exact in both
     EXPECT_FALSE(completion(R"({"prompt": "a", "seed": -1})").seed.has_value()); // llama-server's "random"
 }
 

@@ -21,7 +21,7 @@ struct generate_options {
     float                    top_p       = 1.0f;
     float                    min_p       = 0.0f;
     uint32_t                 seed        = 0;
-    std::string              accept      = "exact"; // specdec_accept_mode by name (accept_mode_of)
+    std::string              accept      = "rejection"; // specdec_accept_mode by name (accept_mode_of)
     std::vector<std::string> stop;
     bool                     ignore_eos  = false;
     bool                     json        = false;

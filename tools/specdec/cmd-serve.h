@@ -24,7 +24,7 @@ struct serve_options {
     size_t          max_body = size_t(8) << 20; // bytes of a request body at most; more: 413
     int32_t         n_prefill_chunk = 256;      // prompt tokens decoded per request per step
     bool            reuse_prompts = true;       // a request reuses the longest prefix a free slot holds
-    std::string     accept = "exact";           // a request's specdec_accept_mode unless it names one (speculative_accept)
+    std::string     accept = "rejection";       // a request's specdec_accept_mode unless it names one (speculative_accept)
     std::vector<std::string> cors_origins;      // --cors-origin: web page origins allowed to call from a browser ("*": any)
     int             verbosity = 0;              // set by main from -v
 };

@@ -32,7 +32,7 @@ struct service {
     int32_t                n_ctx = 0;            // positions per sequence
     size_t                 max_prompt_bytes = 0; // longer prompt text cannot fit n_ctx (checked before tokenizing); 0: no bound
     int32_t                n_draft = 0;          // request_params::n_draft for every request
-    specdec_accept_mode    accept = SPECDEC_ACCEPT_EXACT; // a request's mode unless it names one (speculative_accept)
+    specdec_accept_mode    accept = SPECDEC_ACCEPT_REJECTION; // a request's mode unless it names one (speculative_accept)
     int                    verbosity = 0;        // >= 1: one stderr line per request
 };
 

@@ -112,7 +112,8 @@ specdec::request_params to_engine_params(const parsed_request & r, int32_t n_ctx
                                          specdec_accept_mode accept);
 
 // The mode a request's drafts were decided by: "rejection" when it asked
-// for it and samples, else "exact" (greedy requests are exact in both).
+// for it, samples and drafts (n_draft != 0), else "exact" (greedy requests
+// and plain decoding are exact in both).
 const char * accept_ran(const specdec::request_params & p);
 
 // OpenAI's finish_reason: "stop" (end of generation, a stop string), "length"

@@ -361,7 +361,8 @@ class GenerateParams:
     that many alternatives (prompt_logprobs: the prompt's too). logit_bias:
     {token id: bias}; the penalties and grammar (GBNF) as in specdec.h.
     accept: how drafts are kept when sampling (AcceptMode, "exact" or
-    "rejection"; default exact: plain decoding's tokens seed for seed); a
+    "rejection"; default rejection: the target's distribution, more drafts
+    kept; exact: plain decoding's tokens seed for seed); a
     name that is not a mode raises InvalidArgumentError, as does the call for
     an int that is not one."""
 
@@ -383,7 +384,7 @@ class GenerateParams:
     repeat_penalty: float = 1.0
     repeat_last_n: int = 64
     grammar: Optional[str] = None
-    accept: Union[AcceptMode, str, int] = AcceptMode.EXACT
+    accept: Union[AcceptMode, str, int] = AcceptMode.REJECTION
 
     FIELDS = (
         "n_predict",

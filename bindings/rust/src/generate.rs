@@ -31,7 +31,6 @@ pub enum AcceptMode {
     /// The target draws each verified row with plain decoding's seeded
     /// sampler, and a draft is kept when it equals that draw: seed for seed
     /// the tokens plain decoding gives (a draft `x` is kept with probability `p(x)`).
-    #[default]
     Exact,
     /// Speculative sampling: a draft `x` drawn from the drafter's `q` is kept
     /// with probability `min(1, p(x) / q(x))`; after a rejection the token is
@@ -42,6 +41,7 @@ pub enum AcceptMode {
     /// from measured costs, so two runs may differ). Drafters without a
     /// distribution (every strategy but MTP) draft their most likely token, a
     /// point mass: `x` is then kept with probability `p(x)`, as in `Exact`.
+    #[default]
     Rejection,
 }
 
@@ -118,8 +118,9 @@ pub struct GenerateParams {
     pub stop: Vec<String>,
     /// `None`: no log-probabilities; `Some(n)`, n <= 20: each token's and n alternatives.
     pub n_top_logprobs: Option<i32>,
-    /// How drafts are kept when sampling (default [`AcceptMode::Exact`]: plain
-    /// decoding's tokens, seed for seed).
+    /// How drafts are kept when sampling (default [`AcceptMode::Rejection`]:
+    /// the target's distribution, more drafts kept; [`AcceptMode::Exact`]:
+    /// plain decoding's tokens, seed for seed).
     pub accept: AcceptMode,
 }
 
@@ -136,7 +137,7 @@ impl Default for GenerateParams {
             ignore_eog: false,
             stop: Vec::new(),
             n_top_logprobs: None,
-            accept: AcceptMode::Exact,
+            accept: AcceptMode::Rejection,
         }
     }
 }

@@ -80,11 +80,11 @@ fn accept_modes_parse_display_and_map_onto_the_c_values() {
     assert_eq!("rejection".parse::<AcceptMode>().unwrap(), AcceptMode::Rejection);
     assert_eq!("Exact".parse::<AcceptMode>().unwrap(), AcceptMode::Exact);
     assert_eq!(AcceptMode::Rejection.to_string(), "rejection");
-    assert_eq!(AcceptMode::default(), AcceptMode::Exact);
-    assert_eq!(GenerateParams::default().accept, AcceptMode::Exact);
-    assert_eq!(GenerateParams::default().with_accept(AcceptMode::Rejection).accept, AcceptMode::Rejection);
+    assert_eq!(AcceptMode::default(), AcceptMode::Rejection);
+    assert_eq!(GenerateParams::default().accept, AcceptMode::Rejection);
+    assert_eq!(GenerateParams::default().with_accept(AcceptMode::Exact).accept, AcceptMode::Exact);
     // SAFETY: plain data.
-    assert_eq!(unsafe { sys::specdec_generate_default_params() }.accept, AcceptMode::Exact.raw());
+    assert_eq!(unsafe { sys::specdec_generate_default_params() }.accept, AcceptMode::Rejection.raw());
     assert_eq!((AcceptMode::Exact.raw(), AcceptMode::Rejection.raw()), (sys::SPECDEC_ACCEPT_EXACT, sys::SPECDEC_ACCEPT_REJECTION));
     assert_eq!(AcceptMode::from_raw(1).unwrap(), AcceptMode::Rejection);
     for bad in [2, -1, sys::SPECDEC_ACCEPT_MAX_ENUM] {
