@@ -324,6 +324,9 @@ extern "C" specdec_generate_params specdec_generate_default_params(void) {
     p.repeat_penalty = 1.0f;
     p.repeat_last_n = 64;
     p.grammar = nullptr;
+    p.grammar_triggers = nullptr;
+    p.n_grammar_triggers = 0;
+    p.grammar_prefix = nullptr;
     p.accept = SPECDEC_ACCEPT_REJECTION;
     return p;
 }

@@ -113,6 +113,9 @@ struct request_state {
         p.logit_bias = nullptr;
         p.n_logit_bias = 0;
         p.grammar = nullptr;
+        p.grammar_triggers = nullptr;
+        p.n_grammar_triggers = 0;
+        p.grammar_prefix = nullptr;
         result.id = id;
     }
 

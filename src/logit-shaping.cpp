@@ -3,8 +3,10 @@
 #include "error.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <string>
+#include <vector>
 
 namespace specdec::detail {
 
@@ -14,15 +16,47 @@ bool has_grammar(const specdec_generate_params & p) {
     return p.grammar != nullptr && p.grammar[0] != '\0';
 }
 
-llama_sampler * parse_grammar(const llama_vocab * vocab, const char * gbnf) {
+// The grammar of `p`, lazy when it has triggers, having read its prefix.
+llama_sampler * parse_grammar(const llama_vocab * vocab, const specdec_generate_params & p) {
     llama_sampler * g = nullptr;
     try { // llama.cpp reports a grammar it cannot parse with null, and some faults by throwing
-        g = llama_sampler_init_grammar(vocab, gbnf, "root");
+        g = p.n_grammar_triggers > 0
+                ? llama_sampler_init_grammar_lazy_patterns(vocab, p.grammar, "root", const_cast<const char **>(p.grammar_triggers),
+                                                           p.n_grammar_triggers, nullptr, 0)
+                : llama_sampler_init_grammar(vocab, p.grammar, "root");
     } catch (const std::exception & e) {
         fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the grammar is not valid GBNF: ", e.what());
     }
     if (g == nullptr) {
-        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the grammar is not valid GBNF with a rule 'root' (llama.cpp could not parse it)");
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the grammar is not valid GBNF with a rule 'root', or a trigger is not a valid "
+             "regular expression (llama.cpp could not parse them)");
+    }
+    if (p.grammar_prefix == nullptr || p.grammar_prefix[0] == '\0') {
+        return g;
+    }
+    // As llama.cpp's common sampler reads a generation prompt: its tokens, less
+    // a leading space the tokenizer may add that the text does not have.
+    const std::string prefix = p.grammar_prefix;
+    const auto n = static_cast<int32_t>(prefix.size());
+    std::vector<llama_token> tokens(static_cast<size_t>(n) + 2);
+    int32_t k = llama_tokenize(vocab, prefix.c_str(), n, tokens.data(), static_cast<int32_t>(tokens.size()), false, true);
+    if (k < 0) { // -k: the count it needs
+        tokens.resize(static_cast<size_t>(-k));
+        k = llama_tokenize(vocab, prefix.c_str(), n, tokens.data(), static_cast<int32_t>(tokens.size()), false, true);
+    }
+    tokens.resize(static_cast<size_t>(std::max(k, 0)));
+    try {
+        for (size_t i = 0; i < tokens.size(); ++i) {
+            char piece[256];
+            if (i == 0 && llama_token_to_piece(vocab, tokens[i], piece, sizeof(piece), 0, true) > 0 &&
+                std::isspace(static_cast<unsigned char>(piece[0])) && !std::isspace(static_cast<unsigned char>(prefix[0]))) {
+                continue;
+            }
+            llama_sampler_accept(g, tokens[i]);
+        }
+    } catch (const std::exception & e) {
+        llama_sampler_free(g);
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the grammar does not accept its prefix: ", e.what());
     }
     return g;
 }
@@ -61,13 +95,25 @@ void logit_shaper::validate(const specdec_generate_params & p, const llama_vocab
     if (has_grammar(p) && vocab == nullptr) {
         fail(SPECDEC_STATUS_INVALID_ARGUMENT, "a grammar needs the target's vocabulary");
     }
+    const bool prefixed = p.grammar_prefix != nullptr && p.grammar_prefix[0] != '\0';
+    if ((p.n_grammar_triggers > 0 || prefixed) && !has_grammar(p)) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "grammar triggers and a grammar prefix need a grammar");
+    }
+    if (p.n_grammar_triggers > 0 && prefixed) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "a lazy grammar (with triggers) reads no prefix");
+    }
+    for (size_t i = 0; i < p.n_grammar_triggers; ++i) {
+        if (p.grammar_triggers == nullptr || p.grammar_triggers[i] == nullptr || p.grammar_triggers[i][0] == '\0') {
+            fail(SPECDEC_STATUS_INVALID_ARGUMENT, "grammar trigger ", i, " is missing or empty");
+        }
+    }
 }
 
 logit_shaper::logit_shaper(const specdec_generate_params & p, const llama_vocab * vocab, int32_t n_vocab)
     : bias_(p.logit_bias, p.logit_bias + p.n_logit_bias), presence_(p.presence_penalty), frequency_(p.frequency_penalty),
       repeat_(p.repeat_penalty), repeat_last_n_(p.repeat_last_n), n_vocab_(n_vocab), shaped_(static_cast<size_t>(n_vocab)) {
     if (has_grammar(p)) {
-        grammar_ = parse_grammar(vocab, p.grammar);
+        grammar_ = parse_grammar(vocab, p);
         candidates_.resize(static_cast<size_t>(n_vocab));
     }
 }
@@ -89,6 +135,9 @@ const float * logit_shaper::apply(const float * logits) {
     for (const auto & [t, n] : recent_counts_) { // once per token, as llama.cpp's penalties sampler
         float & l = shaped_[static_cast<size_t>(t)];
         l = l > 0.0f ? l / repeat_ : l * repeat_;
+    }
+    if (left_grammar_) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the output left the grammar where its trigger started it");
     }
     if (grammar_ != nullptr) {
         for (llama_token t = 0; t < n_vocab_; ++t) {
@@ -122,8 +171,12 @@ void logit_shaper::accept(llama_token token) {
             recent_.pop_front();
         }
     }
-    if (grammar_ != nullptr) {
-        llama_sampler_accept(grammar_, token);
+    if (grammar_ != nullptr && !left_grammar_) {
+        try { // a lazy grammar reads the text of a trigger's token, which was chosen before it applied
+            llama_sampler_accept(grammar_, token);
+        } catch (const std::exception &) {
+            left_grammar_ = true; // the next apply() ends the request
+        }
     }
 }
 

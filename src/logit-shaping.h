@@ -27,14 +27,16 @@ public:
     static void validate(const specdec_generate_params & p, const llama_vocab * vocab, int32_t n_vocab);
 
     // Copies what it needs of `p` (validated). vocab: for the grammar.
-    // Throws error(INVALID_ARGUMENT) when the grammar does not parse.
+    // Throws error(INVALID_ARGUMENT) when the grammar or a trigger does not
+    // parse, or the grammar refuses its prefix.
     logit_shaper(const specdec_generate_params & p, const llama_vocab * vocab, int32_t n_vocab);
     ~logit_shaper();
     logit_shaper(const logit_shaper &) = delete;
     logit_shaper & operator=(const logit_shaper &) = delete;
 
     // The shaped copy of n_vocab logits, valid until the next call. Throws
-    // error(INVALID_ARGUMENT) when the grammar allows no token here.
+    // error(INVALID_ARGUMENT) when the grammar allows no token here, or when
+    // a lazy grammar's trigger started it on text it refuses.
     const float * apply(const float * logits);
     // `token` was emitted (chosen from the last apply()).
     void accept(llama_token token);
@@ -46,7 +48,8 @@ private:
     float                           repeat_;
     int32_t                         repeat_last_n_;
     int32_t                         n_vocab_;
-    llama_sampler *                 grammar_ = nullptr;
+    llama_sampler *                 grammar_ = nullptr; // lazy when the request has grammar triggers
+    bool                            left_grammar_ = false; // a trigger started it on text it refuses
     std::map<llama_token, int32_t>  counts_;  // generated tokens and how often
     std::deque<llama_token>         recent_;  // the last repeat_last_n generated
     std::map<llama_token, int32_t>  recent_counts_; // and how often each is among them

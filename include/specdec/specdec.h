@@ -667,6 +667,19 @@ typedef struct specdec_generate_params {
                                                must follow; NULL or "": none. Copied. A grammar that does not
                                                parse: INVALID_ARGUMENT. A grammar that allows no token at some
                                                point ends the request with SPECDEC_STOP_ERROR. Default NULL */
+    const char * const * grammar_triggers;  /* a lazy grammar: regular expressions (ECMAScript, as llama.cpp's lazy
+                                               grammar sampler takes them; borrowed for the call, copied). The
+                                               grammar is not applied until the output's text matches one; from
+                                               then on the text from the match (its first capture group, if any)
+                                               must follow it, as llama.cpp's tool-call grammars ask. Output that
+                                               leaves it there ends the request with SPECDEC_STOP_ERROR. NULL: the
+                                               grammar applies from the first token; default NULL */
+    size_t               n_grammar_triggers;
+    const char *         grammar_prefix;    /* text the grammar reads before the output (tokenized with the
+                                               target's vocabulary, special tokens included): a chat template's
+                                               generation prompt, which llama.cpp's tool-call grammars begin
+                                               with. Not with grammar_triggers. A prefix the grammar refuses:
+                                               INVALID_ARGUMENT. NULL or "": none. Copied. Default NULL */
     specdec_accept_mode  accept;            /* how drafts are kept when sampling; default SPECDEC_ACCEPT_REJECTION
                                                (docs/sampling.md says why; a zeroed struct holds EXACT) */
 } specdec_generate_params;

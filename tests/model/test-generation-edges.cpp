@@ -244,6 +244,82 @@ TEST(SessionMove, GettersOfAMovedFromSessionThrow) {
     EXPECT_EQ(status_of([&] { static_cast<void>(b.params()); }), SPECDEC_STATUS_INVALID_ARGUMENT);
 }
 
+// A lazy grammar (triggers) and a grammar prefix, as chat templates' tool
+// calls use them: free text until a trigger matches, the grammar from the
+// match on; a prefix the grammar reads before the output. MTP speculation
+// (drafts kept and rejected) chooses exactly what plain decoding does. The
+// target continues "123" with "456789:;..."; where the grammar forbids its
+// choice, every allowed token ties at 0 and the lowest id wins: </s> (id 2)
+// once the grammar may end, else the lowest character.
+TEST(GrammarModes, ALazyGrammarStartsAtItsTriggerAndAPrefixIsReadFirst) {
+    auto model = load_model(mtp_target());
+    const std::vector<std::vector<llama_token>> prompt = {{20, 21, 22}}; // "123"
+    const auto both = [&](const generate_params & gp) {
+        auto ctx = make_context(model.get(), {});
+        const sequence_result want = generate_plain(ctx.get(), prompt, gp).sequences[0];
+        session_params sp = specdec_session_default_params();
+        sp.strategy = SPECDEC_STRATEGY_MTP;
+        sp.n_draft_max = 3;
+        sp.n_seq = 1;
+        auto target = make_context(model.get(), {});
+        llama_context_params cp = llama_context_default_params();
+        cp.n_threads = 1;
+        cp.n_threads_batch = 1;
+        auto draft = make_draft_context(target.get(), nullptr, sp, cp);
+        session s(target.get(), draft.get(), sp);
+        const sequence_result got = generate(s, prompt, gp).sequences[0];
+        EXPECT_EQ(got.tokens, want.tokens);
+        EXPECT_EQ(got.stop, want.stop);
+        EXPECT_GT(got.stats.n_drafted, 0u);
+        return want;
+    };
+    generate_params base = specdec_generate_default_params();
+    base.n_predict = 12;
+    const char * seven[] = {"7"};
+
+    generate_params lazy = base;
+    lazy.grammar = "root ::= \"7\" \"z\"+";
+    lazy.grammar_triggers = seven;
+    lazy.n_grammar_triggers = 1;
+    sequence_result r = both(lazy);
+    EXPECT_EQ(r.text, "4567z") << "free until the trigger, then the grammar";
+    EXPECT_EQ(r.stop, SPECDEC_STOP_EOG);
+    generate_params eager = lazy;
+    eager.n_grammar_triggers = 0;
+    EXPECT_EQ(both(eager).text, "7z") << "without triggers the grammar holds from the first token";
+
+    generate_params prefixed = base;
+    prefixed.grammar = "root ::= \"12\" [0-9]+";
+    prefixed.grammar_prefix = "12";
+    r = both(prefixed);
+    EXPECT_EQ(r.text, "456789") << "the prefix is read, the digits follow";
+    EXPECT_EQ(r.stop, SPECDEC_STOP_EOG);
+    prefixed.grammar_prefix = nullptr;
+    EXPECT_EQ(both(prefixed).text.substr(0, 2), "12") << "without it the output spells it";
+
+    // A trigger whose text the grammar refuses ends the request there.
+    generate_params leaving = base;
+    leaving.grammar = "root ::= \"x\"+";
+    const char * six[] = {"6"};
+    leaving.grammar_triggers = six;
+    leaving.n_grammar_triggers = 1;
+    r = both(leaving);
+    EXPECT_EQ(r.text, "456");
+    EXPECT_EQ(r.stop, SPECDEC_STOP_ERROR);
+
+    // Refused before anything runs: a prefix the grammar refuses, triggers with a prefix or without a grammar.
+    auto ctx = make_context(model.get(), {});
+    generate_params bad = prefixed;
+    bad.grammar_prefix = "ab";
+    EXPECT_EQ(status_of([&] { generate_plain(ctx.get(), prompt, bad); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+    bad = lazy;
+    bad.grammar_prefix = "7";
+    EXPECT_EQ(status_of([&] { generate_plain(ctx.get(), prompt, bad); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+    bad = lazy;
+    bad.grammar = nullptr;
+    EXPECT_EQ(status_of([&] { generate_plain(ctx.get(), prompt, bad); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+}
+
 // What a C engine callback saw.
 struct c_engine_log {
     bool *                                            abort_at_ten = nullptr; // raised at request 1's 10th token

@@ -86,7 +86,11 @@ describe('serve errors', { timeout: 240000 }, () => {
             (e) => e instanceof OpenAI.NotFoundError && e.code === 'model_not_found');
         await assert.rejects(c.completions.create({ model: 'exact', prompt: 'abc', max_tokens: -1, stream: true }),
             (e) => e instanceof OpenAI.BadRequestError);
-        // A field that would change the result and is not implemented is refused, named, not ignored.
+        // A field that would change the result and is not implemented is refused, named, not ignored:
+        // the legacy functions, and tools where the model's chat template writes no tool calls (this fixture's).
+        await assert.rejects(c.chat.completions.create({ messages: [{ role: 'user', content: 'abc' }],
+                                                        functions: [{ name: 'f' }] }),
+            (e) => e instanceof OpenAI.BadRequestError && e.param === 'functions' && e.code === 'unsupported_parameter');
         await assert.rejects(c.chat.completions.create({ messages: [{ role: 'user', content: 'abc' }],
                                                         tools: [{ type: 'function', function: { name: 'f' } }] }),
             (e) => e instanceof OpenAI.BadRequestError && e.param === 'tools' && e.code === 'unsupported_parameter');

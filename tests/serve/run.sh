@@ -2,7 +2,7 @@
 # `specdec serve` end to end over real HTTP with the official `openai` npm
 # client: node's own test runner (node:test) runs tests/serve/*.test.mjs,
 # each of which starts and stops its servers (helpers in server.mjs).
-# Usage: run.sh SPECDEC FIXTURE_TOOL [TEST_NAME...]   (names: api errors shutdown demo soak hostile near-ties; default api errors shutdown demo)
+# Usage: run.sh SPECDEC FIXTURE_TOOL [TEST_NAME...]   (names: api errors shutdown demo soak hostile near-ties tools; default api errors shutdown demo)
 # Environment: SPECDEC_SOAK_REQUESTS (soak size, default 240), SPECDEC_CACHE_DIR (default ~/.cache/specdec).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -45,6 +45,13 @@ if [[ " ${tests[*]} " == *" near-ties "* ]]; then
     "$fixture" glm4moe-mtp "$work/near-tie.gguf" --shape qwen3-0.6b --random-target --drafter random \
         --n-vocab 8192 --n-layer 2 --seed 5 --type q4_k_m >/dev/null
     export SPECDEC_NEAR_TIE_MODEL="$work/near-tie.gguf"
+fi
+
+# The exact fixture with a chat template in a tool-call format llama.cpp
+# recognises (tools-template.jinja), after which the target calls a tool.
+if [[ " ${tests[*]} " == *" tools "* ]]; then
+    "$fixture" glm4moe-mtp "$work/tools.gguf" --chat-template "$(cat "$here/tools-template.jinja")" >/dev/null
+    export SPECDEC_TOOLS_MODEL="$work/tools.gguf"
 fi
 
 # The targets scripts/demo.sh writes, as it writes them (their own chat

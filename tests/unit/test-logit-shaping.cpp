@@ -97,6 +97,8 @@ TEST(LogitShaping, BadValuesAreTypedErrorsBeforeAnythingRuns) {
     EXPECT_TRUE(refused([](request_params & p) { p.repeat_last_n = -1; }));
     EXPECT_TRUE(refused([](request_params & p) { p.grammar = "root ::= \"a\""; })) << "no vocabulary to hold it against";
     EXPECT_FALSE(refused([](request_params & p) { p.grammar = ""; })) << "empty: none";
+    EXPECT_TRUE(refused([](request_params & p) { p.n_grammar_triggers = 1; })) << "no triggers there, and no grammar";
+    EXPECT_TRUE(refused([](request_params & p) { p.grammar_prefix = "a"; })) << "a prefix without a grammar";
     // Through the engine: refused at add, nothing queued.
     fake_backend b(0, silent_drafter());
     request_params p = greedy(4);

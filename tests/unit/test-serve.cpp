@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <sstream>
 
 namespace cli::serve {
@@ -174,7 +176,6 @@ TEST(ServeParse, StopStringsAreCappedInLength) {
 TEST(ServeParse, UnimplementedFieldsThatChangeTheResultAre400) {
     const std::vector<std::pair<std::string, std::string>> refused = {
         {R"("suffix": "}")", "suffix"},
-        {R"("tools": [{"type": "function", "function": {"name": "f"}}])", "tools"},
         {R"("tool_choice": "required")", "tool_choice"},
         {R"("tool_choice": {"type": "function", "function": {"name": "f"}})", "tool_choice"},
         {R"("functions": [{"name": "f"}])", "functions"},
@@ -228,6 +229,85 @@ TEST(ServeFormat, ErrorObjectHasOpenAIsFields) {
     const json k = error_body(api_error(503, "unavailable_error", "busy"));
     EXPECT_TRUE(k["error"]["param"].is_null());
     EXPECT_TRUE(k["error"]["code"].is_null());
+}
+
+// Chat's tools, tool_choice and parallel_tool_calls, and messages that
+// carry tool calls and their results; completions take none of them.
+TEST(ServeParse, ToolsAndToolMessages) {
+    const auto chat = [](const std::string & fields) {
+        return parse_request(endpoint::chat, R"({"messages": [{"role": "user", "content": "a"}], )" + fields + "}", limits());
+    };
+    const std::string tools = R"("tools": [{"type": "function", "function": {"name": "get_weather", "description": "d",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}, {"type": "function", "function": {"name": "add"}}])";
+    parsed_request r = chat(tools);
+    ASSERT_EQ(r.tools.functions.size(), 2u);
+    EXPECT_EQ(r.tools.functions[0].name, "get_weather");
+    EXPECT_EQ(r.tools.functions[0].description, "d");
+    EXPECT_EQ(json::parse(r.tools.functions[0].parameters)["properties"]["city"]["type"], "string");
+    EXPECT_EQ(r.tools.functions[1].parameters, "") << "no parameters";
+    EXPECT_EQ(r.tools.choice, tool_choice::automatic);
+    EXPECT_FALSE(r.tools.parallel.has_value());
+    EXPECT_EQ(chat(tools + R"(, "tool_choice": "none")").tools.choice, tool_choice::none);
+    EXPECT_EQ(chat(tools + R"(, "tool_choice": "required")").tools.choice, tool_choice::required);
+    r = chat(tools + R"(, "tool_choice": {"type": "function", "function": {"name": "add"}}, "parallel_tool_calls": false)");
+    EXPECT_EQ(r.tools.choice, tool_choice::required);
+    EXPECT_EQ(r.tools.forced, "add");
+    EXPECT_EQ(r.tools.parallel, std::optional<bool>(false));
+    EXPECT_TRUE(chat(tools + R"(, "tool_choice": "none", "response_format": {"type": "json_object"})").json_schema) << "not called: free to shape";
+
+    r = parse_request(endpoint::chat, R"({"messages": [{"role": "user", "content": "a"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "add", "arguments": "{\"a\": 1}"}},
+                                                               {"id": "call_2", "type": "function", "function": {"name": "add", "arguments": {"a": 2}}}]},
+        {"role": "tool", "tool_call_id": "call_1", "name": "add", "content": "3"}]})", limits());
+    ASSERT_EQ(r.messages.size(), 3u);
+    ASSERT_EQ(r.messages[1].tool_calls.size(), 2u);
+    EXPECT_EQ(r.messages[1].content, "");
+    EXPECT_EQ(r.messages[1].tool_calls[0].id, "call_1");
+    EXPECT_EQ(r.messages[1].tool_calls[0].name, "add");
+    EXPECT_EQ(r.messages[1].tool_calls[0].arguments, R"({"a": 1})");
+    EXPECT_EQ(json::parse(r.messages[1].tool_calls[1].arguments), (json{{"a", 2}})) << "an object is taken as its JSON text";
+    EXPECT_EQ(r.messages[2].tool_call_id, "call_1");
+    EXPECT_EQ(r.messages[2].name, "add");
+
+    const std::vector<std::pair<std::string, std::string>> refused = {
+        {R"("tools": [{"type": "retrieval"}])", "tools[0].type"},
+        {R"("tools": {"type": "function"})", "tools"},
+        {R"("tools": [{"type": "function", "function": {"description": "x"}}])", "tools[0].function.name"},
+        {R"("tools": [{"type": "function", "function": {"name": "two words"}}])", "tools[0].function.name"},
+        {R"("tools": [{"type": "function", "function": {"name": "f", "parameters": "{}"}}])", "tools[0].function.parameters"},
+        {R"("tools": [{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "f"}}])",
+         "tools[1].function.name"},
+        {tools + R"(, "tool_choice": "maybe")", "tool_choice"},
+        {tools + R"(, "tool_choice": {"type": "function", "function": {"name": "nope"}})", "tool_choice"},
+        {tools + R"(, "tool_choice": 1)", "tool_choice"},
+        {tools + R"(, "parallel_tool_calls": "yes")", "parallel_tool_calls"},
+        {tools + R"(, "response_format": {"type": "json_object"})", "response_format"},
+        {tools + R"(, "grammar": "root ::= \"a\"")", "grammar"},
+    };
+    for (const auto & [fields, param] : refused) {
+        const std::string body = R"({"messages": [{"role": "user", "content": "a"}], )" + fields + "}";
+        EXPECT_EQ(failure(endpoint::chat, body), (std::pair<int, std::string>{400, param})) << body;
+    }
+    EXPECT_EQ(failure(endpoint::chat, R"({"messages": [{"role": "user", "content": "a", "tool_calls": []}]})"),
+              (std::pair<int, std::string>{400, "messages[0].tool_calls"}));
+    EXPECT_EQ(failure(endpoint::chat, R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": 1}}]}]})"),
+              (std::pair<int, std::string>{400, "messages[0].tool_calls[0].function.arguments"}));
+    EXPECT_EQ(failure(endpoint::completions, R"({"prompt": "a", )" + tools + "}"), (std::pair<int, std::string>{400, "tools"}));
+
+    // The template's grammar reaches the engine: lazy with triggers, or with a prefix.
+    parsed_request g = chat(tools);
+    const std::string trigger = "<tool_call>";
+    g.grammar = "root ::= \"x\"";
+    g.grammar_triggers = {trigger.c_str()};
+    specdec::request_params p = to_engine_params(g, 256, 1, 0);
+    ASSERT_EQ(p.n_grammar_triggers, 1u);
+    EXPECT_STREQ(p.grammar_triggers[0], "<tool_call>");
+    EXPECT_EQ(p.grammar_prefix, nullptr);
+    g.grammar_triggers.clear();
+    g.grammar_prefix = "[assistant] ";
+    p = to_engine_params(g, 256, 1, 0);
+    EXPECT_EQ(p.n_grammar_triggers, 0u);
+    EXPECT_STREQ(p.grammar_prefix, "[assistant] ");
 }
 
 // A response's identity, the rest of response_info at its defaults.
@@ -318,6 +398,92 @@ TEST(ServeFormat, ChatResponseAndChunks) {
     EXPECT_EQ(usage["choices"], json::array());
     EXPECT_EQ(usage["usage"]["total_tokens"], 6);
     EXPECT_EQ(usage["object"], "chat.completion.chunk");
+}
+
+// An answer with tools: the message carries its calls (content null when
+// it only calls), finish_reason "tool_calls" when it ended by itself; a
+// stream sends each call's header once its name is whole, then fragments
+// of its arguments, which add up to the whole answer's.
+TEST(ServeFormat, ToolCalls) {
+    specdec::request_result r = sample_result();
+    r.output.stop = SPECDEC_STOP_EOG;
+    response_info info = info_of(endpoint::chat, "chatcmpl-3", 1, "tiny", "none");
+    parsed_answer called{"", {{"call_a", "add", R"({"a": 1})"}}};
+    info.answer = &called;
+    json m = response_body(info, {&r, 2})["choices"][0];
+    EXPECT_TRUE(m["message"]["content"].is_null());
+    EXPECT_EQ(m["message"]["tool_calls"],
+              (json::array({{{"id", "call_a"}, {"type", "function"}, {"function", {{"name", "add"}, {"arguments", R"({"a": 1})"}}}}})));
+    EXPECT_EQ(m["finish_reason"], "tool_calls");
+    EXPECT_EQ(final_chunk_body(info, {&r, 2})["choices"][0]["finish_reason"], "tool_calls");
+    r.output.stop = SPECDEC_STOP_BUDGET;
+    EXPECT_EQ(response_body(info, {&r, 2})["choices"][0]["finish_reason"], "length") << "cut short";
+    parsed_answer said{"hello", {}};
+    info.answer = &said;
+    r.output.stop = SPECDEC_STOP_EOG;
+    m = response_body(info, {&r, 2})["choices"][0];
+    EXPECT_EQ(m["message"], (json{{"role", "assistant"}, {"content", "hello"}}));
+    EXPECT_EQ(m["finish_reason"], "stop");
+
+    const std::string id = new_tool_call_id();
+    EXPECT_EQ(id.size(), 29u);
+    EXPECT_EQ(id.substr(0, 5), "call_");
+    EXPECT_TRUE(std::all_of(id.begin() + 5, id.end(), [](unsigned char c) { return std::isalnum(c) != 0; })) << id;
+    parsed_answer unnamed{"", {{"", "f", "{}"}, {"kept", "g", "{}"}}};
+    name_tool_calls(unnamed);
+    EXPECT_EQ(unnamed.tool_calls[0].id.size(), 29u);
+    EXPECT_EQ(unnamed.tool_calls[1].id, "kept");
+
+    // The answer as a stream reads it, piece by piece; the last read is whole.
+    const std::vector<std::pair<parsed_answer, bool>> reads = {
+        {{"Let", {}}, true},
+        {{"Let me", {{"", "get", ""}}}, true},                         // the name may still grow
+        {{"Let me", {{"", "get_weather", R"({"ci)"}}}, true},          // its arguments began: the name is whole
+        {{"Let me", {{"", "get_weather", R"({"city": "P"})"}}}, true},
+        {{"Let me", {{"", "get_weather", R"({"city": "P"})"}, {"", "add", ""}}}, true},
+        {{"Let me", {{"", "get_weather", R"({"city": "P"})"}, {"", "add", "{}"}}}, false},
+    };
+    answer_stream st;
+    std::vector<json> deltas;
+    for (const auto & [a, partial] : reads) {
+        deltas.push_back(answer_delta(st, a, partial));
+    }
+    EXPECT_EQ(deltas[0], (json{{"content", "Let"}}));
+    EXPECT_EQ(deltas[1], (json{{"content", " me"}}));
+    ASSERT_TRUE(deltas[2].contains("tool_calls"));
+    const json & head = deltas[2]["tool_calls"][0];
+    EXPECT_EQ(head["index"], 0);
+    EXPECT_EQ(head["type"], "function");
+    EXPECT_EQ(head["function"], (json{{"name", "get_weather"}, {"arguments", R"({"ci)"}}));
+    EXPECT_EQ(head["id"].get<std::string>().size(), 29u);
+    EXPECT_EQ(deltas[3], (json{{"tool_calls", json::array({{{"index", 0}, {"function", {{"arguments", R"(ty": "P"})"}}}}})}}));
+    EXPECT_EQ(deltas[4], json::object()) << "the second name may still grow";
+    const json & second = deltas[5]["tool_calls"][0];
+    EXPECT_EQ(second["index"], 1);
+    EXPECT_EQ(second["function"], (json{{"name", "add"}, {"arguments", "{}"}}));
+    // As a client adds them up.
+    std::string content;
+    std::vector<json> calls;
+    for (const json & d : deltas) {
+        content += d.value("content", "");
+        for (const json & c : d.value("tool_calls", json::array())) {
+            const size_t i = c["index"];
+            if (i == calls.size()) {
+                calls.push_back({{"id", c["id"]}, {"name", c["function"]["name"]}, {"arguments", ""}});
+            }
+            calls[i]["arguments"] = calls[i]["arguments"].get<std::string>() + c["function"].value("arguments", "");
+        }
+    }
+    EXPECT_EQ(content, "Let me");
+    ASSERT_EQ(calls.size(), 2u);
+    EXPECT_EQ(calls[0]["arguments"], R"({"city": "P"})");
+    EXPECT_EQ(calls[1]["name"], "add");
+    EXPECT_EQ(st.calls.size(), 2u);
+
+    const json first = delta_chunk_body(info, deltas[0], true);
+    EXPECT_EQ(first["choices"][0]["delta"], (json{{"role", "assistant"}, {"content", "Let"}}));
+    EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
+    EXPECT_EQ(delta_chunk_body(info, deltas[3], false)["choices"][0]["delta"], deltas[3]);
 }
 
 // logprobs / top_logprobs: completions take the legacy `logprobs: N` (0..5),

@@ -7,9 +7,41 @@
 
 namespace cli::serve {
 
+struct chat_parser::impl {
+    common_chat_parser_params params;
+};
+
+chat_parser::chat_parser(std::unique_ptr<impl> state) : impl_(std::move(state)) {}
+
+chat_parser::~chat_parser() = default;
+
+std::optional<parsed_answer> chat_parser::parse(const std::string & text, bool partial) const {
+    common_chat_msg msg;
+    try {
+        msg = common_chat_parse(text, partial, impl_->params);
+    } catch (const std::exception &) {
+        if (partial) {
+            return std::nullopt; // nothing it reads yet
+        }
+        try { // cut short (the budget ended it), or a call the grammar did not hold (auto, before its marker)
+            msg = common_chat_parse(text, true, impl_->params);
+        } catch (const std::exception &) {
+            return parsed_answer{text, {}};
+        }
+    }
+    parsed_answer out;
+    out.content = msg.content;
+    for (const common_chat_tool_call & c : msg.tool_calls) {
+        out.tool_calls.push_back({c.id, c.name, c.arguments});
+    }
+    return out;
+}
+
 struct chat_formatter::impl {
     common_chat_templates_ptr templates;
     bool                      from_model = false;
+    bool                      parallel_calls = false; // the template shows several calls in one message
+    bool                      tool_calls = false;     // the template shows calls at all
     mutable std::mutex        m; // rendering is not documented as thread-safe upstream
 };
 
@@ -23,6 +55,9 @@ chat_formatter::chat_formatter(const llama_model * model) : impl_(std::make_uniq
         throw std::runtime_error("llama.cpp could not load the model's chat template");
     }
     impl_->from_model = common_chat_templates_was_explicit(impl_->templates.get());
+    const auto caps = common_chat_templates_get_caps(impl_->templates.get());
+    impl_->tool_calls = caps.at("supports_tool_calls");
+    impl_->parallel_calls = caps.at("supports_parallel_tool_calls");
 }
 
 chat_formatter::~chat_formatter() = default;
@@ -31,23 +66,120 @@ bool chat_formatter::from_model() const {
     return impl_->from_model;
 }
 
-std::string chat_formatter::apply(const std::vector<chat_message> & messages) const {
-    common_chat_templates_inputs in;
-    in.use_jinja = true;
-    in.add_generation_prompt = true;
-    in.force_pure_content = true; // the prompt only: no tool-call or reasoning parser is built
+bool chat_formatter::writes_tool_calls() const {
+    return impl_->tool_calls;
+}
+
+namespace {
+
+std::vector<common_chat_msg> to_common(const std::vector<chat_message> & messages) {
+    std::vector<common_chat_msg> out;
     for (const auto & m : messages) {
         common_chat_msg msg;
         msg.role = m.role;
         msg.content = m.content;
-        in.messages.push_back(std::move(msg));
+        for (const tool_call & c : m.tool_calls) {
+            msg.tool_calls.push_back({c.name, c.arguments, c.id});
+        }
+        msg.tool_call_id = m.tool_call_id;
+        msg.tool_name = m.name;
+        out.push_back(std::move(msg));
     }
+    return out;
+}
+
+common_chat_tool to_common(const tool_function & f) {
+    return {f.name, f.description, f.parameters.empty() ? "{}" : f.parameters};
+}
+
+// A trigger as the regular expression llama.cpp's lazy grammar sampler takes
+// (as its common sampler turns each kind into one).
+std::string trigger_pattern(const common_grammar_trigger & t) {
+    switch (t.type) {
+        case COMMON_GRAMMAR_TRIGGER_TYPE_PATTERN:
+            return t.value;
+        case COMMON_GRAMMAR_TRIGGER_TYPE_PATTERN_FULL: {
+            if (t.value.empty()) {
+                return "^$";
+            }
+            return (t.value.front() == '^' ? "" : "^") + t.value + (t.value.back() == '$' ? "" : "$");
+        }
+        case COMMON_GRAMMAR_TRIGGER_TYPE_WORD:
+        case COMMON_GRAMMAR_TRIGGER_TYPE_TOKEN: // its text: the token is what spells it
+        default:
+            return regex_escape(t.value);
+    }
+}
+
+} // namespace
+
+chat_prompt chat_formatter::apply(const std::vector<chat_message> & messages, const chat_tools & tools) const {
+    common_chat_templates_inputs in;
+    in.use_jinja = true;
+    in.add_generation_prompt = true;
+    in.messages = to_common(messages);
+    const bool callable = !tools.functions.empty() && tools.choice != tool_choice::none;
+    if (tools.functions.empty()) {
+        in.force_pure_content = true; // the prompt only: no tool-call or reasoning parser is built
+    }
+    for (const tool_function & f : tools.functions) {
+        in.tools.push_back(to_common(f));
+    }
+    in.tool_choice = tools.choice == tool_choice::none       ? COMMON_CHAT_TOOL_CHOICE_NONE
+                     : tools.choice == tool_choice::required ? COMMON_CHAT_TOOL_CHOICE_REQUIRED
+                                                              : COMMON_CHAT_TOOL_CHOICE_AUTO;
+    in.parallel_tool_calls = tools.parallel.value_or(impl_->parallel_calls);
+    if (callable && !impl_->tool_calls) {
+        throw std::runtime_error("this model's chat template has no tool-call format that llama.cpp recognises, so its "
+                                 "tools cannot be called; send 'tool_choice': \"none\" or no tools");
+    }
+
     std::lock_guard<std::mutex> lock(impl_->m);
+    common_chat_params shown;  // the prompt: every tool
+    common_chat_params format; // what the answer follows: the forced function only, when one is
     try {
-        return common_chat_templates_apply(impl_->templates.get(), in).prompt;
+        shown = common_chat_templates_apply(impl_->templates.get(), in);
+        format = shown;
+        if (callable && !tools.forced.empty()) {
+            common_chat_templates_inputs only = in;
+            only.tools.clear();
+            for (const tool_function & f : tools.functions) {
+                if (f.name == tools.forced) {
+                    only.tools.push_back(to_common(f));
+                }
+            }
+            only.tool_choice = COMMON_CHAT_TOOL_CHOICE_REQUIRED;
+            format = common_chat_templates_apply(impl_->templates.get(), only);
+        }
     } catch (const std::exception & e) {
         throw std::runtime_error(std::string("the chat template failed on these messages: ") + e.what());
     }
+    chat_prompt out;
+    out.prompt = shown.prompt;
+    if (tools.functions.empty()) {
+        return out;
+    }
+    if (tools.choice == tool_choice::required && format.grammar.empty()) {
+        throw std::runtime_error("llama.cpp gives no tool-call grammar for this model's chat template, so a call cannot be "
+                                 "required; send 'tool_choice': \"auto\"");
+    }
+    out.grammar = format.grammar;
+    if (format.grammar_lazy) {
+        for (const common_grammar_trigger & t : format.grammar_triggers) {
+            out.grammar_triggers.push_back(trigger_pattern(t));
+        }
+    } else if (!format.grammar.empty()) {
+        out.grammar_prefix = format.generation_prompt;
+    }
+    out.stops = format.additional_stops;
+    auto parser = std::make_unique<chat_parser::impl>();
+    parser->params = common_chat_parser_params(format);
+    parser->params.parse_tool_calls = callable;
+    if (!format.parser.empty()) {
+        parser->params.parser.load(format.parser);
+    }
+    out.parser = std::make_shared<const chat_parser>(std::move(parser));
+    return out;
 }
 
 } // namespace cli::serve

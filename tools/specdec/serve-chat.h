@@ -2,10 +2,13 @@
 // template (its GGUF `tokenizer.chat_template`), rendered by llama.cpp's
 // template engine (common/chat.h of the pinned tree). A model without a
 // template gets llama.cpp's fallback, ChatML, as llama-server does.
+// With tools, llama.cpp's chat code also gives the grammar a tool call must
+// follow in the model's own format, and reads the calls back out of the text.
 // Kept apart from the JSON layer: it is the only file that sees llama.cpp's common library.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,9 +16,77 @@ struct llama_model;
 
 namespace cli::serve {
 
+// One function call, in a message or an answer.
+struct tool_call {
+    std::string id;        // "" when the model's format carries none (the server names it)
+    std::string name;
+    std::string arguments; // JSON text of the arguments object
+};
+
 struct chat_message {
-    std::string role;    // system, developer, user, assistant or tool
-    std::string content; // text
+    std::string            role;    // system, developer, user, assistant or tool
+    std::string            content; // text
+    std::vector<tool_call> tool_calls;   // assistant: the calls it made
+    std::string            tool_call_id; // tool: the call this answers
+    std::string            name;         // tool: the function that answered ("" when not given)
+};
+
+// A function the model may call.
+struct tool_function {
+    std::string name;
+    std::string description;
+    std::string parameters; // JSON text of its parameters' JSON schema ("" or {}: no arguments)
+};
+
+enum class tool_choice {
+    none,      // the tools are shown, never called
+    automatic, // "auto": the model decides; a call, once its format's marker is written, must be well-formed
+    required,  // the answer calls at least one function
+};
+
+struct chat_tools {
+    std::vector<tool_function> functions; // empty: a chat without tools
+    tool_choice                choice = tool_choice::automatic;
+    std::string                forced;    // with required: the one function the answer calls ("" any)
+    std::optional<bool>        parallel;  // several calls in one answer; absent: when the template shows several
+};
+
+// An answer's text read as the model's format says: its content and calls.
+struct parsed_answer {
+    std::string            content;
+    std::vector<tool_call> tool_calls;
+};
+
+// Reads answers in the format of the chat prompt it came with.
+class chat_parser {
+public:
+    struct impl;
+    explicit chat_parser(std::unique_ptr<impl> state);
+    ~chat_parser();
+    chat_parser(const chat_parser &) = delete;
+    chat_parser & operator=(const chat_parser &) = delete;
+
+    // `partial`: more text may follow (a call may be cut short; its
+    // arguments are then the text so far). Never throws: text the format
+    // does not read is content (a partial text that reads as nothing yet:
+    // nullopt, so a stream waits for more).
+    std::optional<parsed_answer> parse(const std::string & text, bool partial) const;
+
+private:
+    std::unique_ptr<impl> impl_;
+};
+
+// What the model is given, and what its answer must follow.
+struct chat_prompt {
+    std::string prompt;
+    // The tool-call grammar (GBNF; "" none), lazy when it has triggers
+    // (regular expressions, as specdec_generate_params.grammar_triggers);
+    // else it reads grammar_prefix (the template's generation prompt) first.
+    std::string              grammar;
+    std::vector<std::string> grammar_triggers;
+    std::string              grammar_prefix;
+    std::vector<std::string> stops;  // stop strings the format adds
+    std::shared_ptr<const chat_parser> parser; // null: the answer's text is its content
 };
 
 class chat_formatter {
@@ -29,10 +100,14 @@ public:
 
     // Whether the model carries a template (false: the ChatML fallback is used).
     bool from_model() const;
-    // The prompt for `messages`, ending with the assistant's turn opened.
-    // Thread-safe. Throws std::runtime_error when the template fails on them
-    // (the HTTP layer answers 400).
-    std::string apply(const std::vector<chat_message> & messages) const;
+    // Whether its template writes tool calls (in a format llama.cpp reads or not).
+    bool writes_tool_calls() const;
+    // The prompt for `messages`, ending with the assistant's turn opened;
+    // with tools (and a choice other than none), the grammar and parser of
+    // its tool calls. Thread-safe. Throws std::runtime_error when the
+    // template fails on them, or has no tool-call format llama.cpp
+    // recognises while the tools may be called (the HTTP layer answers 400).
+    chat_prompt apply(const std::vector<chat_message> & messages, const chat_tools & tools = {}) const;
 
 private:
     struct impl;

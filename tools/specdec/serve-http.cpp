@@ -19,6 +19,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 #include <utility>
@@ -560,7 +561,7 @@ struct http_server::impl {
     bool authorized(const httplib::Request & req, httplib::Response & res) const;
     void completion(endpoint kind, const httplib::Request & req, httplib::Response & res);
     void stream(const std::shared_ptr<request_channel> & c, const response_info & info, httplib::Response & res,
-                flight_guard & guard, deadline_stream * conn);
+                flight_guard & guard, deadline_stream * conn, std::shared_ptr<const chat_parser> parser);
 };
 
 std::string normalize_origin(const std::string & origin) {
@@ -779,6 +780,12 @@ void http_server::impl::completion(endpoint kind, const httplib::Request & req, 
         size_t n_text = r.prompt.size();
         for (const chat_message & m : r.messages) {
             n_text += m.content.size();
+            for (const tool_call & call : m.tool_calls) {
+                n_text += call.name.size() + call.arguments.size();
+            }
+        }
+        for (const tool_function & f : r.tools.functions) {
+            n_text += f.name.size() + f.description.size() + f.parameters.size();
         }
         // Each message takes a position at least (its role's marker), and the
         // template engine's time grows with their number, under a shared lock.
@@ -795,11 +802,31 @@ void http_server::impl::completion(endpoint kind, const httplib::Request & req, 
         }
 
         std::string text = r.prompt;
+        chat_prompt chat; // its grammar triggers are borrowed until the request is admitted
         if (kind == endpoint::chat) {
+            if (!r.tools.functions.empty() && r.tools.choice != tool_choice::none && !svc.chat->writes_tool_calls()) {
+                throw invalid_request("this model's chat template writes no tool calls, so its tools cannot be called; send "
+                                      "'tool_choice': \"none\" or no tools",
+                                      "tools", "unsupported_parameter");
+            }
             try {
-                text = svc.chat->apply(r.messages);
+                chat = svc.chat->apply(r.messages, r.tools);
             } catch (const std::exception & e) {
-                throw invalid_request(e.what(), "messages");
+                throw invalid_request(e.what(), r.tools.functions.empty() ? "messages" : "tools");
+            }
+            text = chat.prompt;
+            // The tool-call format's grammar and stop strings (parse_request refuses a grammar of the client's with them).
+            if (!chat.grammar.empty()) {
+                r.grammar = chat.grammar;
+            }
+            for (const std::string & t : chat.grammar_triggers) {
+                r.grammar_triggers.push_back(t.c_str());
+            }
+            r.grammar_prefix = chat.grammar_prefix;
+            for (const std::string & s : chat.stops) {
+                if (std::find(r.stop.begin(), r.stop.end(), s) == r.stop.end()) {
+                    r.stop.push_back(s);
+                }
             }
         }
         std::vector<llama_token> prompt;
@@ -852,7 +879,7 @@ void http_server::impl::completion(endpoint kind, const httplib::Request & req, 
         }
         info.piece = [vocab = llama_model_get_vocab(svc.model)](llama_token t) { return token_text(vocab, t); };
         if (r.stream) {
-            stream(c, info, res, guard, conn);
+            stream(c, info, res, guard, conn, chat.parser);
             return;
         }
         // A half-closed client is answered; one that closed is probed with an
@@ -878,6 +905,12 @@ void http_server::impl::completion(endpoint kind, const httplib::Request & req, 
         if (out.output.stop == SPECDEC_STOP_ERROR) {
             throw server_error("generation failed (run the server with -v for the reason)");
         }
+        std::optional<parsed_answer> answer;
+        if (chat.parser != nullptr) {
+            answer = chat.parser->parse(out.output.text, false);
+            name_tool_calls(*answer);
+            info.answer = &*answer;
+        }
         res.set_content(json_text(response_body(info, {&out, c->n_prompt()}), -1), "application/json");
     } catch (const api_error & e) {
         send_error(res, e);
@@ -891,13 +924,15 @@ void http_server::impl::completion(endpoint kind, const httplib::Request & req, 
 // `conn`: the request's connection, which outlives the provider (httplib
 // calls it on the connection's thread while it answers).
 void http_server::impl::stream(const std::shared_ptr<request_channel> & c, const response_info & info_in, httplib::Response & res,
-                               flight_guard & guard, deadline_stream * conn) {
+                               flight_guard & guard, deadline_stream * conn, std::shared_ptr<const chat_parser> parser) {
     struct state {
-        bool        first = true;
-        bool        done = false;
-        bool        probed = false;  // client_gone's flag
-        size_t      text_offset = 0; // of the next token with log-probabilities (completions)
-        std::string echo;            // the prompt's text, which the first chunk carries (echo)
+        bool          first = true;
+        bool          done = false;
+        bool          probed = false;  // client_gone's flag
+        size_t        text_offset = 0; // of the next token with log-probabilities (completions)
+        std::string   echo;            // the prompt's text, which the first chunk carries (echo)
+        std::string   text;            // with a chat parser: the answer's text so far, read again at each piece
+        answer_stream sent;            // and what its deltas sent
     };
     auto st = std::make_shared<state>();
     if (info_in.echo_text != nullptr) {
@@ -912,16 +947,28 @@ void http_server::impl::stream(const std::shared_ptr<request_channel> & c, const
     res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [c, info, st, sched, conn](size_t, httplib::DataSink & sink) {
+        [c, info, st, sched, conn, parser](size_t, httplib::DataSink & sink) {
             try {
                 std::string text = std::move(st->echo);
                 st->echo.clear();
                 specdec::sequence_result lp;
                 const bool finished = c->wait_output(poll_interval, text, info.n_top_logprobs >= 0 ? &lp : nullptr);
-                if (!text.empty() || !lp.tokens.empty()) {
+                const bool carries = !text.empty() || !lp.tokens.empty();
+                // With tools, what the answer reads as so far; once finished, all of it.
+                std::optional<parsed_answer> answer;
+                nlohmann::json delta = nlohmann::json::object();
+                if (parser != nullptr && (carries || finished)) {
+                    st->text += text;
+                    answer = parser->parse(st->text, !finished);
+                    if (answer) {
+                        delta = answer_delta(st->sent, *answer, !finished);
+                    }
+                }
+                if (parser != nullptr ? !delta.empty() || !lp.tokens.empty() : carries) {
                     const nlohmann::json logprobs =
                         lp.tokens.empty() ? nlohmann::json() : logprobs_body(info, token_logprobs::of(lp), st->text_offset);
-                    const std::string ev = sse_event(chunk_body(info, text, st->first, logprobs));
+                    const std::string ev = sse_event(parser != nullptr ? delta_chunk_body(info, std::move(delta), st->first, logprobs)
+                                                                       : chunk_body(info, text, st->first, logprobs));
                     st->first = false;
                     if (!sink.write(ev.data(), ev.size())) {
                         sched->cancel(c); // the client went away
@@ -942,7 +989,14 @@ void http_server::impl::stream(const std::shared_ptr<request_channel> & c, const
                                             : server_error("generation failed (run the server with -v for the reason)");
                     tail = sse_event(error_body(e));
                 } else {
-                    tail = sse_event(final_chunk_body(info, {&out, c->n_prompt()}));
+                    response_info last = info;
+                    if (answer) {
+                        for (size_t i = 0; i < answer->tool_calls.size() && i < st->sent.calls.size(); ++i) {
+                            answer->tool_calls[i].id = st->sent.calls[i].id;
+                        }
+                        last.answer = &*answer;
+                    }
+                    tail = sse_event(final_chunk_body(last, {&out, c->n_prompt()}));
                     if (info.include_usage) {
                         tail += sse_event(usage_chunk_body(info, {&out, c->n_prompt()}));
                     }

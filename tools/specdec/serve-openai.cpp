@@ -3,9 +3,11 @@
 #include "json-text.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <random>
 
 namespace cli::serve {
 
@@ -115,6 +117,72 @@ std::string text_content(const json & content, const std::string & field) {
     return out;
 }
 
+// A string field of `obj` ("" when absent or null).
+std::string optional_string(const json & obj, const char * field, const std::string & where) {
+    const auto it = obj.find(field);
+    if (it == obj.end() || it->is_null()) {
+        return "";
+    }
+    if (!it->is_string()) {
+        throw wrong_type(where + "." + field, "a string", *it);
+    }
+    return it->get<std::string>();
+}
+
+// A function's name as OpenAI takes it: 1 to 64 of a-z, A-Z, 0-9, _ and -.
+std::string function_name(const json & obj, const std::string & where) {
+    const auto it = obj.find("name");
+    if (it == obj.end() || !it->is_string()) {
+        throw wrong_type(where + ".name", "a string", it == obj.end() ? json() : *it);
+    }
+    const std::string name = it->get<std::string>();
+    const bool ok = !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](unsigned char c) {
+        return std::isalnum(c) || c == '_' || c == '-';
+    });
+    if (!ok) {
+        throw invalid_request("'" + where + ".name' is \"" + name + "\"; a function's name is 1 to 64 letters, digits, _ or -",
+                              where + ".name");
+    }
+    return name;
+}
+
+// An assistant message's tool_calls: [{id, type: "function", function: {name, arguments}}].
+std::vector<tool_call> parse_message_tool_calls(const json & calls, const std::string & where) {
+    if (!calls.is_array()) {
+        throw wrong_type(where, "an array", calls);
+    }
+    std::vector<tool_call> out;
+    for (size_t i = 0; i < calls.size(); ++i) {
+        const json & c = calls[i];
+        const std::string at = where + "[" + std::to_string(i) + "]";
+        if (!c.is_object()) {
+            throw wrong_type(at, "an object", c);
+        }
+        if (const std::string type = optional_string(c, "type", at); !type.empty() && type != "function") {
+            throw invalid_request("'" + at + ".type' is \"" + type + "\"; only \"function\" calls are taken", at + ".type");
+        }
+        const auto fn = c.find("function");
+        if (fn == c.end() || !fn->is_object()) {
+            throw wrong_type(at + ".function", "an object", fn == c.end() ? json() : *fn);
+        }
+        tool_call call;
+        call.id = optional_string(c, "id", at);
+        call.name = function_name(*fn, at + ".function");
+        const auto args = fn->find("arguments");
+        if (args == fn->end() || args->is_null()) {
+            call.arguments = "{}";
+        } else if (args->is_string()) { // OpenAI's shape: JSON text
+            call.arguments = args->get<std::string>();
+        } else if (args->is_object()) {
+            call.arguments = args->dump();
+        } else {
+            throw wrong_type(at + ".function.arguments", "a string of JSON", *args);
+        }
+        out.push_back(std::move(call));
+    }
+    return out;
+}
+
 std::vector<chat_message> parse_messages(const json & body) {
     const auto it = body.find("messages");
     if (it == body.end()) {
@@ -143,7 +211,20 @@ std::vector<chat_message> parse_messages(const json & body) {
                                   where + ".role");
         }
         const auto content = m.find("content");
-        out.push_back({r, text_content(content == m.end() ? json() : *content, where + ".content")});
+        chat_message msg;
+        msg.role = r;
+        msg.content = text_content(content == m.end() ? json() : *content, where + ".content");
+        if (const auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null()) {
+            if (r != "assistant") {
+                throw invalid_request("'" + where + ".tool_calls' belongs to assistant messages", where + ".tool_calls");
+            }
+            msg.tool_calls = parse_message_tool_calls(*calls, where + ".tool_calls");
+        }
+        if (r == "tool") {
+            msg.tool_call_id = optional_string(m, "tool_call_id", where);
+            msg.name = optional_string(m, "name", where);
+        }
+        out.push_back(std::move(msg));
     }
     return out;
 }
@@ -208,10 +289,8 @@ bool is_no_tool_call(const json & v) { return v == "none" || v == "auto"; }
 
 constexpr unimplemented_field unimplemented_fields[] = {
     {"suffix", "\"\"", is_empty},
-    {"tools", "[]", is_empty},
-    {"tool_choice", "\"none\" or \"auto\"", is_no_tool_call},
-    {"functions", "[]", is_empty},
-    {"function_call", "\"none\" or \"auto\"", is_no_tool_call},
+    {"functions", "[] (the legacy form of 'tools', which this server takes)", is_empty},
+    {"function_call", "\"none\" or \"auto\" (the legacy form of 'tool_choice', which this server takes)", is_no_tool_call},
     {"best_of", "1", is_one},
 };
 
@@ -272,6 +351,99 @@ std::optional<std::string> parse_json_schema(const json & body) {
         return it->empty() ? std::string(R"({"type": "object"})") : it->dump();
     }
     return std::nullopt;
+}
+
+// Chat's `tools` ([{type: "function", function: {name, description,
+// parameters}}]), `tool_choice` ("none", "auto", "required" or {type:
+// "function", function: {name}}) and `parallel_tool_calls`.
+chat_tools parse_tools(const json & body, endpoint kind) {
+    chat_tools out;
+    const auto tools = body.find("tools");
+    const bool listed = tools != body.end() && !tools->is_null() && !is_empty(*tools);
+    const auto choice = body.find("tool_choice");
+    const bool chosen = choice != body.end() && !choice->is_null();
+    if (kind == endpoint::completions) {
+        if (listed || (chosen && !is_no_tool_call(*choice))) {
+            throw invalid_request(std::string("'") + (listed ? "tools" : "tool_choice") + "' belongs to chat completions",
+                                  listed ? "tools" : "tool_choice", "unsupported_parameter");
+        }
+        return out;
+    }
+    if (listed) {
+        if (!tools->is_array()) {
+            throw wrong_type("tools", "an array", *tools);
+        }
+        for (size_t i = 0; i < tools->size(); ++i) {
+            const json & t = (*tools)[i];
+            const std::string at = "tools[" + std::to_string(i) + "]";
+            if (!t.is_object()) {
+                throw wrong_type(at, "an object", t);
+            }
+            if (const std::string type = optional_string(t, "type", at); type != "function") {
+                throw invalid_request("'" + at + ".type' is \"" + type + "\"; this server takes tools of type \"function\"", at + ".type");
+            }
+            const auto fn = t.find("function");
+            if (fn == t.end() || !fn->is_object()) {
+                throw wrong_type(at + ".function", "an object", fn == t.end() ? json() : *fn);
+            }
+            tool_function f;
+            f.name = function_name(*fn, at + ".function");
+            f.description = optional_string(*fn, "description", at + ".function");
+            if (const auto params = fn->find("parameters"); params != fn->end() && !params->is_null()) {
+                if (!params->is_object()) {
+                    throw wrong_type(at + ".function.parameters", "an object (a JSON schema)", *params);
+                }
+                f.parameters = params->dump();
+            }
+            for (const tool_function & g : out.functions) {
+                if (g.name == f.name) {
+                    throw invalid_request("'tools' names the function '" + f.name + "' twice", at + ".function.name");
+                }
+            }
+            out.functions.push_back(std::move(f));
+        }
+    }
+    if (chosen) {
+        if (choice->is_string()) {
+            const std::string c = choice->get<std::string>();
+            if (c == "none") {
+                out.choice = tool_choice::none;
+            } else if (c == "auto") {
+                out.choice = tool_choice::automatic;
+            } else if (c == "required") {
+                out.choice = tool_choice::required;
+            } else {
+                throw invalid_request("'tool_choice' is \"" + c + "\"; it must be \"none\", \"auto\", \"required\" or "
+                                      "{\"type\": \"function\", \"function\": {\"name\": ...}}", "tool_choice");
+            }
+        } else if (choice->is_object()) {
+            if (optional_string(*choice, "type", "tool_choice") != "function" || !choice->contains("function") ||
+                !(*choice)["function"].is_object()) {
+                throw invalid_request("'tool_choice' as an object is {\"type\": \"function\", \"function\": {\"name\": ...}}",
+                                      "tool_choice");
+            }
+            out.choice = tool_choice::required;
+            out.forced = function_name((*choice)["function"], "tool_choice.function");
+            const bool known = std::any_of(out.functions.begin(), out.functions.end(),
+                                           [&](const tool_function & f) { return f.name == out.forced; });
+            if (!known) {
+                throw invalid_request("'tool_choice' names the function '" + out.forced + "', which 'tools' does not list",
+                                      "tool_choice");
+            }
+        } else {
+            throw wrong_type("tool_choice", "a string or an object", *choice);
+        }
+        if (out.choice == tool_choice::required && out.functions.empty()) {
+            throw invalid_request("'tool_choice' asks for a call, and 'tools' lists no function", "tool_choice");
+        }
+    }
+    if (const auto p = body.find("parallel_tool_calls"); p != body.end() && !p->is_null()) {
+        if (!p->is_boolean()) {
+            throw wrong_type("parallel_tool_calls", "a boolean", *p);
+        }
+        out.parallel = p->get<bool>();
+    }
+    return out;
 }
 
 void refuse_unimplemented(const json & body) {
@@ -432,6 +604,13 @@ parsed_request parse_request(endpoint kind, std::string_view body, const request
     if (r.json_schema && !r.grammar.empty()) {
         throw invalid_request("'grammar' and a JSON schema ('response_format' or 'json_schema') exclude each other", "grammar");
     }
+    r.tools = parse_tools(j, kind);
+    if (!r.tools.functions.empty() && r.tools.choice != tool_choice::none && (r.json_schema || !r.grammar.empty())) {
+        const char * field = r.grammar.empty() ? (j.contains("response_format") ? "response_format" : "json_schema") : "grammar";
+        throw invalid_request(std::string("'") + field + "' cannot constrain an answer that may call tools (their calls follow "
+                                  "the grammar of the model's tool-call format); send 'tool_choice': \"none\" with it",
+                              field, "unsupported_parameter");
+    }
     return r;
 }
 
@@ -457,6 +636,9 @@ specdec::request_params to_engine_params(const parsed_request & r, int32_t n_ctx
     p.repeat_penalty = r.repeat_penalty;
     p.repeat_last_n = r.repeat_last_n;
     p.grammar = r.grammar.empty() ? nullptr : r.grammar.c_str();
+    p.grammar_triggers = r.grammar_triggers.empty() ? nullptr : r.grammar_triggers.data();
+    p.n_grammar_triggers = r.grammar_triggers.size();
+    p.grammar_prefix = r.grammar_prefix.empty() ? nullptr : r.grammar_prefix.c_str();
     return p;
 }
 
@@ -480,9 +662,35 @@ const char * finish_reason(specdec_stop_reason stop) {
 
 namespace {
 
-json finish_reason_json(specdec_stop_reason stop) {
+// "tool_calls" when the answer ended by itself having called a function.
+json finish_reason_json(specdec_stop_reason stop, const parsed_answer * answer = nullptr) {
+    if (answer != nullptr && !answer->tool_calls.empty() && (stop == SPECDEC_STOP_EOG || stop == SPECDEC_STOP_STRING)) {
+        return "tool_calls";
+    }
     const char * r = finish_reason(stop);
     return r != nullptr ? json(r) : json();
+}
+
+json tool_calls_body(const std::vector<tool_call> & calls) {
+    json out = json::array();
+    for (const tool_call & c : calls) {
+        out.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+    }
+    return out;
+}
+
+// The assistant's message: its text, or what its answer reads as (content
+// null when it only calls functions).
+json message_body(const response_info & info, const std::string & text) {
+    if (info.answer == nullptr) {
+        return {{"role", "assistant"}, {"content", text}};
+    }
+    const parsed_answer & a = *info.answer;
+    json m = {{"role", "assistant"}, {"content", a.content.empty() && !a.tool_calls.empty() ? json() : json(a.content)}};
+    if (!a.tool_calls.empty()) {
+        m["tool_calls"] = tool_calls_body(a.tool_calls);
+    }
+    return m;
 }
 
 json usage_body(const finished_request & f) {
@@ -620,11 +828,11 @@ json response_body(const response_info & info, const finished_request & f) {
             logprobs = logprobs_body(info, token_logprobs::of(f.result->output), offset);
         }
     }
-    json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_reason_json(f.result->output.stop)}};
+    json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_reason_json(f.result->output.stop, info.answer)}};
     if (info.kind == endpoint::completions) {
         choice["text"] = echo ? *info.echo_text + f.result->output.text : f.result->output.text;
     } else {
-        choice["message"] = {{"role", "assistant"}, {"content", f.result->output.text}};
+        choice["message"] = message_body(info, f.result->output.text);
     }
     j["choices"] = json::array({choice});
     j["usage"] = usage_body(f);
@@ -647,9 +855,74 @@ json chunk_body(const response_info & info, std::string_view piece, bool first, 
     return j;
 }
 
+std::string new_tool_call_id() {
+    static constexpr char alphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    thread_local std::mt19937_64 rng(std::random_device{}());
+    std::uniform_int_distribution<size_t> pick(0, sizeof(alphabet) - 2);
+    std::string id = "call_";
+    for (int i = 0; i < 24; ++i) {
+        id += alphabet[pick(rng)];
+    }
+    return id;
+}
+
+void name_tool_calls(parsed_answer & a) {
+    for (tool_call & c : a.tool_calls) {
+        if (c.id.empty()) {
+            c.id = new_tool_call_id();
+        }
+    }
+}
+
+json answer_delta(answer_stream & s, const parsed_answer & a, bool partial) {
+    json delta = json::object();
+    const std::string & content = a.content;
+    if (content.size() > s.content_sent.size() && content.compare(0, s.content_sent.size(), s.content_sent) == 0) {
+        delta["content"] = content.substr(s.content_sent.size());
+        s.content_sent = content;
+    }
+    json calls = json::array();
+    for (size_t i = 0; i < a.tool_calls.size(); ++i) {
+        const tool_call & c = a.tool_calls[i];
+        if (i < s.calls.size()) {
+            answer_stream::call & sent = s.calls[i];
+            if (c.arguments.size() > sent.arguments_sent) {
+                calls.push_back({{"index", i}, {"function", {{"arguments", c.arguments.substr(sent.arguments_sent)}}}});
+                sent.arguments_sent = c.arguments.size();
+            }
+            continue;
+        }
+        const bool whole_name = !c.arguments.empty() || i + 1 < a.tool_calls.size() || !partial;
+        if (i > s.calls.size() || !whole_name || c.name.empty()) {
+            break; // calls open in order
+        }
+        s.calls.push_back({c.id.empty() ? new_tool_call_id() : c.id, c.arguments.size()});
+        calls.push_back({{"index", i},
+                         {"id", s.calls.back().id},
+                         {"type", "function"},
+                         {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+    }
+    if (!calls.empty()) {
+        delta["tool_calls"] = std::move(calls);
+    }
+    return delta;
+}
+
+json delta_chunk_body(const response_info & info, json delta, bool first, const json & logprobs) {
+    json j = envelope(info, true);
+    if (first) {
+        delta["role"] = "assistant";
+    }
+    j["choices"] = json::array({{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", logprobs}, {"finish_reason", nullptr}}});
+    if (info.include_usage) {
+        j["usage"] = nullptr;
+    }
+    return j;
+}
+
 json final_chunk_body(const response_info & info, const finished_request & f) {
     json j = envelope(info, true);
-    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason_json(f.result->output.stop)}};
+    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason_json(f.result->output.stop, info.answer)}};
     if (info.kind == endpoint::completions) {
         choice["text"] = "";
     } else {

@@ -94,6 +94,15 @@ struct parsed_request {
     std::string               grammar;
     std::optional<std::string> json_schema;   // the schema's JSON text
     bool                      echo = false;   // completions: the prompt comes first in the text (and logprobs)
+    // Chat: the functions the model may call, and how (tools, tool_choice,
+    // parallel_tool_calls). Their calls' grammar comes from the chat
+    // template, not the client: set into `grammar`, lazy from the first
+    // match of one of grammar_triggers (C strings borrowed from the chat
+    // prompt, which must outlive the engine's parameters), else reading
+    // grammar_prefix first.
+    chat_tools                tools;
+    std::vector<const char *> grammar_triggers;
+    std::string               grammar_prefix;
 };
 
 // Parses a request body. Throws api_error: 400 (malformed JSON, not an
@@ -136,6 +145,10 @@ struct response_info {
     // log-probabilities begin with; null text: no echo.
     const std::string *              echo_text = nullptr;
     const std::vector<llama_token> * echo_tokens = nullptr;
+    // Chat with tools: the answer read in the model's format (borrowed),
+    // whose content and tool_calls the message carries, and whose calls
+    // make finish_reason "tool_calls"; null: the text is the content.
+    const parsed_answer *            answer = nullptr;
 };
 
 // Log-probabilities of consecutive output tokens, as the engine reports them.
@@ -176,6 +189,35 @@ nlohmann::json echo_logprobs_body(const response_info & info, const specdec::seq
 // One stream chunk carrying `piece` (chat: the first one also has role
 // "assistant") and `logprobs` (logprobs_body of its tokens; null: none).
 nlohmann::json chunk_body(const response_info & info, std::string_view piece, bool first, const nlohmann::json & logprobs = nullptr);
+
+// A new tool call's id: "call_" and 24 random letters and digits.
+std::string new_tool_call_id();
+
+// Gives every call of `a` that has no id (the model's format carries none) a new one.
+void name_tool_calls(parsed_answer & a);
+
+// What a streamed chat answer with tools has sent so far.
+struct answer_stream {
+    struct call {
+        std::string id;
+        size_t      arguments_sent = 0; // bytes of its arguments
+    };
+    std::string       content_sent;
+    std::vector<call> calls; // each call whose first delta was sent
+};
+
+// The chat delta of what `a` (the answer read so far; `partial`: more text
+// may come) adds to what `s` says was sent, as OpenAI streams it: `content`
+// past what was sent; `tool_calls` entries, a call's first one {index, id,
+// type "function", function: {name, arguments}} once its name is whole (its
+// arguments began, a later call began, or the answer is complete), then
+// {index, function: {arguments}} with each further fragment. An empty object
+// when nothing is new. Text that revises what was sent is not sent.
+nlohmann::json answer_delta(answer_stream & s, const parsed_answer & a, bool partial);
+
+// A chat stream chunk carrying `delta` (the first one also has role
+// "assistant") and `logprobs` (null: none).
+nlohmann::json delta_chunk_body(const response_info & info, nlohmann::json delta, bool first, const nlohmann::json & logprobs = nullptr);
 
 // The last chunk of a choice: empty text or delta, finish_reason and specdec.
 nlohmann::json final_chunk_body(const response_info & info, const finished_request & f);

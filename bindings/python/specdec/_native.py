@@ -149,6 +149,9 @@ class specdec_generate_params(Structure):
         ("repeat_penalty", c_float),
         ("repeat_last_n", c_int32),
         ("grammar", c_char_p),
+        ("grammar_triggers", POINTER(c_char_p)),
+        ("n_grammar_triggers", c_size_t),
+        ("grammar_prefix", c_char_p),
         ("accept", c_enum),
     ]
 

@@ -382,6 +382,9 @@ pub struct specdec_generate_params {
     pub repeat_penalty: f32,
     pub repeat_last_n: i32,
     pub grammar: *const c_char,
+    pub grammar_triggers: *const *const c_char,
+    pub n_grammar_triggers: usize,
+    pub grammar_prefix: *const c_char,
     pub accept: specdec_accept_mode,
 }
 
