@@ -299,13 +299,13 @@ TEST(ServeParse, ToolsAndToolMessages) {
     const std::string trigger = "<tool_call>";
     g.grammar = "root ::= \"x\"";
     g.grammar_triggers = {trigger.c_str()};
-    specdec::request_params p = to_engine_params(g, 256, 1, 0);
+    specdec::request_params p = to_engine_params(g, 256, 1, 0, SPECDEC_ACCEPT_EXACT);
     ASSERT_EQ(p.n_grammar_triggers, 1u);
     EXPECT_STREQ(p.grammar_triggers[0], "<tool_call>");
     EXPECT_EQ(p.grammar_prefix, nullptr);
     g.grammar_triggers.clear();
     g.grammar_prefix = "[assistant] ";
-    p = to_engine_params(g, 256, 1, 0);
+    p = to_engine_params(g, 256, 1, 0, SPECDEC_ACCEPT_EXACT);
     EXPECT_EQ(p.n_grammar_triggers, 0u);
     EXPECT_STREQ(p.grammar_prefix, "[assistant] ");
 }

@@ -251,9 +251,10 @@ def test_bad_values_raise_typed_errors(opened):
     with specdec.Engine(o.session) as engine:
         with pytest.raises(specdec.InvalidArgumentError, match="accept"):
             engine.add(prompt, n_predict=4, accept=9)
-    # Rejection mode keeps drafts by the target: synthetic acceptance cannot go with it.
-    with pytest.raises(specdec.InvalidArgumentError):
-        o.session.generate(prompt, n_predict=4, accept="rejection", synthetic_acceptance=0.5)
+    # Synthetic acceptance keeps drafts without the target, in either mode.
+    a = o.session.generate(prompt, n_predict=16, temperature=1.0, seed=4, accept="rejection", synthetic_acceptance=0.5)
+    b = o.session.generate(prompt, n_predict=16, temperature=1.0, seed=4, accept="exact", synthetic_acceptance=0.5)
+    assert a.tokens == b.tokens
 
     n_past, id_last = after_generate(o)
     for bad in (specdec.DraftSampling(top_p=0.0), specdec.DraftSampling(min_p=1.0), specdec.DraftSampling(temperature=math.nan)):
