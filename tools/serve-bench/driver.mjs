@@ -19,17 +19,28 @@ import { fileURLToPath } from 'node:url';
 import { pool_conversations, run_conversations, turn_tokens } from './chat.mjs';
 import { pool_rounds, request_tokens, run_closed_loop, warm_up, DEFAULT_PROMPTS } from './loadgen.mjs';
 
-const FIXTURES = ['exact', 'mixed', 'random'];
+const FIXTURES = ['exact', 'mixed', 'random', 'soft'];
+const DEFAULT_FIXTURES = ['exact', 'mixed', 'random'];
+// specdec-fixture's options per fixture: the MTP drafter's kind; `soft` is
+// a target that samples among three tokens (0.5/0.25/0.25) with a head that
+// draws 0.7/0.05/0.25 (fixtures.h, soft_mix), where rejection sampling keeps
+// 0.8 of the drafts and exact matching half (docs/sampling.md).
+const FIXTURE_ARGS = {
+    exact: ['--drafter', 'exact'], mixed: ['--drafter', 'mixed'], random: ['--drafter', 'random'],
+    soft: ['--soft-target', '0.5,0.25,0.25', '--soft-drafter', '0.7,0.05,0.25'],
+};
 // Each server: how it is started and what it is called in the tables.
 const SERVERS = {
     'specdec-none': { title: 'specdec serve, --spec none', kind: 'specdec' },
     'specdec-mtp': { title: 'specdec serve, --spec mtp --n-draft auto', kind: 'specdec' },
+    'specdec-mtp-exact': { title: 'specdec serve, --spec mtp --n-draft auto --accept exact', kind: 'specdec' },
     'llama-plain': { title: 'llama-server, no speculation', kind: 'llama' },
     'llama-mtp': { title: 'llama-server, --spec-type draft-mtp', kind: 'llama' },
 };
 const RATIOS = [
     ['specdec-mtp', 'specdec-none', 'specdec auto ÷ specdec none'],
     ['specdec-mtp', 'llama-mtp', 'specdec auto ÷ llama-server MTP'],
+    ['specdec-mtp', 'specdec-mtp-exact', 'specdec auto: rejection ÷ exact'],
     ['specdec-none', 'llama-plain', 'specdec none ÷ llama-server plain'],
     ['llama-mtp', 'llama-plain', 'llama-server MTP ÷ llama-server plain'],
 ];
@@ -79,8 +90,10 @@ const USAGE = `usage: driver.mjs --specdec BIN --llama-server BIN --fixture-tool
   --turns N              chat: turns per conversation (default 5)
   --temperature T        chat: sampling temperature, seeded per turn (default 0; identity is checked at 0 only)
   --conversations N|auto chat: conversations per round; auto = max(2, C) (default auto)
-  --fixtures LIST        exact,mixed,random (default all)
-  --servers LIST         specdec-none,specdec-mtp,llama-plain,llama-mtp (default all)
+  --fixtures LIST        exact,mixed,random,soft (default exact,mixed,random; soft: a target that samples
+                         among three tokens, for the chat workload at a temperature)
+  --servers LIST         specdec-none,specdec-mtp,specdec-mtp-exact,llama-plain,llama-mtp (default all but
+                         specdec-mtp-exact, which is specdec-mtp with --accept exact)
   --concurrency LIST     default 1,2,4,8,16
   --rounds N             measured rounds per point, each server in turn in each (default 2)
   --requests N|auto      requests per round; auto = max(--min-requests, --requests-per-client x C) (default auto)
@@ -106,7 +119,8 @@ const USAGE = `usage: driver.mjs --specdec BIN --llama-server BIN --fixture-tool
 
 function parse_args(argv) {
     const a = {
-        specdec: null, llama_server: null, fixture_tool: null, out: null, fixtures: FIXTURES, servers: Object.keys(SERVERS),
+        specdec: null, llama_server: null, fixture_tool: null, out: null, fixtures: DEFAULT_FIXTURES,
+        servers: ['specdec-none', 'specdec-mtp', 'llama-plain', 'llama-mtp'],
         concurrency: [1, 2, 4, 8, 16], rounds: 2, requests: 'auto', min_requests: 8, requests_per_client: 2, max_tokens: 64, threads: 2,
         slots: null, ctx: 512, llama_mtp_n_max: 3, shape: 'qwen3-0.6b', type: 'q4_k_m', fixture_dir: null, reference: null,
         warmup: null, startup_timeout_s: 300, request_timeout_s: 600, docs: null, varied: false, quiet: false,
@@ -201,8 +215,10 @@ function server_command(a, name, model, port) {
     switch (name) {
         case 'specdec-none':
         case 'specdec-mtp':
+        case 'specdec-mtp-exact':
             return [a.specdec, ['serve', '-m', model, '--spec', name === 'specdec-none' ? 'none' : 'mtp',
-                                ...(name === 'specdec-mtp' ? ['--n-draft', 'auto'] : []),
+                                ...(name !== 'specdec-none' ? ['--n-draft', 'auto'] : []),
+                                ...(name === 'specdec-mtp-exact' ? ['--accept', 'exact'] : []),
                                 '-np', String(a.slots), '-c', String(a.ctx), '-t', String(a.threads), '--host', '127.0.0.1', '--port', '0']];
         case 'llama-plain':
             return [a.llama_server, common_llama];
@@ -274,7 +290,7 @@ function make_fixture(a, drafter, dir) {
     log(`writing the ${drafter} fixture (${a.shape}, ${a.type}) to ${file}`);
     const t0 = performance.now();
     // Its progress and errors go straight to our stderr.
-    const r = spawnSync(a.fixture_tool, ['glm4moe-mtp', file + '.tmp', '--shape', a.shape, '--drafter', drafter, '--type', a.type,
+    const r = spawnSync(a.fixture_tool, ['glm4moe-mtp', file + '.tmp', '--shape', a.shape, ...FIXTURE_ARGS[drafter], '--type', a.type,
                                          ...(a.quiet ? ['--quiet'] : [])],
                         { encoding: 'utf8', stdio: ['ignore', 'ignore', 'inherit'] });
     if (r.status !== 0) throw new Error(`${a.fixture_tool} failed (${r.status})${r.error ? `: ${r.error.message}` : ''}`);
@@ -352,7 +368,8 @@ function chat_markdown(runs, a, meta, head) {
         }
         out.push('');
     }
-    const pairs = [['specdec-mtp', 'llama-plain'], ['specdec-mtp', 'llama-mtp'], ['specdec-none', 'llama-plain']]
+    const pairs = [['specdec-mtp', 'llama-plain'], ['specdec-mtp', 'llama-mtp'], ['specdec-none', 'llama-plain'],
+                   ['specdec-mtp', 'specdec-mtp-exact']]
         .filter(([x, y]) => a.servers.includes(x) && a.servers.includes(y));
     if (pairs.length > 0) {
         out.push('**Ratios from this one run** (TTFT of turns 2 and later; conversation time)', '');
@@ -428,8 +445,9 @@ function markdown(runs, a, meta) {
 
 // tok/s against concurrency, one panel per fixture, one line per server.
 function svg_chart(runs, a) {
-    const colors = { 'specdec-none': '#1f77b4', 'specdec-mtp': '#d62728', 'llama-plain': '#7f7f7f', 'llama-mtp': '#ff7f0e' };
-    const dashes = { 'specdec-none': '', 'specdec-mtp': '', 'llama-plain': '6 4', 'llama-mtp': '6 4' };
+    const colors = { 'specdec-none': '#1f77b4', 'specdec-mtp': '#d62728', 'specdec-mtp-exact': '#9467bd', 'llama-plain': '#7f7f7f',
+                     'llama-mtp': '#ff7f0e' };
+    const dashes = { 'specdec-none': '', 'specdec-mtp': '', 'specdec-mtp-exact': '2 3', 'llama-plain': '6 4', 'llama-mtp': '6 4' };
     const W = 340, H = 260, ml = 52, mr = 12, mt = 30, mb = 42, legend_h = 18 * a.servers.length + 10;
     const total_w = W * a.fixtures.length, total_h = H + legend_h;
     const ymax_all = Math.max(1, ...runs.map((r) => r.tokens_per_s ?? 0));
