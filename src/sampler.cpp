@@ -104,15 +104,16 @@ void token_sampler::distribution(llama_token_data_array & arr, std::vector<specd
         top = std::max(top, arr.data[i].logit);
     }
     double sum = 0.0;
-    for (size_t i = 0; i < arr.size; ++i) {
-        sum += std::exp(static_cast<double>(arr.data[i].logit - top));
-    }
     out.clear();
     for (size_t i = 0; i < arr.size; ++i) {
-        const auto p = static_cast<float>(std::exp(static_cast<double>(arr.data[i].logit - top)) / sum);
-        if (p > 0.0f) {
-            out.push_back({arr.data[i].id, p});
+        const float e = std::exp(arr.data[i].logit - top);
+        if (e > 0.0f) {
+            out.push_back({arr.data[i].id, e});
+            sum += e;
         }
+    }
+    for (specdec_token_prob & e : out) {
+        e.p = static_cast<float>(e.p / sum);
     }
 }
 
