@@ -194,13 +194,13 @@ struct sampled {
     std::vector<uint64_t> proposed_at, kept_at;   // per draft position, given the ones before it were kept
 };
 
-// n sequences of n_predict tokens from `prompt`, 32 at a time (seed = i).
-sampled sample_engine(const soft_setup & soft, const request_params & p, long n, int32_t n_predict, int32_t n_draft) {
+// n sequences of n_predict tokens from `prompt`, `group` at a time (seed = i).
+sampled sample_engine(const soft_setup & soft, const request_params & p, long n, int32_t n_predict, int32_t n_draft,
+                      uint32_t group = 32) {
     sampled out;
     out.at.resize(static_cast<size_t>(n_predict));
     out.proposed_at.assign(static_cast<size_t>(n_draft), 0);
     out.kept_at.assign(static_cast<size_t>(n_draft), 0);
-    const uint32_t group = 32;
     for (long first = 0; first < n; first += group) {
         fake_backend fb(n_draft, [](llama_seq_id, llama_token t, int32_t cap) { return soft_setup::greedy(t, cap); }, group,
                         4096, 512);
@@ -299,6 +299,25 @@ INSTANTIATE_TEST_SUITE_P(Transforms, EngineSampling,
                              std::replace(s.begin(), s.end(), '.', '_');
                              return s;
                          });
+
+// One sequence at a time (the batch of one a plain client decodes): the
+// same marginals.
+TEST(EngineSampling, OneSequenceAtATimeHasTheTargetsMarginals) {
+    const soft_setup soft{{0.5f, 0.25f, 0.25f}, {0.7f, 0.05f, 0.25f}};
+    request_params p = specdec_generate_default_params();
+    p.temperature = 1.0f;
+    const int32_t n_predict = 5;
+    const auto expected = marginals(soft, p, n_predict);
+    for (const specdec_accept_mode mode : {SPECDEC_ACCEPT_EXACT, SPECDEC_ACCEPT_REJECTION}) {
+        p.accept = mode;
+        const auto got = sample_engine(soft, p, min_samples_for_2pct_shift, n_predict, 3, 1);
+        for (int32_t k = 0; k < n_predict; ++k) {
+            const auto r = chi_square(got.at[static_cast<size_t>(k)], expected[static_cast<size_t>(k)], min_samples_for_2pct_shift);
+            EXPECT_TRUE(r.pass) << (mode == SPECDEC_ACCEPT_EXACT ? "exact" : "rejection") << ", position " << k << ": "
+                                << r.statistic << " > " << r.critical << r.detail;
+        }
+    }
+}
 
 // Acceptance against the closed forms: at every draft position, given the
 // ones before it were kept, sum_t min(p, q) = 0.8 in rejection mode and
