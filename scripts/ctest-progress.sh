@@ -78,7 +78,7 @@ while true; do
         total="${BASH_REMATCH[2]}"
         name="$(test_name "${BASH_REMATCH[3]}")"
         result="${BASH_REMATCH[5]} (${BASH_REMATCH[6]} s)"
-        unset "running[$name]"
+        unset 'running[$name]' # single quotes: a name holding quotes (a parameter "qwen35") is removed too
         if [[ "$result" != Passed* ]]; then
             note "[$done_n/$total] $name: $result"
         elif [ "$live" -eq 1 ] || [ $(( done_n * 10 / total )) -gt "$tenth" ] || [ $(( SECONDS - last )) -ge 30 ]; then
