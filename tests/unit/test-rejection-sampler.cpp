@@ -137,6 +137,37 @@ TEST(RejectionSampler, EmitsTheTargetDistributionAndKeepsTheOverlap) {
     EXPECT_TRUE(chi.pass) << chi.statistic << " > " << chi.critical << chi.detail;
 }
 
+// The residual's draw is read after a rejection and never after an
+// acceptance: a kept draft's verdict is the same whatever that draw, and
+// after a rejection the draw decides among the residual's tokens.
+TEST(RejectionSampler, TheResidualDrawDecidesOnlyAfterARejection) {
+    dist_t scratch;
+    const dist_t p = {{3, 0.5f}, {4, 0.25f}, {5, 0.25f}};
+    const dist_t q = {{3, 0.7f}, {4, 0.05f}, {5, 0.25f}}; // residual: token 4 alone (0.2)
+    int kept = 0, rejected = 0;
+    for (int i = 0; i < 2000; ++i) {
+        const double u = uniform_at(5, i, draw_stream::accept);
+        const auto lo = verify_draft(p, 3, q, u, 0.0, scratch);
+        const auto hi = verify_draft(p, 3, q, u, 0.999999, scratch);
+        EXPECT_EQ(lo.kept, hi.kept);
+        if (lo.kept) {
+            ++kept;
+            EXPECT_EQ(lo.token, 3);
+            EXPECT_EQ(hi.token, 3);
+        } else {
+            ++rejected;
+            EXPECT_EQ(lo.token, 4); // max(0, p - q) is all on token 4
+            EXPECT_EQ(hi.token, 4);
+        }
+    }
+    EXPECT_GT(kept, 0);
+    EXPECT_GT(rejected, 0);
+    // A residual of two tokens: the draw picks either end of it.
+    const dist_t q2 = {{3, 1.0f}};
+    EXPECT_EQ(verify_draft(p, 3, q2, 0.99, 0.0, scratch).token, 4);
+    EXPECT_EQ(verify_draft(p, 3, q2, 0.99, 0.999, scratch).token, 5);
+}
+
 TEST(RejectionSampler, ADraftTheTargetRulesOutIsNeverKept) {
     dist_t scratch;
     const dist_t p = {{3, 0.6f}, {4, 0.4f}};
