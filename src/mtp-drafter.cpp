@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 namespace specdec::detail {
 
@@ -48,15 +49,17 @@ struct top_candidates {
     }
 };
 
-// A token drawn from the candidates under the request's transforms, with the
-// distribution it was drawn from (most likely first) in `q`.
-llama_token sample(const top_candidates & c, const specdec_draft_sampling & sp, llama_pos pos, std::vector<specdec_token_prob> & q) {
+// A token drawn from the candidates under the request's transforms
+// (`transforms`, built from `sp`), with the distribution it was drawn from
+// (most likely first) in `q`.
+llama_token sample(const top_candidates & c, token_sampler & transforms, const specdec_draft_sampling & sp, llama_pos pos,
+                   std::vector<specdec_token_prob> & q) {
     llama_token_data data[mtp_drafter::top_k];
     for (int i = 0; i < c.n; ++i) {
         data[i] = {c.id[i], c.logit[i], 0.0f};
     }
     llama_token_data_array arr = {data, static_cast<size_t>(c.n), -1, false};
-    token_sampler(sp.temperature, sp.top_k, sp.top_p, sp.min_p, 0, 0).distribution(arr, q);
+    transforms.distribution(arr, q);
     std::stable_sort(q.begin(), q.end(), [](const specdec_token_prob & a, const specdec_token_prob & b) { return a.p > b.p; });
     return draw(q, uniform_at(sp.seed, pos, draw_stream::draft));
 }
@@ -257,6 +260,13 @@ void mtp_drafter::draft(std::span<const request> requests, std::vector<std::vect
         i_out[r] = static_cast<int32_t>(b_token_.size());
         add_row(q.id_last, q.pos0, q.seq, s.h_prev.data(), true);
     }
+    // Each sampling request's transforms, built once for all it drafts here.
+    std::vector<std::optional<token_sampler>> transforms(requests.size());
+    for (size_t r = 0; r < requests.size(); ++r) {
+        if (const specdec_draft_sampling * sp = requests[r].sampling) {
+            transforms[r].emplace(sp->temperature, sp->top_k, sp->top_p, sp->min_p, 0, 0);
+        }
+    }
     std::vector<float> h_next(requests.size() * row);
     for (int32_t step = 0;; ++step) {
         decode_batch("drafting");
@@ -280,7 +290,7 @@ void mtp_drafter::draft(std::span<const request> requests, std::vector<std::vect
             if (q.sampling != nullptr) {
                 const llama_pos pos = q.pos0 + 1 + static_cast<llama_pos>(out[r].size());
                 probs[r].emplace_back();
-                out[r].push_back(sample(c, *q.sampling, pos, probs[r].back()));
+                out[r].push_back(sample(c, *transforms[r], *q.sampling, pos, probs[r].back()));
             } else {
                 out[r].push_back(c.id[0]);
             }

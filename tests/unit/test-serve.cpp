@@ -3,6 +3,7 @@
 // response and SSE formatting, and the Prometheus text.
 #include "serve-metrics.h"
 #include "serve-openai.h"
+#include "serve-scheduler.h"
 
 #include <gtest/gtest.h>
 
@@ -75,12 +76,12 @@ TEST(ServeParse, EveryFieldIsRead) {
     EXPECT_EQ(to_engine_params(r, 256, 1, 0, SPECDEC_ACCEPT_REJECTION).accept, SPECDEC_ACCEPT_REJECTION);
     const parsed_request named = completion(R"({"prompt": "a", "speculative_accept": "exact", "temperature": 1})");
     EXPECT_EQ(to_engine_params(named, 256, 1, 0, SPECDEC_ACCEPT_REJECTION).accept, SPECDEC_ACCEPT_EXACT);
-    EXPECT_STREQ(accept_ran(to_engine_params(named, 256, 1, 0, SPECDEC_ACCEPT_REJECTION)), "exact");
+    EXPECT_EQ(accept_ran(to_engine_params(named, 256, 1, 3, SPECDEC_ACCEPT_REJECTION)), SPECDEC_ACCEPT_EXACT);
     const parsed_request rej = completion(R"({"prompt": "a", "speculative_accept": "rejection", "temperature": 1})");
-    EXPECT_STREQ(accept_ran(to_engine_params(rej, 256, 1, 3, SPECDEC_ACCEPT_EXACT)), "rejection");
-    EXPECT_STREQ(accept_ran(to_engine_params(rej, 256, 1, 0, SPECDEC_ACCEPT_EXACT)), "exact"); // plain decoding verifies nothing
+    EXPECT_EQ(accept_ran(to_engine_params(rej, 256, 1, 3, SPECDEC_ACCEPT_EXACT)), SPECDEC_ACCEPT_REJECTION);
+    EXPECT_EQ(accept_ran(to_engine_params(rej, 256, 1, 0, SPECDEC_ACCEPT_EXACT)), SPECDEC_ACCEPT_EXACT); // plain decoding verifies nothing
     const parsed_request greedy = completion(R"({"prompt": "a", "speculative_accept": "rejection", "temperature": 0})");
-    EXPECT_STREQ(accept_ran(to_engine_params(greedy, 256, 1, 3, SPECDEC_ACCEPT_EXACT)), "exact"); // greedy is exact in both
+    EXPECT_EQ(accept_ran(to_engine_params(greedy, 256, 1, 3, SPECDEC_ACCEPT_EXACT)), SPECDEC_ACCEPT_EXACT); // greedy is exact in both
     EXPECT_FALSE(completion(R"({"prompt": "a", "seed": -1})").seed.has_value()); // llama-server's "random"
 }
 

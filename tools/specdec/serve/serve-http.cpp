@@ -870,7 +870,7 @@ void http_server::impl::completion(endpoint kind, const httplib::Request & req, 
         info.created = static_cast<int64_t>(std::time(nullptr));
         info.model = svc.model_id;
         info.strategy = svc.strategy;
-        info.accept = accept_ran(params);
+        info.accept = accept_mode_name(accept_ran(params));
         info.n_top_logprobs = r.n_top_logprobs;
         info.include_usage = r.include_usage;
         if (r.echo) {

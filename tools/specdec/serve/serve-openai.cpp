@@ -642,11 +642,6 @@ specdec::request_params to_engine_params(const parsed_request & r, int32_t n_ctx
     return p;
 }
 
-const char * accept_ran(const specdec::request_params & p) {
-    return p.accept == SPECDEC_ACCEPT_REJECTION && p.temperature >= SPECDEC_MIN_SAMPLING_TEMPERATURE && p.n_draft != 0 ? "rejection"
-                                                                                                                    : "exact";
-}
-
 const char * finish_reason(specdec_stop_reason stop) {
     switch (stop) {
         case SPECDEC_STOP_EOG:

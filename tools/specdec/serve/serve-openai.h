@@ -120,11 +120,6 @@ parsed_request parse_request(endpoint kind, std::string_view body, const request
 specdec::request_params to_engine_params(const parsed_request & r, int32_t n_ctx, uint32_t seed, int32_t n_draft,
                                          specdec_accept_mode accept);
 
-// The mode a request's drafts were decided by: "rejection" when it asked
-// for it, samples and drafts (n_draft != 0), else "exact" (greedy requests
-// and plain decoding are exact in both).
-const char * accept_ran(const specdec::request_params & p);
-
 // OpenAI's finish_reason: "stop" (end of generation, a stop string), "length"
 // (max_tokens, the context), nullptr for the others (cancelled, error).
 const char * finish_reason(specdec_stop_reason stop);
@@ -137,7 +132,7 @@ struct response_info {
     int64_t     created = 0; // seconds since the epoch
     std::string model;
     std::string strategy;    // the server's drafter ("none": plain decoding)
-    std::string accept = "exact"; // accept_ran() of the request
+    std::string accept = "exact"; // accept_mode_name(accept_ran()) of the request (serve-scheduler.h)
     int32_t     n_top_logprobs = -1; // as parsed_request's
     bool        include_usage = false;
     std::function<std::string(llama_token)> piece; // a token's text (bytes), for log-probabilities

@@ -226,8 +226,7 @@ bool scheduler::on_event(const specdec::engine_event & e) {
     rm.n_prompt = c->n_prompt();
     rm.n_prompt_cached = e.result->n_prompt_cached;
     rm.stop = e.result->output.stop;
-    rm.rejection = c->params_.accept == SPECDEC_ACCEPT_REJECTION && c->params_.temperature >= SPECDEC_MIN_SAMPLING_TEMPERATURE &&
-                   c->params_.n_draft != 0; // as accept_ran() says
+    rm.rejection = accept_ran(c->params_) == SPECDEC_ACCEPT_REJECTION;
     rm.stats = e.result->output.stats;
     if (c->t_first_) {
         rm.ttft_s = seconds_between(c->t_submit_, *c->t_first_);

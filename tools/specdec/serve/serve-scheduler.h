@@ -28,6 +28,15 @@ namespace cli::serve {
 
 using clock_type = std::chrono::steady_clock;
 
+// The mode a request's drafts are decided by, as the engine applies it:
+// rejection when it asks for it, samples and drafts (n_draft != 0), else
+// exact (greedy requests and plain decoding are exact in both). What the
+// response and /metrics report.
+inline specdec_accept_mode accept_ran(const specdec::request_params & p) {
+    const bool rejection = p.accept == SPECDEC_ACCEPT_REJECTION && p.temperature >= SPECDEC_MIN_SAMPLING_TEMPERATURE && p.n_draft != 0;
+    return rejection ? SPECDEC_ACCEPT_REJECTION : SPECDEC_ACCEPT_EXACT;
+}
+
 // One request on its way through the engine, shared by the HTTP thread that
 // waits for it and the engine thread that feeds it. Thread-safe.
 class request_channel {
