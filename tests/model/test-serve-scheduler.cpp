@@ -28,6 +28,19 @@ struct fixture_context {
     }());
 };
 
+// A scheduler whose engine loop runs on a thread of its own, so that the
+// test's thread can submit and shut down.
+struct running_scheduler {
+    running_scheduler(llama_context * ctx, const engine_params & ep, cli::serve::metrics & m)
+        : sched(nullptr, ctx, ep, m, {}), loop([this] { sched.run(); }) {}
+    ~running_scheduler() {
+        sched.shutdown(0ms);
+        loop.join();
+    }
+    scheduler   sched;
+    std::thread loop;
+};
+
 engine_params two_slots() {
     engine_params ep = specdec_engine_default_params();
     ep.n_seq = 2;
@@ -63,7 +76,8 @@ void expect_all_cancelled(const std::vector<std::shared_ptr<request_channel>> & 
 TEST(ServeScheduler, ShutdownCancelsARequestTakenFromTheInboxNotYetAdded) {
     fixture_context f;
     cli::serve::metrics m;
-    scheduler sched(nullptr, f.ctx.get(), two_slots(), m, {});
+    running_scheduler r(f.ctx.get(), two_slots(), m);
+    scheduler & sched = r.sched;
     const auto slow = request(greedy(200), std::vector<std::string>(100000, std::string(512, 'q')));
     ASSERT_TRUE(sched.submit(slow));
     std::this_thread::sleep_for(20ms); // the engine thread took it and is copying its stop strings
@@ -81,7 +95,8 @@ TEST(ServeScheduler, ShutdownCancelsEveryRequestHandedIn) {
     constexpr int n_requests = 4;
     for (int round = 0; round < 200; ++round) {
         cli::serve::metrics m;
-        scheduler sched(nullptr, f.ctx.get(), two_slots(), m, {});
+        running_scheduler r(f.ctx.get(), two_slots(), m);
+        scheduler & sched = r.sched;
         std::vector<std::shared_ptr<request_channel>> cs;
         for (int i = 0; i < n_requests; ++i) {
             cs.push_back(request(greedy(200)));

@@ -169,10 +169,21 @@ int run_serve(const serve_options & o) {
     std::fprintf(stderr, "specdec serve: listening on http://%s:%d (model %s, %s, %u slots of %u positions)\n", o.host.c_str(), port,
                  svc.model_id.c_str(), svc.strategy.c_str(), o.n_parallel, o.decoder.n_ctx);
     std::fflush(stderr);
-    http.run();
-    pthread_kill(watcher.native_handle(), SIGUSR1); // pending until the watcher's next sigwait
+    std::thread server([&] {
+        http.run();
+        sched.shutdown(std::chrono::milliseconds(0)); // ends sched.run() below, if the drain has not
+        pthread_kill(watcher.native_handle(), SIGUSR1); // pending until the watcher's next sigwait
+    });
+    // The engine decodes on this thread, which loaded the model and ran the
+    // warm-up decode: llama.cpp's OpenMP build keeps a thread team for each
+    // thread that computes a graph, and a second team (the engine on a thread
+    // of its own) gave libgomp more threads than cores where -t equals their
+    // number; it then spins only briefly at each barrier before sleeping:
+    // about 400 sleeps and wake-ups per token, which made plain decoding on 2
+    // cores 48 ms a token instead of 30.
+    sched.run();
+    server.join();
     watcher.join();
-    sched.shutdown(std::chrono::milliseconds(0));
     std::fprintf(stderr, "specdec serve: stopped\n");
     return exit_ok;
 }

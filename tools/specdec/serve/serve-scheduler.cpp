@@ -112,7 +112,6 @@ scheduler::scheduler(specdec::session * s, llama_context * target, const specdec
       n_slots_(params.n_seq > 0 ? params.n_seq : s != nullptr ? s->params().n_seq : llama_n_seq_max(target)) {
     auto cb = [this](const specdec::engine_event & e) { return on_event(e); };
     engine_ = s != nullptr ? std::make_unique<specdec::engine>(*s, params, cb) : std::make_unique<specdec::engine>(target, params, cb);
-    thread_ = std::thread([this] { run(); });
 }
 
 scheduler::~scheduler() {
@@ -165,8 +164,7 @@ size_t scheduler::shutdown(std::chrono::milliseconds deadline) {
     stop_ = true;
     stopped_ = true;
     wake_.notify_one();
-    lock.unlock();
-    thread_.join();
+    idle_.wait(lock, [this] { return !running_; });
     return n_cancelled;
 }
 
@@ -249,6 +247,10 @@ bool scheduler::on_event(const specdec::engine_event & e) {
 
 void scheduler::run() {
     std::unique_lock<std::mutex> lock(m_);
+    if (stop_ || running_) {
+        return;
+    }
+    running_ = true;
     bool busy = false;
     for (;;) {
         wake_.wait(lock, [&] { return busy || !inbox_.empty() || stop_; });
@@ -279,6 +281,8 @@ void scheduler::run() {
             break;
         }
     }
+    running_ = false;
+    idle_.notify_all();
 }
 
 } // namespace cli::serve

@@ -1,6 +1,6 @@
 // `specdec serve`, the bridge between HTTP threads and the engine: one
-// engine thread owns the specdec::engine (add and step run there only); HTTP
-// threads put requests into a mutex-guarded inbox and wait on the request's
+// engine thread (whichever calls run()) owns the specdec::engine (add and
+// step run there only); HTTP threads put requests into a mutex-guarded inbox and wait on the request's
 // own channel, which the engine's event callback feeds. cancel() is the
 // engine's, callable from any thread. Nothing here knows HTTP or speculation.
 #pragma once
@@ -20,7 +20,6 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -99,15 +98,15 @@ private:
     uint64_t                        n_token_events_ = 0;
 };
 
-// Owns the engine and its thread. Construct, then submit from any thread;
-// shutdown() (or the destructor) ends it. Every member is thread-safe.
+// Owns the engine. Construct, call run() on the thread that is to decode,
+// submit from any thread; shutdown() (or the destructor) makes run() return.
+// Every member is thread-safe.
 class scheduler {
 public:
     // `s` (speculative) or `target` (plain, when s is null) must outlive the
     // scheduler; so must `m`. params.n_seq is the number of slots (0: the
     // session's). `log` receives one-line messages from the engine thread (may
-    // be empty). Starts the engine thread. Throws specdec::error from the
-    // engine's constructor.
+    // be empty). Throws specdec::error from the engine's constructor.
     scheduler(specdec::session * s, llama_context * target, const specdec::engine_params & params, metrics & m,
               std::function<void(const std::string &)> log);
     ~scheduler();
@@ -124,14 +123,20 @@ public:
     // Stops accepting, lets the requests in flight (every one handed in:
     // in the inbox, being added, waiting, running) finish until `deadline`
     // from now, cancels the rest (their channels finish with
-    // SPECDEC_STOP_CANCELLED), waits for them to leave and stops the engine
-    // thread. Returns the number cancelled. Idempotent (later calls return 0).
+    // SPECDEC_STOP_CANCELLED), waits for them to leave and for run() to
+    // return. Returns the number cancelled. Idempotent (later calls return 0).
+    // Requests in flight need run() running (or called later) to leave.
     size_t shutdown(std::chrono::milliseconds deadline);
+    // The engine loop: adds what was submitted, steps while there is work,
+    // sleeps while there is none; returns once shutdown() has begun and no
+    // request is left (at once if it already has). Call it once, on the
+    // thread that should decode: llama.cpp's OpenMP build keeps a thread
+    // team per calling thread (see cmd-serve.cpp).
+    void run();
     // Requests handed in and not finished (inbox, being added, waiting, running).
     size_t n_in_flight() const;
 
 private:
-    void run();
     bool on_event(const specdec::engine_event & e);
     void admit(const std::shared_ptr<request_channel> & c);
     // A request taken from the inbox is added (id: its engine id) or refused (0).
@@ -145,16 +150,16 @@ private:
 
     mutable std::mutex                           m_;
     std::condition_variable                      wake_;   // the engine thread: inbox, stop
-    std::condition_variable                      idle_;   // shutdown: a request finished
+    std::condition_variable                      idle_;   // shutdown: a request finished, run() returned
     std::deque<std::shared_ptr<request_channel>> inbox_;
     size_t                                       n_taken_ = 0; // taken from the inbox by the engine thread, not yet added or refused
     std::set<specdec::request_id>                live_;   // admitted, not finished
     bool                                         accepting_ = true;
     bool                                         stop_ = false;
     bool                                         stopped_ = false;
+    bool                                         running_ = false; // run() is looping
     // Engine thread only.
     std::unordered_map<specdec::request_id, std::shared_ptr<request_channel>> by_id_;
-    std::thread                                  thread_;
 };
 
 } // namespace cli::serve
