@@ -11,7 +11,8 @@
 // there for each completion request, SERVER as the driver names it),
 // FAKE_DROP_ARG (close the connection of every completion request when this
 // argument is given), FAKE_PROMPT_LOG (append each completion request's
-// prompt there, one JSON string a line). Each character of a prompt counts
+// prompt there, one JSON string a line), FAKE_BODY_LOG (append each
+// completion request's body there, one JSON object a line). Each character of a prompt counts
 // as a token, and the final usage says how many of them the longest common
 // prefix with an earlier prompt covered, as a prompt cache would reuse.
 import { createServer } from 'node:http';
@@ -45,6 +46,7 @@ const server = createServer(async (req, res) => {
     server.n = (server.n ?? 0) + 1;
     if (env.FAKE_REQUEST_LOG) appendFileSync(env.FAKE_REQUEST_LOG, `${name} ${q.max_tokens}\n`);
     if (env.FAKE_PROMPT_LOG) appendFileSync(env.FAKE_PROMPT_LOG, `${JSON.stringify(q.prompt)}\n`);
+    if (env.FAKE_BODY_LOG) appendFileSync(env.FAKE_BODY_LOG, `${JSON.stringify(q)}\n`);
     let cached = 0;
     for (const p of server.prompts ?? []) {
         let n = 0;

@@ -203,6 +203,38 @@ test('chat: conversations resend what came before, report reuse per turn, and fi
     assert.match(filled, /\[serving\/chat-summary.json\]\(serving\/chat-summary.json\)\.\n<!-- serve-bench chat results end -->\nb\n$/);
 });
 
+test('structured: each prompt carries its schema or grammar, and the results fill their own docs section', async () => {
+    const out = path.join(tmp, 'structured'), bodies = path.join(tmp, 'structured-bodies.log');
+    const docs = path.join(tmp, 'structured-docs', 'serving.md');
+    mkdirSync(path.dirname(docs), { recursive: true });
+    writeFileSync(docs, 'a\n<!-- serve-bench structured results begin -->\nold\n<!-- serve-bench structured results end -->\nb\n');
+    const r = await run_driver(out, ['--workload', 'structured', '--fixtures', 'exact', '--concurrency', '1', '--min-requests', '4',
+                                     '--servers', 'specdec-mtp,llama-plain', '--rounds', '1', '--warmup', '0', '--docs', docs],
+                               { FAKE_BODY_LOG: bodies });
+    assert.equal(r.code, 0, r.stderr);
+    const sent = readFileSync(bodies, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    assert.equal(sent.length, 2 * 4);
+    const constraint = (q) => (q.json_schema !== undefined ? `schema ${JSON.stringify(q.json_schema)}` : `grammar ${q.grammar}`);
+    for (const prompt of new Set(sent.map((q) => q.prompt))) {
+        const of_prompt = sent.filter((q) => q.prompt === prompt);
+        assert.equal(new Set(of_prompt.map(constraint)).size, 1, `${prompt}: one constraint whichever server`);
+    }
+    // Four prompts: three JSON schemas (one of them {}, any object) and a grammar.
+    const kinds = [...new Set(sent.map(constraint))];
+    assert.equal(kinds.length, 4);
+    assert.ok(kinds.includes('schema {}'));
+    assert.equal(kinds.filter((k) => k.startsWith('grammar root ::= ')).length, 1);
+    assert.equal(sent.filter((q) => q.response_format !== undefined).length, 0); // llama-server reads it on chat only
+    const md = readFileSync(path.join(out, 'results.md'), 'utf8');
+    assert.match(md, /Structured output: the prompts' answers follow, in turn, JSON schema/);
+    assert.match(md, /at most 6 tokens a request/);
+    assert.match(md, /\| specdec-mtp \| 1 \| 4 \| [0-9.]+ .*\| yes \|/);
+    assert.equal(existsSync(path.join(out, 'tokens-per-s.svg')), false);
+    const filled = readFileSync(docs, 'utf8');
+    assert.ok(filled.startsWith('a\n<!-- serve-bench structured results begin -->\n' + md));
+    assert.match(filled, /\[serving\/structured-summary.json\]\(serving\/structured-summary.json\)\.\n<!-- serve-bench structured results end -->\nb\n$/);
+});
+
 test('killing the driver stops its server', async () => {
     const out = path.join(tmp, 'killed'), pids = mkdtempSync(path.join(tmp, 'pids-'));
     const r = await run_driver(out, ['--fixtures', 'exact', '--concurrency', '1', '--servers', 'llama-plain'],

@@ -18,6 +18,7 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { pool_conversations, run_conversations, turn_tokens } from './chat.mjs';
 import { pool_rounds, request_tokens, run_closed_loop, warm_up, DEFAULT_PROMPTS } from './loadgen.mjs';
+import { structured_body, STRUCTURED_KINDS, STRUCTURED_PROMPTS } from './structured.mjs';
 
 const FIXTURES = ['exact', 'mixed', 'random', 'soft'];
 const DEFAULT_FIXTURES = ['exact', 'mixed', 'random'];
@@ -86,7 +87,9 @@ const USAGE = `usage: driver.mjs --specdec BIN --llama-server BIN --fixture-tool
                          summary.json beside it in serving/
   --out DIR              results directory (default: $TMPDIR/specdec-serve-bench-<UTC time>)
   --workload NAME        single: single-turn requests over fixed prompts (default); chat: conversations
-                         of --turns turns, each turn resending the conversation so far (chat.mjs)
+                         of --turns turns, each turn resending the conversation so far (chat.mjs);
+                         structured: single-turn requests whose output a JSON schema or grammar
+                         constrains (structured.mjs)
   --turns N              chat: turns per conversation (default 5)
   --temperature T        chat: sampling temperature, seeded per turn (default 0; identity is checked at 0 only)
   --conversations N|auto chat: conversations per round; auto = max(2, C) (default auto)
@@ -166,7 +169,7 @@ function parse_args(argv) {
             default: throw new Error(`unknown option ${k}`);
         }
     }
-    if (!['single', 'chat'].includes(a.workload)) throw new Error(`unknown workload ${a.workload} (single, chat)`);
+    if (!['single', 'chat', 'structured'].includes(a.workload)) throw new Error(`unknown workload ${a.workload} (single, chat, structured)`);
     if (!(a.temperature >= 0 && a.temperature <= 2)) throw new Error('--temperature must be within [0, 2]');
     for (const f of a.fixtures) if (!FIXTURES.includes(f)) throw new Error(`unknown fixture ${f} (${FIXTURES.join(', ')})`);
     for (const s of a.servers) if (!(s in SERVERS)) throw new Error(`unknown server ${s} (${Object.keys(SERVERS).join(', ')})`);
@@ -186,6 +189,9 @@ const conversations_for = (a, c) => (a.conversations === 'auto' ? Math.max(2, c)
 // One measured run of the workload, and the pooling of a point's runs.
 const measure = (a, load) => (a.workload === 'chat' ? run_conversations(load) : run_closed_loop(load));
 const pool = (a, rounds, load) => (a.workload === 'chat' ? pool_conversations(rounds, load) : pool_rounds(rounds, load));
+// The single-turn workloads' prompts, and the fields each prompt's requests add.
+const prompts_of = (a) => (a.workload === 'structured' ? STRUCTURED_PROMPTS : DEFAULT_PROMPTS);
+const body_for = (a) => (a.workload === 'structured' ? structured_body : undefined);
 
 // --- child processes: every one is killed on every way out -----------------
 const children = new Set();
@@ -319,7 +325,8 @@ function mark_identical(runs, a) {
             if (!r.consistent && a.workload !== 'chat') why.push('requests of one prompt differ');
             const requested = r.requested_tokens ?? r.requests * a.max_tokens; // (summaries written before it was recorded)
             if (!r.consistent && a.workload === 'chat') why.push('rounds differ');
-            if (r.completion_tokens !== requested) why.push(`${r.completion_tokens} tokens, expected ${requested}`);
+            // (A grammar may end an answer before max_tokens: there the texts decide.)
+            if (a.workload !== 'structured' && r.completion_tokens !== requested) why.push(`${r.completion_tokens} tokens, expected ${requested}`);
             if (ref) {
                 const compared = Object.keys(r.texts).filter((p) => p in ref.texts);
                 const differ = compared.filter((p) => r.texts[p] !== ref.texts[p]);
@@ -400,8 +407,13 @@ function markdown(runs, a, meta) {
     out.push(head.join('; ') + '.');
     out.push('');
     const rounds = a.rounds ?? 1;
-    const lengths = a.varied ? `up to ${a.max_tokens} tokens a request (by prompt: ${DEFAULT_PROMPTS.map((_, i) => request_tokens(a, i)).join(', ')})`
-                             : `${a.max_tokens} tokens a request`;
+    const lengths = a.varied ? `up to ${a.max_tokens} tokens a request (by prompt: ${prompts_of(a).map((_, i) => request_tokens(a, i)).join(', ')})`
+                             : `${a.workload === 'structured' ? 'at most ' : ''}${a.max_tokens} tokens a request`;
+    if (a.workload === 'structured') {
+        out.push(`Structured output: the prompts' answers follow, in turn, ${STRUCTURED_KINDS.join('; ')} ` +
+                 '(tools/serve-bench/structured.mjs; `json_schema` and `grammar` on /v1/completions, which both servers take).');
+        out.push('');
+    }
     out.push(`${lengths}, ${rounds} round${rounds > 1 ? 's' : ''} a point of ` +
              `${a.requests === 'auto' ? `max(${a.min_requests}, ${a.requests_per_client} x C)` : a.requests} requests ` +
              `(each round runs a fixture's servers in turn; tok/s: all rounds' tokens over their time, the rounds' own in brackets), ` +
@@ -493,15 +505,15 @@ function svg_chart(runs, a) {
 }
 
 // --- the matrix -----------------------------------------------------------------
-const markers = (a) => (a.workload === 'chat'
-    ? ['<!-- serve-bench chat results begin -->', '<!-- serve-bench chat results end -->']
-    : ['<!-- serve-bench results begin -->', '<!-- serve-bench results end -->']);
+const markers = (a) => (a.workload === 'single'
+    ? ['<!-- serve-bench results begin -->', '<!-- serve-bench results end -->']
+    : [`<!-- serve-bench ${a.workload} results begin -->`, `<!-- serve-bench ${a.workload} results end -->`]);
 
 function write_reports(dir, a, runs, meta, failures, docs) {
     const md = markdown(runs, a, meta) + (failures.length ? `\nFailures:\n\n${failures.map((f) => `- ${f}`).join('\n')}\n` : '');
-    const chat = a.workload === 'chat';
+    const single = a.workload === 'single'; // the one with a chart
     writeFileSync(path.join(dir, 'results.md'), md);
-    if (!chat) writeFileSync(path.join(dir, 'tokens-per-s.svg'), svg_chart(runs, a));
+    if (single) writeFileSync(path.join(dir, 'tokens-per-s.svg'), svg_chart(runs, a));
     if (!docs) return;
     const [BEGIN, END] = markers(a);
     const text = readFileSync(docs, 'utf8');
@@ -509,10 +521,10 @@ function write_reports(dir, a, runs, meta, failures, docs) {
     if (b < 0 || e < b) throw new Error(`${docs} has no ${BEGIN} ... ${END} markers`);
     const assets = path.join(path.dirname(docs), 'serving');
     mkdirSync(assets, { recursive: true });
-    const summary = chat ? 'chat-summary.json' : 'summary.json';
+    const summary = single ? 'summary.json' : `${a.workload}-summary.json`;
     copyFileSync(path.join(dir, 'summary.json'), path.join(assets, summary));
     let block = `${BEGIN}\n${md}\n`;
-    if (!chat) {
+    if (single) {
         copyFileSync(path.join(dir, 'tokens-per-s.svg'), path.join(assets, 'tokens-per-s.svg'));
         block += '![tokens/s against concurrent clients](serving/tokens-per-s.svg)\n\n';
     }
@@ -625,7 +637,7 @@ async function main() {
             try {
                 for (const c of a.concurrency) {
                     const load = (srv) => ({ url: srv.url, concurrency: c, requests: requests_for(a, c), max_tokens: a.max_tokens, varied: a.varied,
-                                             prompts: DEFAULT_PROMPTS, model: srv.model_id, timeout_ms: a.request_timeout_s * 1000,
+                                             prompts: prompts_of(a), body_for: body_for(a), model: srv.model_id, timeout_ms: a.request_timeout_s * 1000,
                                              warmup: a.warmup ?? c, warmup_tokens: 8, metrics: true,
                                              turns: a.turns, temperature: a.temperature, conversations: conversations_for(a, c) });
                     const done = new Map([...live.keys()].map((name) => [name, []])); // name -> its rounds
@@ -657,7 +669,7 @@ async function main() {
                         if (!live.has(name)) continue; // dropped: its failure is reported
                         const r = pool(a, rounds, load(live.get(name)));
                         Object.assign(r, { fixture, server: name, command: commands[name], loadavg_after: os.loadavg().map((x) => Number(x.toFixed(2))) });
-                        writeFileSync(path.join(a.out, 'raw', `${fixture}-${name}-c${c}.json`), JSON.stringify(a.workload === 'chat' ? r : { ...r, prompts: DEFAULT_PROMPTS }, null, 1) + '\n');
+                        writeFileSync(path.join(a.out, 'raw', `${fixture}-${name}-c${c}.json`), JSON.stringify(a.workload === 'chat' ? r : { ...r, prompts: prompts_of(a) }, null, 1) + '\n');
                         const acc = r.draft?.acceptance != null ? `, acceptance ${r.draft.acceptance.toFixed(2)}` : '';
                         const latency = a.workload === 'chat'
                             ? `conversation ${r.conversation_s.mean} s, TTFT turn 1 ${r.ttft_ms.first_turn} ms, later turns ${r.ttft_ms.later_mean} ms, ` +

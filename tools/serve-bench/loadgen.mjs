@@ -114,6 +114,7 @@ export async function run_request(opt, index, prompt_index) {
         stream: true,
         stream_options: { include_usage: true },
         ...(opt.extra_body ?? {}),
+        ...(opt.body_for?.(prompt_index) ?? {}),
     };
     const prompt = opt.prompts[prompt_index];
     if (endpoint === 'chat') body.messages = [{ role: 'user', content: prompt }];
@@ -211,7 +212,8 @@ export async function scrape_metrics(url) {
 }
 
 // The options of the functions below: url, concurrency (C), requests (R),
-// max_tokens, varied (request_tokens), prompts (default DEFAULT_PROMPTS), model, endpoint,
+// max_tokens, varied (request_tokens), prompts (default DEFAULT_PROMPTS), body_for (prompt index ->
+// more request fields; optional), model, endpoint,
 // timeout_ms, warmup and warmup_tokens (warm_up), metrics (bool), and
 // on_request(done, total), called as each request of a run ends (for progress).
 
