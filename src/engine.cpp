@@ -650,27 +650,31 @@ int32_t engine_core::accept_one(request_state & r, const std::vector<llama_token
 // other.
 std::optional<verdict> engine_core::choose(request_state & r, const float * logits, llama_pos pos, const llama_token * drafted,
                                            std::span<const specdec_token_prob> q) {
-    const float * shaped = logits;
-    if (r.shaper != nullptr) {
-        try {
-            shaped = r.shaper->apply(logits);
-        } catch (const error & e) {
-            if (e.code() != SPECDEC_STATUS_INVALID_ARGUMENT) {
-                throw;
-            }
-            finish(r, SPECDEC_STOP_ERROR);
-            return std::nullopt;
-        }
-    }
     verdict v{};
-    if (r.rejection) {
-        r.sampler.distribution(shaped, r.dist);
-        const double u = uniform_at(r.p.seed, pos, draw_stream::target);
-        v = drafted != nullptr ? verify_draft(r.dist, *drafted, q, uniform_at(r.p.seed, pos, draw_stream::accept), u, r.residual)
-                               : verdict{draw(r.dist, u), false};
-    } else {
-        const llama_token x = r.sampler.choose(shaped);
-        v = {x, drafted != nullptr && x == *drafted};
+    try {
+        if (r.rejection) {
+            r.sampler.distribution(r.shaper != nullptr ? r.shaper->apply(logits) : logits, r.dist);
+            const double u = uniform_at(r.p.seed, pos, draw_stream::target);
+            v = drafted != nullptr ? verify_draft(r.dist, *drafted, q, uniform_at(r.p.seed, pos, draw_stream::accept), u, r.residual)
+                                   : verdict{draw(r.dist, u), false};
+        } else if (r.shaper != nullptr && !r.sampler.samples()) {
+            // Most greedy choices are ones the grammar allows: then the
+            // whole vocabulary need not be masked (logit_shaper::allows).
+            llama_token x = r.sampler.choose(r.shaper->shape(logits));
+            if (!r.shaper->allows(x)) {
+                x = r.sampler.choose(r.shaper->mask());
+            }
+            v = {x, drafted != nullptr && x == *drafted};
+        } else {
+            const llama_token x = r.sampler.choose(r.shaper != nullptr ? r.shaper->apply(logits) : logits);
+            v = {x, drafted != nullptr && x == *drafted};
+        }
+    } catch (const error & e) {
+        if (e.code() != SPECDEC_STATUS_INVALID_ARGUMENT) {
+            throw;
+        }
+        finish(r, SPECDEC_STOP_ERROR); // the shaping's: the grammar allows nothing, or was left
+        return std::nullopt;
     }
     if (r.shaper != nullptr && !b_.is_eog(v.token)) {
         r.shaper->accept(v.token);

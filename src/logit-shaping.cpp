@@ -124,7 +124,10 @@ logit_shaper::~logit_shaper() {
     }
 }
 
-const float * logit_shaper::apply(const float * logits) {
+const float * logit_shaper::shape(const float * logits) {
+    if (left_grammar_) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the output left the grammar where its trigger started it");
+    }
     std::copy(logits, logits + n_vocab_, shaped_.begin());
     for (const specdec_logit_bias & b : bias_) {
         shaped_[static_cast<size_t>(b.token)] += b.bias;
@@ -136,25 +139,39 @@ const float * logit_shaper::apply(const float * logits) {
         float & l = shaped_[static_cast<size_t>(t)];
         l = l > 0.0f ? l / repeat_ : l * repeat_;
     }
-    if (left_grammar_) {
-        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the output left the grammar where its trigger started it");
+    return shaped_.data();
+}
+
+bool logit_shaper::allows(llama_token t) {
+    if (grammar_ == nullptr) {
+        return true;
     }
-    if (grammar_ != nullptr) {
-        for (llama_token t = 0; t < n_vocab_; ++t) {
-            candidates_[static_cast<size_t>(t)] = {t, shaped_[static_cast<size_t>(t)], 0.0f};
-        }
-        llama_token_data_array arr = {candidates_.data(), candidates_.size(), -1, false};
-        llama_sampler_apply(grammar_, &arr);
-        bool any = false;
-        for (size_t i = 0; i < arr.size; ++i) {
-            shaped_[static_cast<size_t>(arr.data[i].id)] = arr.data[i].logit;
-            any = any || arr.data[i].logit != -INFINITY;
-        }
-        if (!any) {
-            fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the grammar allows no token here");
-        }
+    llama_token_data one = {t, shaped_[static_cast<size_t>(t)], 0.0f};
+    llama_token_data_array arr = {&one, 1, -1, false};
+    llama_sampler_apply(grammar_, &arr);
+    return one.logit != -INFINITY;
+}
+
+const float * logit_shaper::mask() {
+    for (llama_token t = 0; t < n_vocab_; ++t) {
+        candidates_[static_cast<size_t>(t)] = {t, shaped_[static_cast<size_t>(t)], 0.0f};
+    }
+    llama_token_data_array arr = {candidates_.data(), candidates_.size(), -1, false};
+    llama_sampler_apply(grammar_, &arr);
+    bool any = false;
+    for (size_t i = 0; i < arr.size; ++i) {
+        shaped_[static_cast<size_t>(arr.data[i].id)] = arr.data[i].logit;
+        any = any || arr.data[i].logit != -INFINITY;
+    }
+    if (!any) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the grammar allows no token here");
     }
     return shaped_.data();
+}
+
+const float * logit_shaper::apply(const float * logits) {
+    shape(logits);
+    return grammar_ != nullptr ? mask() : shaped_.data();
 }
 
 void logit_shaper::accept(llama_token token) {

@@ -38,6 +38,16 @@ public:
     // error(INVALID_ARGUMENT) when the grammar allows no token here, or when
     // a lazy grammar's trigger started it on text it refuses.
     const float * apply(const float * logits);
+    // apply() in two steps, for a greedy choice that need not mask the
+    // whole vocabulary: shape() applies the biases and penalties (throws
+    // as apply() when a lazy grammar was left); allows(t): whether the
+    // grammar takes token t next (true without a grammar; a grammar decides
+    // each token alone, so when it allows the favourite of shape()'s logits,
+    // that is also the favourite of apply()'s); mask() then applies the
+    // grammar to shape()'s logits, as apply() (throws as apply()).
+    const float * shape(const float * logits);
+    bool          allows(llama_token t);
+    const float * mask();
     // `token` was emitted (chosen from the last apply()).
     void accept(llama_token token);
 
