@@ -846,9 +846,10 @@ SPECDEC_API specdec_generation_times specdec_generation_get_times(const specdec_
  * waiting requests. Each step:
  *  - cancelled requests leave;
  *  - waiting requests take free slots, in arrival order. With reuse_prompts
- *    each takes the free slot whose positions share the longest prefix with
- *    its prompt (among equals, no match typically: an empty slot, then the
- *    lowest), keeps that prefix and decodes only the rest; otherwise the
+ *    each takes the free slot that costs least: the prompt's tokens it does
+ *    not hold (decoded now) plus the tokens it holds that the prompt does
+ *    not share (lost to a later request); among equals the lowest. It keeps
+ *    the shared prefix and decodes only the rest; otherwise the
  *    lowest free slot, whose memory is cleared. A target whose memory cannot be cut back to any
  *    position (recurrent or hybrid models, sliding-window attention) keeps
  *    either everything the slot holds, when the prompt continues all of it,
@@ -898,7 +899,7 @@ typedef struct specdec_engine_params {
                                  taken again (what specdec_generate does, so they can be read or captured);
                                  false: they are removed as it leaves; default false */
     bool     reuse_prompts;   /* true: finished requests' positions stay (as keep_finished) and a new request
-                                 reuses the longest prefix a free slot holds (see above; the event's
+                                 reuses the prefix a free slot holds (see above; the event's
                                  n_prompt_cached says how much); false: every prompt is decoded whole;
                                  default true */
 } specdec_engine_params;

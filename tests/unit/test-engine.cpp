@@ -265,8 +265,8 @@ int32_t decoded_rows(const fake_backend & spec, size_t from = 0) {
 // A conversation's second turn: its prompt is the first turn's prompt, its
 // answer and more. It takes the slot that holds the first turn, decodes
 // only what the slot does not hold, and gets the tokens the whole prompt
-// gives alone. A prompt with no common prefix takes an empty slot, leaving
-// the conversation's slot alone.
+// gives alone. A prompt with no common prefix, or only its first token (a
+// BOS), takes an empty slot, leaving the conversation's slot alone.
 TEST(Engine, APromptReusesTheLongestPrefixAFreeSlotHolds) {
     fake_backend spec(4, chained_drafter(3));
     event_log log;
@@ -286,6 +286,10 @@ TEST(Engine, APromptReusesTheLongestPrefixAFreeSlotHolds) {
     const request_id other = engine.add(std::vector<llama_token>{9, 9, 9}, greedy(2));
     engine.step();
     EXPECT_NE(log.slots.at(other).front(), slot) << "no common prefix: an empty slot";
+    const request_id bos_only = engine.add(std::vector<llama_token>{1, 9, 9}, greedy(2));
+    engine.step();
+    EXPECT_NE(log.slots.at(bos_only).front(), slot) << "its first token in common only: an empty slot, which loses nothing";
+    EXPECT_NE(log.slots.at(bos_only).front(), log.slots.at(other).front());
 
     std::vector<llama_token> turn2 = turn1;
     turn2.insert(turn2.end(), first.output.tokens.begin(), first.output.tokens.end());
