@@ -320,18 +320,16 @@ void engine_core::admit() {
 }
 
 // A free slot and how many of its tokens begin `prompt`. Without prompt
-// reuse, the lowest free slot. With it, the free slot that costs least:
-// the prompt's tokens it does not hold, decoded now, plus the tokens it
-// holds that the prompt does not share, lost to a later request that would
-// have reused them (prompt + held - 2 x prefix). So a conversation's next
-// turn takes its own slot, and a prompt that shares only a few tokens with
-// a slot (a BOS, a system prompt) takes an empty one rather than destroy
-// it. Among equals the lowest, so that running requests tend to hold
-// consecutive slots (a gap costs a forward pass: see compact()).
+// reuse, the lowest free slot. With it, the free slot whose tokens share
+// the longest prefix with the prompt, where that prefix is more than a
+// tenth of the prompt (llama-server's default --slot-prompt-similarity);
+// else an empty slot, so that what another conversation's next turn would
+// reuse stays (a prompt sharing only a BOS with a slot does not take it);
+// else the lowest. Among equals the lowest, so that running requests tend
+// to hold consecutive slots (a gap costs a forward pass: see compact()).
 std::pair<size_t, size_t> engine_core::choose_slot(std::span<const llama_token> prompt) const {
     size_t best = slots_.size();
     size_t best_prefix = 0;
-    size_t best_cost = 0;
     for (size_t s = 0; s < slots_.size(); ++s) {
         if (slots_[s] != nullptr) {
             continue;
@@ -339,12 +337,14 @@ std::pair<size_t, size_t> engine_core::choose_slot(std::span<const llama_token> 
         if (!p_.reuse_prompts) {
             return {s, 0};
         }
-        const size_t prefix = common_prefix(held_[s], prompt);
-        const size_t cost = prompt.size() + held_[s].size() - 2 * prefix;
-        if (best == slots_.size() || cost < best_cost) {
+        size_t prefix = common_prefix(held_[s], prompt);
+        if (10 * prefix <= prompt.size()) {
+            prefix = 0; // too little to be worth another request's memory
+        }
+        if (best == slots_.size() || prefix > best_prefix ||
+            (prefix == best_prefix && held_[s].empty() && !held_[best].empty())) {
             best = s;
             best_prefix = prefix;
-            best_cost = cost;
         }
     }
     return {best, best_prefix};

@@ -846,10 +846,11 @@ SPECDEC_API specdec_generation_times specdec_generation_get_times(const specdec_
  * waiting requests. Each step:
  *  - cancelled requests leave;
  *  - waiting requests take free slots, in arrival order. With reuse_prompts
- *    each takes the free slot that costs least: the prompt's tokens it does
- *    not hold (decoded now) plus the tokens it holds that the prompt does
- *    not share (lost to a later request); among equals the lowest. It keeps
- *    the shared prefix and decodes only the rest; otherwise the
+ *    each takes the free slot whose positions share the longest prefix with
+ *    its prompt, where that prefix is more than a tenth of the prompt (as
+ *    llama-server's default --slot-prompt-similarity); else an empty slot,
+ *    else the lowest. It keeps that prefix and decodes only the rest;
+ *    otherwise the
  *    lowest free slot, whose memory is cleared. A target whose memory cannot be cut back to any
  *    position (recurrent or hybrid models, sliding-window attention) keeps
  *    either everything the slot holds, when the prompt continues all of it,

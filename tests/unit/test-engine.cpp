@@ -265,8 +265,8 @@ int32_t decoded_rows(const fake_backend & spec, size_t from = 0) {
 // A conversation's second turn: its prompt is the first turn's prompt, its
 // answer and more. It takes the slot that holds the first turn, decodes
 // only what the slot does not hold, and gets the tokens the whole prompt
-// gives alone. A prompt with no common prefix, or only its first token (a
-// BOS), takes an empty slot, leaving the conversation's slot alone.
+// gives alone. A prompt with no common prefix, or one of a tenth of it or
+// less (a BOS), takes an empty slot, leaving the conversation's slot alone.
 TEST(Engine, APromptReusesTheLongestPrefixAFreeSlotHolds) {
     fake_backend spec(4, chained_drafter(3));
     event_log log;
@@ -286,7 +286,9 @@ TEST(Engine, APromptReusesTheLongestPrefixAFreeSlotHolds) {
     const request_id other = engine.add(std::vector<llama_token>{9, 9, 9}, greedy(2));
     engine.step();
     EXPECT_NE(log.slots.at(other).front(), slot) << "no common prefix: an empty slot";
-    const request_id bos_only = engine.add(std::vector<llama_token>{1, 9, 9}, greedy(2));
+    std::vector<llama_token> bos_only_prompt(11, 9);
+    bos_only_prompt[0] = 1; // its first token in common: a tenth of it or less
+    const request_id bos_only = engine.add(bos_only_prompt, greedy(2));
     engine.step();
     EXPECT_NE(log.slots.at(bos_only).front(), slot) << "its first token in common only: an empty slot, which loses nothing";
     EXPECT_NE(log.slots.at(bos_only).front(), log.slots.at(other).front());
@@ -319,6 +321,16 @@ TEST(Engine, APromptReusesTheLongestPrefixAFreeSlotHolds) {
     EXPECT_EQ(log.finished.at(c).seq_id, slot);
     EXPECT_EQ(log.finished.at(c).n_prompt_cached, turn2.size() - 1);
     EXPECT_EQ(log.finished.at(c).output.tokens, second.output.tokens);
+
+    // The first turn again, which the slot holds ahead of far more answer
+    // than it has tokens: reused all the same.
+    const request_id d = engine.add(turn1, greedy(6));
+    while (engine.has_work()) {
+        engine.step();
+    }
+    EXPECT_EQ(log.finished.at(d).seq_id, slot);
+    EXPECT_EQ(log.finished.at(d).n_prompt_cached, turn1.size() - 1);
+    EXPECT_EQ(log.finished.at(d).output.tokens, first.output.tokens);
 }
 
 // A memory that cannot be cut back anywhere (recurrent state): a prompt that
