@@ -321,8 +321,19 @@ std::vector<specdec_logit_bias> parse_logit_bias(const json & body) {
 
 // The JSON schema a request asks its output to follow, as JSON text: OpenAI's
 // response_format (json_object: any object; json_schema: its schema), or
-// llama-server's json_schema. None for response_format text.
-std::optional<std::string> parse_json_schema(const json & body) {
+// llama-server's json_schema. None for response_format text. The text keeps
+// the order of the schema's keys in `raw` (the body `body` was parsed from):
+// llama.cpp's converter writes an object's properties in that order, and
+// `json` sorts keys.
+std::optional<std::string> parse_json_schema(const json & body, std::string_view raw) {
+    const auto as_sent = [raw](std::initializer_list<const char *> path) {
+        nlohmann::ordered_json o = nlohmann::ordered_json::parse(raw.begin(), raw.end());
+        const nlohmann::ordered_json * at = &o;
+        for (const char * key : path) {
+            at = &at->at(key);
+        }
+        return at->dump();
+    };
     if (const auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
         if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string()) {
             throw wrong_type("response_format", "an object with a 'type'", *it);
@@ -340,7 +351,7 @@ std::optional<std::string> parse_json_schema(const json & body) {
                 throw invalid_request("'response_format' of type json_schema needs 'json_schema': {'name', 'schema': {...}}",
                                       "response_format");
             }
-            return js["schema"].empty() ? std::string(R"({"type": "object"})") : js["schema"].dump();
+            return js["schema"].empty() ? std::string(R"({"type": "object"})") : as_sent({"response_format", "json_schema", "schema"});
         }
         throw invalid_request("'response_format' type '" + type + "' is not one of text, json_object, json_schema", "response_format");
     }
@@ -348,7 +359,7 @@ std::optional<std::string> parse_json_schema(const json & body) {
         if (!it->is_object()) {
             throw wrong_type("json_schema", "an object", *it);
         }
-        return it->empty() ? std::string(R"({"type": "object"})") : it->dump();
+        return it->empty() ? std::string(R"({"type": "object"})") : as_sent({"json_schema"});
     }
     return std::nullopt;
 }
@@ -588,7 +599,7 @@ parsed_request parse_request(endpoint kind, std::string_view body, const request
         }
         r.grammar = it->get<std::string>();
     }
-    r.json_schema = parse_json_schema(j);
+    r.json_schema = parse_json_schema(j, body);
     if (const auto it = j.find("echo"); it != j.end() && !it->is_null()) {
         if (!it->is_boolean()) {
             throw wrong_type("echo", "a boolean", *it);
