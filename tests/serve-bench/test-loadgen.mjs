@@ -22,7 +22,7 @@ const chunk = (text, extra = {}) => ev({ object: 'text_completion', choices: [{ 
 // empty event | the final event with usage 6 | [DONE]. The prompt "bad"
 // gets HTTP 500; "flip" alternates between two texts.
 async function start_fake() {
-    const state = { in_flight: 0, max_in_flight: 0, requests: 0, flips: 0, max_tokens: [] };
+    const state = { in_flight: 0, max_in_flight: 0, requests: 0, flips: 0, drops: 0, max_tokens: [] };
     const server = createServer(async (req, res) => {
         let body = '';
         for await (const part of req) body += part;
@@ -33,6 +33,8 @@ async function start_fake() {
             res.writeHead(400); res.end('bad request'); return;
         }
         if (q.prompt === 'bad') { res.writeHead(500); res.end('boom'); return; }
+        // "drop N": the connection is closed unanswered the first N times.
+        if (q.prompt.startsWith('drop ') && state.drops++ < Number(q.prompt.slice(5))) { req.socket.destroy(); return; }
         if (q.prompt === 'packed') { // several tokens an event, count not stated
             res.writeHead(200, { 'content-type': 'text/event-stream' });
             await sleep(FIRST_MS);
@@ -150,6 +152,21 @@ test('errors are counted and texts that differ are flagged', async () => {
         assert.equal(r.consistent, false);             // 'flip' answered abcdef, then abcdeX
     } finally {
         fake.server.close();
+    }
+});
+
+test('a connection closed before any answer is retried twice, as the OpenAI clients do', async () => {
+    for (const [drops, errors, retries] of [[2, 0, 2], [3, 1, 2]]) {
+        const fake = await start_fake();
+        try {
+            const r = await lg.run_load({ url: fake.url, concurrency: 1, requests: 1, max_tokens: 6, prompts: [`drop ${drops}`] });
+            assert.equal(r.errors, errors, `${drops} drops`);
+            assert.equal(r.records[0].retries, retries);
+            assert.equal(fake.state.requests, 3);
+            if (errors === 0) assert.equal(r.records[0].text, 'abcdef');
+        } finally {
+            fake.server.close();
+        }
     }
 });
 

@@ -124,17 +124,32 @@ export async function run_request(opt, index, prompt_index) {
     const rec = { index, prompt_index, max_tokens: body.max_tokens, start_ms: 0, ttft_ms: null, end_ms: 0, completion_tokens: 0, streamed_tokens: 0,
                   prompt_tokens: null, cached_tokens: null,
                   events: 0, text_events: 0, text: '', finish_reason: null, token_times_ms: [], token_count_method: null,
-                  timings: null, specdec: null, error: null };
+                  timings: null, specdec: null, error: null, retries: 0 };
     const t0 = performance.now();
     rec.start_ms = t0;
     let cum_prev = 0;
     try {
-        const res = await fetch(opt.url.replace(/\/$/, '') + path, {
+        // A kept-alive connection the server closes just as the request
+        // goes out fails before any answer ("other side closed"): sent again
+        // on a new connection, as the official OpenAI clients retry
+        // connection errors (twice by default). The time counts from the
+        // first try.
+        const send = () => fetch(opt.url.replace(/\/$/, '') + path, {
             method: 'POST',
             headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
             body: JSON.stringify(body),
             signal: opt.timeout_ms ? AbortSignal.timeout(opt.timeout_ms) : undefined,
         });
+        let res;
+        for (;;) {
+            try {
+                res = await send();
+                break;
+            } catch (e) {
+                if (!(e instanceof TypeError) || rec.retries >= 2) throw e;
+                rec.retries++;
+            }
+        }
         if (!res.ok) {
             rec.error = `HTTP ${res.status}: ${(await res.text()).slice(0, 500)}`;
         } else {
@@ -334,6 +349,7 @@ export function summarize(records, wall_ms, opt) {
         requested_tokens: records.reduce((a, r) => a + r.max_tokens, 0),
         errors: records.length - ok.length,
         first_error: records.find((r) => r.error !== null)?.error ?? null,
+        retries: records.reduce((a, r) => a + (r.retries ?? 0), 0), // requests sent again after a closed connection
         wall_s: round(wall_ms / 1000, 3),
         completion_tokens: total_tokens,
         tokens_per_s: round(total_tokens / (wall_ms / 1000)),
