@@ -662,16 +662,20 @@ std::optional<verdict> engine_core::choose(request_state & r, const float * logi
             const double u = uniform_at(r.p.seed, pos, draw_stream::target);
             v = drafted != nullptr ? verify_draft(r.dist, *drafted, q, uniform_at(r.p.seed, pos, draw_stream::accept), u, r.residual)
                                    : verdict{draw(r.dist, u), false};
-        } else if (r.shaper != nullptr && !r.sampler.samples()) {
-            // Most greedy choices are ones the grammar allows: then the
-            // whole vocabulary need not be masked (logit_shaper::allows).
-            llama_token x = r.sampler.choose(r.shaper->shape(logits));
-            if (!r.shaper->allows(x)) {
-                x = r.sampler.choose(r.shaper->mask());
-            }
-            v = {x, drafted != nullptr && x == *drafted};
         } else {
-            const llama_token x = r.sampler.choose(r.shaper != nullptr ? r.shaper->apply(logits) : logits);
+            llama_token x;
+            if (r.shaper == nullptr) {
+                x = r.sampler.choose(logits);
+            } else if (r.sampler.samples()) {
+                x = r.sampler.choose(r.shaper->apply(logits));
+            } else {
+                // Most greedy choices are ones the grammar allows: then the
+                // whole vocabulary need not be masked (logit_shaper::allows).
+                x = r.sampler.choose(r.shaper->shape(logits));
+                if (!r.shaper->allows(x)) {
+                    x = r.sampler.choose(r.shaper->mask());
+                }
+            }
             v = {x, drafted != nullptr && x == *drafted};
         }
     } catch (const error & e) {

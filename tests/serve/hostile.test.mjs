@@ -264,6 +264,10 @@ describe('serve under hostile clients', { timeout: 240000 }, () => {
         try {
             const req = { prompt: 'abc', max_tokens: 8, temperature: 0 };
             const want = (await post(s, '/v1/completions', req)).json.specdec.tokens;
+            // A schema is read again from the body, keys in the order sent: only its field.
+            const schema = { ...req, json_schema: { type: 'object', properties: { b: { type: 'string' }, a: { type: 'string' } } } };
+            const want_schema = (await post(s, '/v1/completions', schema)).json.specdec.tokens;
+            const many = Array.from({ length: 200000 }, (_, i) => `"f${i}":${i}`).join(',');
             const deep = (n) => '['.repeat(n) + ']'.repeat(n);
             const fields = (o) => JSON.stringify(o).slice(1, -1);
             const cases = [
@@ -276,10 +280,11 @@ describe('serve under hostile clients', { timeout: 240000 }, () => {
                 ['stop of 200k strings', '/v1/completions', JSON.stringify({ prompt: 'abc', stop: Array(200000).fill('x') }), 400, 'invalid_value'],
                 ['100k messages', '/v1/chat/completions', JSON.stringify({ messages: Array(100000).fill({ role: 'user', content: 'a' }) }), 400, 'context_length_exceeded'],
                 ['an unknown field 100k deep', '/v1/completions', `{${fields(req)}, "x": ${deep(100000)}}`, 200, null],
-                ['200k unknown fields', '/v1/completions', `{${fields(req)}, ${Array.from({ length: 200000 }, (_, i) => `"f${i}":${i}`).join(',')}}`, 200, null],
+                ['200k unknown fields', '/v1/completions', `{${fields(req)}, ${many}}`, 200, null],
+                ['200k unknown fields beside a JSON schema', '/v1/completions', `{${fields(schema)}, ${many}}`, 200, null, want_schema],
             ];
             const took = [];
-            for (const [name, path, body, status, code] of cases) {
+            for (const [name, path, body, status, code, tokens = want] of cases) {
                 const t0 = performance.now();
                 const r = await post(s, path, body);
                 const ms = performance.now() - t0;
@@ -289,7 +294,7 @@ describe('serve under hostile clients', { timeout: 240000 }, () => {
                 assert.ok(ms < 5000, `${name}: ${ms.toFixed(0)} ms`);
                 if (status === 200) {
                     assert.equal(r.status, 200, `${name}: ${r.text}`);
-                    assert.deepEqual(r.json.specdec.tokens, want, name);
+                    assert.deepEqual(r.json.specdec.tokens, tokens, name);
                 } else {
                     assertError(r, status, code);
                 }

@@ -291,7 +291,6 @@ TEST(Engine, APromptReusesTheLongestPrefixAFreeSlotHolds) {
     const request_id bos_only = engine.add(bos_only_prompt, greedy(2));
     engine.step();
     EXPECT_NE(log.slots.at(bos_only).front(), slot) << "its first token in common only: an empty slot, which loses nothing";
-    EXPECT_NE(log.slots.at(bos_only).front(), log.slots.at(other).front());
 
     std::vector<llama_token> turn2 = turn1;
     turn2.insert(turn2.end(), first.output.tokens.begin(), first.output.tokens.end());

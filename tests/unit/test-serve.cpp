@@ -561,12 +561,18 @@ TEST(ServeParse, LogitShapingAndStructuredOutput) {
     EXPECT_EQ(json::parse(*completion(R"({"prompt": "a", "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "integer"}}}})").json_schema),
               (json{{"type", "integer"}}));
     EXPECT_EQ(completion(R"({"prompt": "a", "json_schema": {}})").json_schema, R"({"type": "object"})");
-    // The properties keep the order they were sent in, which the grammar writes them in.
-    const char * ordered = R"({"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"}}})";
-    EXPECT_EQ(completion(std::string(R"({"prompt": "a", "json_schema": )") + ordered + "}").json_schema, ordered);
-    EXPECT_EQ(completion(std::string(R"({"prompt": "a", "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": )") +
+    // A schema's properties keep the order they were sent in, which the
+    // grammar writes them in (a sorted body would put "age" first); tools'
+    // parameters too.
+    const std::string ordered = R"({"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"}}})";
+    EXPECT_EQ(completion(R"({"prompt": "a", "json_schema": )" + ordered + "}").json_schema, ordered);
+    EXPECT_EQ(completion(R"({"prompt": "a", "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": )" +
                          ordered + "}}}").json_schema,
               ordered);
+    const parsed_request t = parse_request(endpoint::chat, R"({"messages": [{"role": "user", "content": "a"}], "tools": [{"type": "function",
+        "function": {"name": "f", "parameters": )" + ordered + "}}]}", limits());
+    ASSERT_EQ(t.tools.functions.size(), 1u);
+    EXPECT_EQ(t.tools.functions[0].parameters, ordered);
 }
 
 // Both shapes of `logprobs`, from the engine's numbers.

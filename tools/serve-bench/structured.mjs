@@ -40,8 +40,7 @@ const LIST_GRAMMAR = 'root ::= item item item\nitem ::= "- " [a-z]+ " "\n';
 
 // The request fields that constrain prompt i's output.
 export function structured_body(prompt_index) {
-    const i = prompt_index % STRUCTURED_PROMPTS.length;
-    return i < SCHEMAS.length ? { json_schema: SCHEMAS[i] } : { grammar: LIST_GRAMMAR };
+    return prompt_index < SCHEMAS.length ? { json_schema: SCHEMAS[prompt_index] } : { grammar: LIST_GRAMMAR };
 }
 
 // What each prompt is constrained by, for the report.

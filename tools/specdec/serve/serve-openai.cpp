@@ -319,21 +319,24 @@ std::vector<specdec_logit_bias> parse_logit_bias(const json & body) {
     return out;
 }
 
+// The body's top-level field `key` (present), with its objects' keys in the
+// order sent: `json` sorts them, and llama.cpp's converter writes a JSON
+// schema's properties in that order (as llama-server keeps them). Only that
+// field enters the tree: ordered_json finds a key by a linear search, and a
+// body of 200k other fields would cost seconds (serve-hostile).
+nlohmann::ordered_json field_as_sent(std::string_view raw, const char * key) {
+    using ordered = nlohmann::ordered_json;
+    const ordered::parser_callback_t only_key = [key](int depth, ordered::parse_event_t event, ordered & parsed) {
+        return depth != 1 || event != ordered::parse_event_t::key || parsed == key;
+    };
+    return ordered::parse(raw.begin(), raw.end(), only_key).at(key);
+}
+
 // The JSON schema a request asks its output to follow, as JSON text: OpenAI's
 // response_format (json_object: any object; json_schema: its schema), or
-// llama-server's json_schema. None for response_format text. The text keeps
-// the order of the schema's keys in `raw` (the body `body` was parsed from):
-// llama.cpp's converter writes an object's properties in that order, and
-// `json` sorts keys.
+// llama-server's json_schema, its keys in the order sent. None for
+// response_format text. `raw`: the text `body` was parsed from.
 std::optional<std::string> parse_json_schema(const json & body, std::string_view raw) {
-    const auto as_sent = [raw](std::initializer_list<const char *> path) {
-        nlohmann::ordered_json o = nlohmann::ordered_json::parse(raw.begin(), raw.end());
-        const nlohmann::ordered_json * at = &o;
-        for (const char * key : path) {
-            at = &at->at(key);
-        }
-        return at->dump();
-    };
     if (const auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
         if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string()) {
             throw wrong_type("response_format", "an object with a 'type'", *it);
@@ -351,7 +354,7 @@ std::optional<std::string> parse_json_schema(const json & body, std::string_view
                 throw invalid_request("'response_format' of type json_schema needs 'json_schema': {'name', 'schema': {...}}",
                                       "response_format");
             }
-            return js["schema"].empty() ? std::string(R"({"type": "object"})") : as_sent({"response_format", "json_schema", "schema"});
+            return js["schema"].empty() ? std::string(R"({"type": "object"})") : field_as_sent(raw, "response_format").at("json_schema").at("schema").dump();
         }
         throw invalid_request("'response_format' type '" + type + "' is not one of text, json_object, json_schema", "response_format");
     }
@@ -359,15 +362,16 @@ std::optional<std::string> parse_json_schema(const json & body, std::string_view
         if (!it->is_object()) {
             throw wrong_type("json_schema", "an object", *it);
         }
-        return it->empty() ? std::string(R"({"type": "object"})") : as_sent({"json_schema"});
+        return it->empty() ? std::string(R"({"type": "object"})") : field_as_sent(raw, "json_schema").dump();
     }
     return std::nullopt;
 }
 
 // Chat's `tools` ([{type: "function", function: {name, description,
 // parameters}}]), `tool_choice` ("none", "auto", "required" or {type:
-// "function", function: {name}}) and `parallel_tool_calls`.
-chat_tools parse_tools(const json & body, endpoint kind) {
+// "function", function: {name}}) and `parallel_tool_calls`. `raw`: the text
+// `body` was parsed from (the parameters' keys keep their order).
+chat_tools parse_tools(const json & body, endpoint kind, std::string_view raw) {
     chat_tools out;
     const auto tools = body.find("tools");
     const bool listed = tools != body.end() && !tools->is_null() && !is_empty(*tools);
@@ -384,6 +388,7 @@ chat_tools parse_tools(const json & body, endpoint kind) {
         if (!tools->is_array()) {
             throw wrong_type("tools", "an array", *tools);
         }
+        const nlohmann::ordered_json sent = field_as_sent(raw, "tools");
         for (size_t i = 0; i < tools->size(); ++i) {
             const json & t = (*tools)[i];
             const std::string at = "tools[" + std::to_string(i) + "]";
@@ -404,7 +409,7 @@ chat_tools parse_tools(const json & body, endpoint kind) {
                 if (!params->is_object()) {
                     throw wrong_type(at + ".function.parameters", "an object (a JSON schema)", *params);
                 }
-                f.parameters = params->dump();
+                f.parameters = sent.at(i).at("function").at("parameters").dump();
             }
             for (const tool_function & g : out.functions) {
                 if (g.name == f.name) {
@@ -615,7 +620,7 @@ parsed_request parse_request(endpoint kind, std::string_view body, const request
     if (r.json_schema && !r.grammar.empty()) {
         throw invalid_request("'grammar' and a JSON schema ('response_format' or 'json_schema') exclude each other", "grammar");
     }
-    r.tools = parse_tools(j, kind);
+    r.tools = parse_tools(j, kind, body);
     if (!r.tools.functions.empty() && r.tools.choice != tool_choice::none && (r.json_schema || !r.grammar.empty())) {
         const char * field = r.grammar.empty() ? (j.contains("response_format") ? "response_format" : "json_schema") : "grammar";
         throw invalid_request(std::string("'") + field + "' cannot constrain an answer that may call tools (their calls follow "

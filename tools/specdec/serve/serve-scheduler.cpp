@@ -143,7 +143,7 @@ size_t scheduler::n_in_flight() const {
 
 size_t scheduler::shutdown(std::chrono::milliseconds deadline) {
     std::unique_lock<std::mutex> lock(m_);
-    if (stopped_) {
+    if (stop_) {
         return 0;
     }
     accepting_ = false;
@@ -162,7 +162,6 @@ size_t scheduler::shutdown(std::chrono::milliseconds deadline) {
         idle_.wait_for(lock, std::chrono::milliseconds(50));
     }
     stop_ = true;
-    stopped_ = true;
     wake_.notify_one();
     idle_.wait(lock, [this] { return !running_; });
     return n_cancelled;

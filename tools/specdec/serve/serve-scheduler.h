@@ -1,8 +1,9 @@
 // `specdec serve`, the bridge between HTTP threads and the engine: one
 // engine thread (whichever calls run()) owns the specdec::engine (add and
-// step run there only); HTTP threads put requests into a mutex-guarded inbox and wait on the request's
-// own channel, which the engine's event callback feeds. cancel() is the
-// engine's, callable from any thread. Nothing here knows HTTP or speculation.
+// step run there only); HTTP threads put requests into a mutex-guarded
+// inbox and wait on the request's own channel, which the engine's event
+// callback feeds. cancel() is the engine's, callable from any thread.
+// Nothing here knows HTTP or speculation.
 #pragma once
 
 #include "serve-metrics.h"
@@ -155,8 +156,7 @@ private:
     size_t                                       n_taken_ = 0; // taken from the inbox by the engine thread, not yet added or refused
     std::set<specdec::request_id>                live_;   // admitted, not finished
     bool                                         accepting_ = true;
-    bool                                         stop_ = false;
-    bool                                         stopped_ = false;
+    bool                                         stop_ = false;    // set by shutdown() once nothing is left: run() returns, later shutdowns return 0
     bool                                         running_ = false; // run() is looping
     // Engine thread only.
     std::unordered_map<specdec::request_id, std::shared_ptr<request_channel>> by_id_;
