@@ -4,6 +4,7 @@
 
 #include "error.h"
 #include "gguf-inspect.h"
+#include "logit-shaping.h"
 #include "params.h"
 
 #include <cstring>
@@ -138,6 +139,18 @@ std::span<const uint8_t> bytes_in(const uint8_t * src, size_t size) {
 } // namespace
 
 extern "C" {
+
+specdec_status specdec_logit_shaping_validate(const llama_vocab * vocab, const specdec_generate_params * params) {
+    return guard([&] {
+        require(vocab, "vocab");
+        require(params, "params");
+        const int32_t n_vocab = llama_vocab_n_tokens(vocab);
+        specdec::detail::logit_shaper::validate(*params, vocab, n_vocab);
+        if (specdec::detail::logit_shaper::needed(*params)) {
+            specdec::detail::logit_shaper parsed(*params, vocab, n_vocab); // parses the grammar, reads its prefix
+        }
+    });
+}
 
 specdec_status specdec_session_params_validate(const specdec_session_params * params) {
     return guard([&] {

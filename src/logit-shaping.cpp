@@ -1,6 +1,7 @@
 #include "logit-shaping.h"
 
 #include "error.h"
+#include "grammar-limits.h"
 
 #include <algorithm>
 #include <cctype>
@@ -94,6 +95,9 @@ void logit_shaper::validate(const specdec_generate_params & p, const llama_vocab
     }
     if (has_grammar(p) && vocab == nullptr) {
         fail(SPECDEC_STATUS_INVALID_ARGUMENT, "a grammar needs the target's vocabulary");
+    }
+    if (has_grammar(p)) {
+        check_grammar_limits(p.grammar);
     }
     const bool prefixed = p.grammar_prefix != nullptr && p.grammar_prefix[0] != '\0';
     if ((p.n_grammar_triggers > 0 || prefixed) && !has_grammar(p)) {

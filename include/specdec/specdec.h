@@ -64,6 +64,11 @@ extern "C" {
 #define SPECDEC_MAX_DRAFT         128        /* tokens per proposal */
 #define SPECDEC_MAX_PROMPT_TOKENS 16777216   /* tokens of history per sequence (2^24) */
 #define SPECDEC_MAX_STATE_BYTES   67108864   /* bytes of one state blob (64 MiB) */
+#define SPECDEC_MAX_GRAMMAR_BYTES   131072   /* bytes of one GBNF grammar (128 KiB: llama.cpp took 0.25 s to parse
+                                                that many bytes of alternatives, and 29 s for 1 MiB, on a 2-core
+                                                AMD EPYC; the time grows with the square of the size) */
+#define SPECDEC_MAX_GRAMMAR_NESTING 128      /* groups within groups in a grammar */
+#define SPECDEC_MAX_GRAMMAR_RULES   4096     /* rules a grammar may make, estimated from its text (see grammar) */
 
 /*
  * Status codes, grouped by kind (see specdec_status_kind). Values are stable.
@@ -672,7 +677,11 @@ typedef struct specdec_generate_params {
     int32_t              repeat_last_n;     /* >= 0, the tokens repeat_penalty looks back over; default 64 */
     const char *         grammar;           /* a GBNF grammar (llama.cpp's format, root rule "root") the output
                                                must follow; NULL or "": none. Copied. A grammar that does not
-                                               parse: INVALID_ARGUMENT. A grammar that allows no token at some
+                                               parse, or over SPECDEC_MAX_GRAMMAR_BYTES, nesting groups deeper than
+                                               SPECDEC_MAX_GRAMMAR_NESTING or that could make more than
+                                               SPECDEC_MAX_GRAMMAR_RULES rules (each rule, group, *, + and ?
+                                               counts one, and {m,n} n + 1; llama.cpp recurses once per level of
+                                               each): INVALID_ARGUMENT. A grammar that allows no token at some
                                                point ends the request with SPECDEC_STOP_ERROR. Default NULL */
     const char * const * grammar_triggers;  /* a lazy grammar: regular expressions (ECMAScript, as llama.cpp's lazy
                                                grammar sampler takes them; borrowed for the call, copied). The
@@ -692,6 +701,14 @@ typedef struct specdec_generate_params {
 } specdec_generate_params;
 
 SPECDEC_API specdec_generate_params specdec_generate_default_params(void);
+
+/* Checks the logit shaping that `params` asks for (logit biases, penalties, and the grammar with its
+ * triggers and prefix, which it parses) against `vocab`, on the calling thread, as specdec_generate and
+ * specdec_engine_add would: a server checks a request here before handing it to the thread that decodes,
+ * which then parses an accepted grammar again. Both pointers are borrowed for the call; neither may be
+ * NULL. Returns OK or INVALID_ARGUMENT (a NULL pointer too; specdec_last_error() says which field and
+ * why). */
+SPECDEC_API specdec_status specdec_logit_shaping_validate(const struct llama_vocab * vocab, const specdec_generate_params * params);
 
 typedef enum specdec_stop_reason {
     SPECDEC_STOP_INVALID  = -1, /* not a stop: what the getter returns for a NULL generation or index out of range */

@@ -320,6 +320,49 @@ TEST(GrammarModes, ALazyGrammarStartsAtItsTriggerAndAPrefixIsReadFirst) {
     EXPECT_EQ(status_of([&] { generate_plain(ctx.get(), prompt, bad); }), SPECDEC_STATUS_INVALID_ARGUMENT);
 }
 
+// Issue 43: a grammar nested 100,000 deep (200 KB) overflowed the stack in
+// llama.cpp's recursive parser. specdec_logit_shaping_validate refuses it
+// with a status, and at the limits llama.cpp parses on this thread's stack:
+// groups nested SPECDEC_MAX_GRAMMAR_NESTING deep, and a chain of rules each
+// beginning with the next (its parser, left-recursion check and matcher
+// recurse once per rule) as long as SPECDEC_MAX_GRAMMAR_RULES allows.
+TEST(GrammarLimits, TheCAbiRefusesDeepGrammarsAndParsesAtTheLimits) {
+    auto model = load_model(mtp_target());
+    const llama_vocab * vocab = llama_model_get_vocab(model.get());
+    const auto status = [&](const std::string & grammar) {
+        specdec_generate_params p = specdec_generate_default_params();
+        p.grammar = grammar.c_str();
+        return specdec_logit_shaping_validate(vocab, &p);
+    };
+    const auto groups = [](size_t depth) { return "root ::= " + std::string(depth, '(') + "\"1\"" + std::string(depth, ')'); };
+    const auto chain = [](size_t n) {
+        std::string g = "root ::= r1\n";
+        for (size_t i = 1; i < n; ++i) {
+            g += "r" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + "\n";
+        }
+        return g + "r" + std::to_string(n) + " ::= \"1\"\n";
+    };
+    EXPECT_EQ(status(groups(SPECDEC_MAX_GRAMMAR_NESTING)), SPECDEC_STATUS_OK) << specdec_last_error();
+    EXPECT_EQ(status(chain(SPECDEC_MAX_GRAMMAR_RULES - 1)), SPECDEC_STATUS_OK) << specdec_last_error();
+    EXPECT_EQ(status(groups(50000)), SPECDEC_STATUS_INVALID_ARGUMENT); // 100 KB: under the size limit
+    EXPECT_NE(std::string(specdec_last_error()).find("deeper than"), std::string::npos) << specdec_last_error();
+    EXPECT_EQ(status(chain(6000)), SPECDEC_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(specdec_last_error()).find("rules"), std::string::npos) << specdec_last_error();
+    EXPECT_EQ(status(groups(100000)), SPECDEC_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(specdec_last_error()).find("bytes"), std::string::npos) << specdec_last_error();
+    EXPECT_EQ(status("root ::= \"1\" (((("), SPECDEC_STATUS_INVALID_ARGUMENT) << "does not parse";
+    EXPECT_EQ(specdec_logit_shaping_validate(nullptr, nullptr), SPECDEC_STATUS_INVALID_ARGUMENT);
+
+    // The longest chain still constrains generation: it allows "1" only (the target would write "4").
+    auto ctx = make_context(model.get(), {});
+    const std::string g = chain(SPECDEC_MAX_GRAMMAR_RULES - 1);
+    generate_params p = specdec_generate_default_params();
+    p.n_predict = 1;
+    p.grammar = g.c_str();
+    const std::vector<std::vector<llama_token>> prompt = {{20, 21, 22}}; // "123"
+    EXPECT_EQ(generate_plain(ctx.get(), prompt, p).sequences[0].text, "1");
+}
+
 // What a C engine callback saw.
 struct c_engine_log {
     bool *                                            abort_at_ten = nullptr; // raised at request 1's 10th token

@@ -259,7 +259,7 @@ describe('serve under hostile clients', { timeout: 240000 }, () => {
         }
     });
 
-    test('deep and wide JSON: 400 at once, or ignored where a field is unknown; the server goes on', async () => {
+    test('deep and wide JSON, deep grammars and patterns: 400 naming the field, at once; the server goes on', async () => {
         const s = await startServer(['-np', '2', '-c', '512']);
         try {
             const req = { prompt: 'abc', max_tokens: 8, temperature: 0 };
@@ -270,21 +270,48 @@ describe('serve under hostile clients', { timeout: 240000 }, () => {
             const many = Array.from({ length: 200000 }, (_, i) => `"f${i}":${i}`).join(',');
             const deep = (n) => '['.repeat(n) + ']'.repeat(n);
             const fields = (o) => JSON.stringify(o).slice(1, -1);
+            const chat = (o) => JSON.stringify({ messages: [{ role: 'user', content: 'abc' }], max_tokens: 8, temperature: 0, ...o });
+            const deepIn = (json, n = 100000) => json.replace('"@"', deep(n));
+            const parens = (n) => '('.repeat(n) + '"a"' + ')'.repeat(n);
+            const ruleChain = (n) => Array.from({ length: n }, (_, i) => `r${i} ::= r${i + 1}`).join('\n') + `\nr${n} ::= "a"`;
+            const atLimit = 128; // SPECDEC_MAX_GRAMMAR_NESTING
+            // Each value nested 100k deep (about 200 KB) crashed the server before
+            // bounded parsing: [name, path, body, status, code, param, tokens].
             const cases = [
-                ['100k [ unclosed', '/v1/completions', '['.repeat(100000), 400, 'invalid_json'],
-                ['100k [ closed', '/v1/completions', deep(100000), 400, 'invalid_json'],
-                ['1M { unclosed', '/v1/completions', '{"a":'.repeat(1000000), 400, 'invalid_json'],
-                ['prompt 100k deep', '/v1/completions', `{"prompt": ${deep(100000)}}`, 400, 'invalid_type'],
-                ['stop 100k deep', '/v1/completions', `{"prompt": "abc", "stop": ${deep(100000)}}`, 400, 'invalid_type'],
-                ['prompt of 200k strings', '/v1/completions', JSON.stringify({ prompt: Array(200000).fill('a') }), 400, 'invalid_type'],
-                ['stop of 200k strings', '/v1/completions', JSON.stringify({ prompt: 'abc', stop: Array(200000).fill('x') }), 400, 'invalid_value'],
-                ['100k messages', '/v1/chat/completions', JSON.stringify({ messages: Array(100000).fill({ role: 'user', content: 'a' }) }), 400, 'context_length_exceeded'],
-                ['an unknown field 100k deep', '/v1/completions', `{${fields(req)}, "x": ${deep(100000)}}`, 200, null],
-                ['200k unknown fields', '/v1/completions', `{${fields(req)}, ${many}}`, 200, null],
-                ['200k unknown fields beside a JSON schema', '/v1/completions', `{${fields(schema)}, ${many}}`, 200, null, want_schema],
+                ['100k [ unclosed', '/v1/completions', '['.repeat(100000), 400, 'json_too_deep', null],
+                ['100k [ closed', '/v1/completions', deep(100000), 400, 'json_too_deep', null],
+                ['1M { unclosed', '/v1/completions', '{"a":'.repeat(1000000), 400, 'json_too_deep', 'a'],
+                ['prompt 100k deep', '/v1/completions', `{"prompt": ${deep(100000)}}`, 400, 'json_too_deep', 'prompt'],
+                ['stop 100k deep', '/v1/completions', `{"prompt": "abc", "stop": ${deep(100000)}}`, 400, 'json_too_deep', 'stop'],
+                ['logit_bias 100k deep', '/v1/completions', deepIn(`{"prompt": "abc", "logit_bias": {"5": "@"}}`), 400, 'json_too_deep', 'logit_bias'],
+                ['json_schema 100k deep', '/v1/completions', deepIn(`{"prompt": "abc", "json_schema": {"type": "object", "x": "@"}}`), 400, 'json_too_deep', 'json_schema'],
+                ['response_format schema 100k deep', '/v1/chat/completions',
+                    deepIn(chat({ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: '@' } } })), 400, 'json_too_deep', 'response_format'],
+                ['tool parameters 100k deep', '/v1/chat/completions',
+                    deepIn(chat({ tools: [{ type: 'function', function: { name: 'f', parameters: '@' } }] })), 400, 'json_too_deep', 'tools'],
+                ['tool-call arguments text 100k deep', '/v1/chat/completions', chat({ messages: [{ role: 'user', content: 'a' },
+                    { role: 'assistant', tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: deep(100000) } }] }] }),
+                    400, 'json_too_deep', 'messages[1].tool_calls[0].function.arguments'],
+                ['grammar of 100k nested groups', '/v1/completions', JSON.stringify({ ...req, grammar: `root ::= ${parens(100000)}` }), 400, 'invalid_value', 'grammar'],
+                ['grammar of 50k nested groups (under the size limit)', '/v1/completions', JSON.stringify({ ...req, grammar: `root ::= ${parens(50000)}` }), 400, 'invalid_value', 'grammar'],
+                ['grammar of a 6k-rule chain', '/v1/completions', JSON.stringify({ ...req, grammar: `root ::= r0\n${ruleChain(6000)}` }), 400, 'invalid_value', 'grammar'],
+                ['schema pattern of 100k nested groups', '/v1/completions',
+                    JSON.stringify({ ...req, json_schema: { type: 'string', pattern: '^' + '('.repeat(100000) + 'a' + ')'.repeat(100000) + '$' } }), 400, 'invalid_value', 'json_schema'],
+                ['schema pattern nested 100k deep through response_format', '/v1/chat/completions',
+                    chat({ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '('.repeat(100000) + 'a' + ')'.repeat(100000) } } } }),
+                    400, 'invalid_value', 'response_format'],
+                ['prompt of 200k strings', '/v1/completions', JSON.stringify({ prompt: Array(200000).fill('a') }), 400, 'invalid_type', 'prompt'],
+                ['stop of 200k strings', '/v1/completions', JSON.stringify({ prompt: 'abc', stop: Array(200000).fill('x') }), 400, 'invalid_value', 'stop'],
+                ['100k messages', '/v1/chat/completions', JSON.stringify({ messages: Array(100000).fill({ role: 'user', content: 'a' }) }), 400, 'json_too_large', 'messages'],
+                ['20k messages', '/v1/chat/completions', JSON.stringify({ messages: Array(20000).fill({ role: 'user', content: 'a' }) }), 400, 'context_length_exceeded', 'messages'],
+                ['an unknown field 100k deep', '/v1/completions', `{${fields(req)}, "x": ${deep(100000)}}`, 400, 'json_too_deep', 'x'],
+                ['an unknown field at the depth limit', '/v1/completions', `{${fields(req)}, "x": ${deep(127)}}`, 200, null, null],
+                ['a grammar at the nesting limit', '/v1/completions', JSON.stringify({ ...req, max_tokens: 1, grammar: `root ::= ${parens(atLimit).replace('"a"', '[a-z]')}` }), 200, null, null, 'grammar'],
+                ['200k unknown fields', '/v1/completions', `{${fields(req)}, ${many}}`, 200, null, null],
+                ['200k unknown fields beside a JSON schema', '/v1/completions', `{${fields(schema)}, ${many}}`, 200, null, null, want_schema],
             ];
             const took = [];
-            for (const [name, path, body, status, code, tokens = want] of cases) {
+            for (const [name, path, body, status, code, param, tokens = want] of cases) {
                 const t0 = performance.now();
                 const r = await post(s, path, body);
                 const ms = performance.now() - t0;
@@ -294,9 +321,11 @@ describe('serve under hostile clients', { timeout: 240000 }, () => {
                 assert.ok(ms < 5000, `${name}: ${ms.toFixed(0)} ms`);
                 if (status === 200) {
                     assert.equal(r.status, 200, `${name}: ${r.text}`);
-                    assert.deepEqual(r.json.specdec.tokens, tokens, name);
+                    if (tokens === 'grammar') assert.match(r.json.choices[0].text, /^[a-z]$/, name);
+                    else assert.deepEqual(r.json.specdec.tokens, tokens, name);
                 } else {
                     assertError(r, status, code);
+                    assert.equal(r.json.error.param, param, `${name}: ${r.text.slice(0, 300)}`);
                 }
                 assert.equal((await fetch(`${s.url}/health`)).status, 200, `after ${name}`);
             }

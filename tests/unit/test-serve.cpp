@@ -9,6 +9,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <fstream>
+#include <regex>
+#include <set>
 #include <sstream>
 
 namespace cli::serve {
@@ -700,6 +703,154 @@ TEST(ServeMetrics, EveryLineIsCommentOrSample) {
         const size_t space = line.rfind(' ');
         ASSERT_NE(space, std::string::npos) << line;
         EXPECT_NO_THROW(std::stod(line.substr(space + 1))) << line;
+    }
+}
+
+// Issue 43: a value nested 100,000 deep (200 KB) crashed the server through
+// recursive printing and conversion. Every body is refused while it is
+// parsed once it nests deeper than max_json_depth, in every field the
+// parser reads (listed from serve-openai.cpp's own source, so a new field
+// cannot escape this test) and in the nested places that hold values.
+std::string nested(size_t depth, bool objects) {
+    std::string s;
+    s.reserve(depth * 6);
+    for (size_t i = 0; i < depth; ++i) {
+        s += objects ? "{\"a\":" : "[";
+    }
+    s += "1";
+    for (size_t i = 0; i < depth; ++i) {
+        s += objects ? '}' : ']';
+    }
+    return s;
+}
+
+struct api_failure {
+    int         status = 0;
+    std::string param;
+    std::string code;
+    std::string message;
+};
+
+api_failure failure_of(endpoint kind, const std::string & body, const request_limits & l = limits()) {
+    try {
+        parse_request(kind, body, l);
+    } catch (const api_error & e) {
+        return {e.status(), e.param(), e.code(), e.what()};
+    }
+    return {};
+}
+
+// Every top-level field parse_request reads, as its source names them.
+std::set<std::string> fields_read_by_the_parser() {
+    std::ifstream in(SPECDEC_SERVE_OPENAI_SOURCE);
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string src = text.str();
+    const std::regex read(R"re((?:\bj|\bbody)\.(?:find|contains)\("([a-z_]+)"\)|(?:integer_in|number_in)\((?:j|body), "([a-z_]+)"|\n    \{"([a-z_]+)", ")re");
+    std::set<std::string> out;
+    for (auto it = std::sregex_iterator(src.begin(), src.end(), read); it != std::sregex_iterator(); ++it) {
+        for (size_t g = 1; g <= 3; ++g) {
+            if ((*it)[g].matched) {
+                out.insert((*it)[g].str());
+            }
+        }
+    }
+    return out;
+}
+
+TEST(ServeBounds, EveryFieldNestedDeepIsA400NamingIt) {
+    const std::set<std::string> read = fields_read_by_the_parser();
+    ASSERT_GE(read.size(), 30u) << "the source's field reads were not found: " << SPECDEC_SERVE_OPENAI_SOURCE;
+    for (const bool objects : {false, true}) {
+        const std::string deep = nested(100000, objects);
+        for (const std::string & field : read) {
+            for (const endpoint kind : {endpoint::completions, endpoint::chat}) {
+                const std::string base = kind == endpoint::chat ? R"({"messages": [{"role": "user", "content": "a"}], )"
+                                                                : R"({"prompt": "a", )";
+                const api_failure f = failure_of(kind, base + "\"" + field + "\": " + deep + "}");
+                EXPECT_EQ(f.status, 400) << field;
+                EXPECT_EQ(f.code, "json_too_deep") << field;
+                EXPECT_EQ(f.param, field);
+            }
+        }
+    }
+    // Deep in the places inside fields that hold values ('@').
+    const std::vector<std::pair<std::string, std::string>> inner = {
+        {R"({"messages": [{"role": "user", "content": @}]})", "messages"},
+        {R"({"messages": [{"role": "user", "content": [{"type": "text", "text": @}]}]})", "messages"},
+        {R"({"messages": [{"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": @}}]}]})", "messages"},
+        {R"({"messages": [{"role": "assistant", "tool_calls": [{"id": @, "function": {"name": "f"}}]}]})", "messages"},
+        {R"({"messages": [{"role": "tool", "tool_call_id": @, "content": "x"}]})", "messages"},
+        {R"({"messages": [{"role": "user", "content": "a"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": @}}]})", "tools"},
+        {R"({"messages": [{"role": "user", "content": "a"}], "tool_choice": {"type": "function", "function": {"name": @}}})", "tool_choice"},
+        {R"({"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": @}}})", "response_format"},
+        {R"({"messages": [{"role": "user", "content": "a"}], "stream": true, "stream_options": {"include_usage": @}})", "stream_options"},
+        {R"({"messages": [{"role": "user", "content": "a"}], "logit_bias": {"5": @}})", "logit_bias"},
+    };
+    const std::string deep = nested(100000, false);
+    for (const auto & [shape, field] : inner) {
+        std::string body = shape;
+        body.replace(body.find('@'), 1, deep);
+        const api_failure f = failure_of(endpoint::chat, body);
+        EXPECT_EQ(f.code, "json_too_deep") << shape;
+        EXPECT_EQ(f.param, field) << shape;
+    }
+}
+
+TEST(ServeBounds, TheDepthLimitIsExact) {
+    // The body is level 1: a field may hold max_json_depth - 1 levels.
+    const request_limits l = limits();
+    const std::string at = R"({"prompt": "a", "unknown": )" + nested(l.max_json_depth - 1, false) + "}";
+    EXPECT_EQ(failure_of(endpoint::completions, at).status, 0) << "at the limit: parsed (and the unknown field ignored)";
+    const std::string past = R"({"prompt": "a", "unknown": )" + nested(l.max_json_depth, true) + "}";
+    EXPECT_EQ(failure_of(endpoint::completions, past).code, "json_too_deep");
+    EXPECT_EQ(failure_of(endpoint::completions, nested(l.max_json_depth + 1, false)).param, "") << "the body itself";
+}
+
+TEST(ServeBounds, ValuesAndContainersAreCountedWhileParsing) {
+    request_limits l = limits();
+    l.max_json_values = 1000;
+    l.max_json_containers = 100;
+    const auto values = [](size_t n, const char * each) {
+        std::string s = R"({"prompt": "a", "x": [)";
+        for (size_t i = 0; i < n; ++i) {
+            s += i > 0 ? "," : "";
+            s += each;
+        }
+        return s + "]}";
+    };
+    // The body's object, its prompt and the array: 3 besides the elements.
+    EXPECT_EQ(failure_of(endpoint::completions, values(997, "0"), l).status, 0);
+    const api_failure many = failure_of(endpoint::completions, values(998, "0"), l);
+    EXPECT_EQ(many.code, "json_too_large");
+    EXPECT_EQ(many.param, "x");
+    EXPECT_EQ(failure_of(endpoint::completions, values(98, "{}"), l).status, 0); // with the body and the array: 100
+    EXPECT_EQ(failure_of(endpoint::completions, values(99, "[]"), l).code, "json_too_large");
+    // At the defaults: 8 MiB of empty objects (330 MB parsed) stops at the containers' bound.
+    const api_failure big = failure_of(endpoint::completions, values((size_t(8) << 20) / 3, "{}"));
+    EXPECT_EQ(big.code, "json_too_large");
+}
+
+TEST(ServeBounds, ToolCallArgumentsTextIsBoundedToo) {
+    const std::string deep = json(nested(100000, false)).dump(); // JSON text in a string
+    const api_failure f = failure_of(endpoint::chat, R"({"messages": [{"role": "assistant", "tool_calls": [{"type": "function",
+        "function": {"name": "f", "arguments": )" + deep + "}}]}]}");
+    EXPECT_EQ(f.code, "json_too_deep");
+    EXPECT_EQ(f.param, "messages[0].tool_calls[0].function.arguments");
+    EXPECT_EQ(json_text_depth(R"({"a": "[[[{{{", "b": ["\"]]", {"c": []}]})"), 4u) << "strings and escaped quotes skipped";
+    EXPECT_EQ(json_text_depth("7"), 0u);
+    EXPECT_EQ(json_text_depth(nested(100000, true)), 100000u);
+}
+
+TEST(ServeBounds, ErrorsDoNotEchoLargeValues) {
+    const std::string huge(1 << 20, 'x');
+    for (const std::string & body : {R"({"prompt": "a", "logit_bias": {"5": ")" + huge + "\"}}",
+                                     R"({"prompt": "a", "logit_bias": {")" + huge + "\": 1}}",
+                                     R"({"prompt": "a", "logit_bias": {"5": )" + nested(100, true) + "}}",
+                                     R"({"prompt": "a", "response_format": {"type": ")" + huge + "\"}}"}) {
+        const api_failure f = failure_of(endpoint::completions, body);
+        EXPECT_EQ(f.status, 400);
+        EXPECT_LT(f.message.size(), 400u) << f.message.substr(0, 200);
     }
 }
 

@@ -849,11 +849,20 @@ void http_server::impl::completion(endpoint kind, const httplib::Request & req, 
                 r.grammar = json_schema_grammar(*r.json_schema);
             } catch (const std::exception & e) {
                 throw invalid_request(std::string("the JSON schema cannot be turned into a grammar: ") + e.what(),
-                                      "response_format");
+                                      r.json_schema_field);
             }
         }
         const std::vector<llama_token> echo_tokens = r.echo ? prompt : std::vector<llama_token>();
         const specdec::request_params params = to_engine_params(r, svc.n_ctx, random_seed(), svc.n_draft, svc.accept);
+        // The grammar is parsed here, on this connection's thread, so that a bad
+        // one never reaches the engine's thread (which parses it again).
+        if (specdec_logit_shaping_validate(llama_model_get_vocab(svc.model), &params) != SPECDEC_STATUS_OK) {
+            const std::string field = !chat.grammar.empty() ? "tools"
+                                      : r.json_schema     ? r.json_schema_field
+                                      : !r.grammar.empty() ? "grammar"
+                                                           : "logit_bias";
+            throw invalid_request(specdec_last_error(), field);
+        }
         auto c = std::make_shared<request_channel>(std::move(prompt), params, r.stop);
         if (!svc.sched->submit(c)) {
             svc.stats->add_rejected();

@@ -41,6 +41,54 @@ const char * type_name(const json & v) {
     }
 }
 
+// A client's value in a message: a number or boolean as sent, a string
+// quoted and cut at 64 bytes, anything else by its type (a value may be
+// megabytes, or deep).
+std::string describe(const json & v);
+std::string describe(const std::string & s) { return describe(json(s)); }
+
+std::string describe(const json & v) {
+    if (v.is_number() || v.is_boolean() || v.is_null()) {
+        return v.dump();
+    }
+    if (v.is_string()) {
+        const std::string & s = v.get_ref<const std::string &>();
+        return s.size() <= 64 ? json(s).dump() : json(s.substr(0, 64)).dump() + "...";
+    }
+    return type_name(v);
+}
+
+// The body as JSON, refused at the first level, value or container past
+// the limits (the callback throws, which ends the parse there).
+json parse_body(std::string_view body, const request_limits & limits) {
+    std::string field; // the top-level key being parsed
+    size_t n_values = 0;
+    size_t n_containers = 0;
+    const json::parser_callback_t bound = [&](int depth, json::parse_event_t event, json & parsed) {
+        const bool opens = event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
+        if (event == json::parse_event_t::key && depth == 1) {
+            field = parsed.get<std::string>().substr(0, 64); // a known field's name is shorter
+        }
+        const std::string at = field.empty() ? "the body" : "'" + field + "'";
+        if (opens && static_cast<size_t>(depth) + 1 > limits.max_json_depth) {
+            throw invalid_request(at + " nests arrays and objects deeper than " + std::to_string(limits.max_json_depth) +
+                                      " levels (the body is the first)",
+                                  field, "json_too_deep");
+        }
+        if ((opens && ++n_containers > limits.max_json_containers) || ((opens || event == json::parse_event_t::value) &&
+                                                                      ++n_values > limits.max_json_values)) {
+            throw invalid_request("the body has more than " +
+                                      (n_containers > limits.max_json_containers
+                                           ? std::to_string(limits.max_json_containers) + " arrays and objects"
+                                           : std::to_string(limits.max_json_values) + " values") +
+                                      " (" + at + " passed the bound)",
+                                  field, "json_too_large");
+        }
+        return true;
+    };
+    return json::parse(body.begin(), body.end(), bound, false);
+}
+
 api_error wrong_type(const std::string & field, const char * want, const json & got) {
     return invalid_request("'" + field + "' must be " + want + ", not " + type_name(got), field, "invalid_type");
 }
@@ -140,14 +188,14 @@ std::string function_name(const json & obj, const std::string & where) {
         return std::isalnum(c) || c == '_' || c == '-';
     });
     if (!ok) {
-        throw invalid_request("'" + where + ".name' is \"" + name + "\"; a function's name is 1 to 64 letters, digits, _ or -",
+        throw invalid_request("'" + where + ".name' is " + describe(name) + "; a function's name is 1 to 64 letters, digits, _ or -",
                               where + ".name");
     }
     return name;
 }
 
 // An assistant message's tool_calls: [{id, type: "function", function: {name, arguments}}].
-std::vector<tool_call> parse_message_tool_calls(const json & calls, const std::string & where) {
+std::vector<tool_call> parse_message_tool_calls(const json & calls, const std::string & where, const request_limits & limits) {
     if (!calls.is_array()) {
         throw wrong_type(where, "an array", calls);
     }
@@ -159,7 +207,7 @@ std::vector<tool_call> parse_message_tool_calls(const json & calls, const std::s
             throw wrong_type(at, "an object", c);
         }
         if (const std::string type = optional_string(c, "type", at); !type.empty() && type != "function") {
-            throw invalid_request("'" + at + ".type' is \"" + type + "\"; only \"function\" calls are taken", at + ".type");
+            throw invalid_request("'" + at + ".type' is " + describe(type) + "; only \"function\" calls are taken", at + ".type");
         }
         const auto fn = c.find("function");
         if (fn == c.end() || !fn->is_object()) {
@@ -173,6 +221,11 @@ std::vector<tool_call> parse_message_tool_calls(const json & calls, const std::s
             call.arguments = "{}";
         } else if (args->is_string()) { // OpenAI's shape: JSON text
             call.arguments = args->get<std::string>();
+            if (json_text_depth(call.arguments) > limits.max_json_depth) {
+                throw invalid_request("'" + at + ".function.arguments' nests arrays and objects deeper than " +
+                                          std::to_string(limits.max_json_depth) + " levels",
+                                      at + ".function.arguments", "json_too_deep");
+            }
         } else if (args->is_object()) {
             call.arguments = args->dump();
         } else {
@@ -183,7 +236,7 @@ std::vector<tool_call> parse_message_tool_calls(const json & calls, const std::s
     return out;
 }
 
-std::vector<chat_message> parse_messages(const json & body) {
+std::vector<chat_message> parse_messages(const json & body, const request_limits & limits) {
     const auto it = body.find("messages");
     if (it == body.end()) {
         throw invalid_request("'messages' is required", "messages", "missing_field");
@@ -207,7 +260,7 @@ std::vector<chat_message> parse_messages(const json & body) {
         }
         const std::string r = role->get<std::string>();
         if (r != "system" && r != "developer" && r != "user" && r != "assistant" && r != "tool") {
-            throw invalid_request("'" + where + ".role' is \"" + r + "\"; it must be system, developer, user, assistant or tool",
+            throw invalid_request("'" + where + ".role' is " + describe(r) + "; it must be system, developer, user, assistant or tool",
                                   where + ".role");
         }
         const auto content = m.find("content");
@@ -218,7 +271,7 @@ std::vector<chat_message> parse_messages(const json & body) {
             if (r != "assistant") {
                 throw invalid_request("'" + where + ".tool_calls' belongs to assistant messages", where + ".tool_calls");
             }
-            msg.tool_calls = parse_message_tool_calls(*calls, where + ".tool_calls");
+            msg.tool_calls = parse_message_tool_calls(*calls, where + ".tool_calls", limits);
         }
         if (r == "tool") {
             msg.tool_call_id = optional_string(m, "tool_call_id", where);
@@ -308,10 +361,10 @@ std::vector<specdec_logit_bias> parse_logit_bias(const json & body) {
         char * end = nullptr;
         const long id = std::strtol(key.c_str(), &end, 10);
         if (key.empty() || *end != '\0' || id < 0 || id > std::numeric_limits<int32_t>::max()) {
-            throw invalid_request("'logit_bias' has the key \"" + key + "\"; keys are token ids", "logit_bias");
+            throw invalid_request("'logit_bias' has the key " + describe(key) + "; keys are token ids", "logit_bias");
         }
         if (!value.is_number() || !(value.get<double>() >= -100.0 && value.get<double>() <= 100.0)) {
-            throw invalid_request("'logit_bias' of token " + key + " is " + value.dump() + "; it must be a number within [-100, 100]",
+            throw invalid_request("'logit_bias' of token " + key + " is " + describe(value) + "; it must be a number within [-100, 100]",
                                   "logit_bias");
         }
         out.push_back({static_cast<llama_token>(id), value.get<float>()});
@@ -356,7 +409,7 @@ std::optional<std::string> parse_json_schema(const json & body, std::string_view
             }
             return js["schema"].empty() ? std::string(R"({"type": "object"})") : field_as_sent(raw, "response_format").at("json_schema").at("schema").dump();
         }
-        throw invalid_request("'response_format' type '" + type + "' is not one of text, json_object, json_schema", "response_format");
+        throw invalid_request("'response_format' type " + describe(type) + " is not one of text, json_object, json_schema", "response_format");
     }
     if (const auto it = body.find("json_schema"); it != body.end() && !it->is_null()) {
         if (!it->is_object()) {
@@ -396,7 +449,7 @@ chat_tools parse_tools(const json & body, endpoint kind, std::string_view raw) {
                 throw wrong_type(at, "an object", t);
             }
             if (const std::string type = optional_string(t, "type", at); type != "function") {
-                throw invalid_request("'" + at + ".type' is \"" + type + "\"; this server takes tools of type \"function\"", at + ".type");
+                throw invalid_request("'" + at + ".type' is " + describe(type) + "; this server takes tools of type \"function\"", at + ".type");
             }
             const auto fn = t.find("function");
             if (fn == t.end() || !fn->is_object()) {
@@ -429,7 +482,7 @@ chat_tools parse_tools(const json & body, endpoint kind, std::string_view raw) {
             } else if (c == "required") {
                 out.choice = tool_choice::required;
             } else {
-                throw invalid_request("'tool_choice' is \"" + c + "\"; it must be \"none\", \"auto\", \"required\" or "
+                throw invalid_request("'tool_choice' is " + describe(c) + "; it must be \"none\", \"auto\", \"required\" or "
                                       "{\"type\": \"function\", \"function\": {\"name\": ...}}", "tool_choice");
             }
         } else if (choice->is_object()) {
@@ -523,8 +576,26 @@ bool parse_include_usage(const json & body, bool stream) {
 
 } // namespace
 
+size_t json_text_depth(std::string_view text) {
+    size_t depth = 0;
+    size_t deepest = 0;
+    for (size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (c == '"') {
+            for (++i; i < text.size() && text[i] != '"'; ++i) {
+                i += text[i] == '\\' ? 1 : 0;
+            }
+        } else if (c == '[' || c == '{') {
+            deepest = std::max(deepest, ++depth);
+        } else if ((c == ']' || c == '}') && depth > 0) {
+            --depth;
+        }
+    }
+    return deepest;
+}
+
 parsed_request parse_request(endpoint kind, std::string_view body, const request_limits & limits) {
-    json j = json::parse(body.begin(), body.end(), nullptr, false);
+    json j = parse_body(body, limits);
     if (j.is_discarded()) {
         throw invalid_request("the body is not valid JSON", "", "invalid_json");
     }
@@ -558,7 +629,7 @@ parsed_request parse_request(endpoint kind, std::string_view body, const request
             throw wrong_type("prompt", "a string (or an array of one string)", *it);
         }
     } else {
-        r.messages = parse_messages(j);
+        r.messages = parse_messages(j, limits);
     }
     if (const auto it = j.find("stream"); it != j.end() && !it->is_null()) {
         if (!it->is_boolean()) {
@@ -605,6 +676,10 @@ parsed_request parse_request(endpoint kind, std::string_view body, const request
         r.grammar = it->get<std::string>();
     }
     r.json_schema = parse_json_schema(j, body);
+    if (r.json_schema) {
+        const auto rf = j.find("response_format");
+        r.json_schema_field = rf != j.end() && !rf->is_null() ? "response_format" : "json_schema";
+    }
     if (const auto it = j.find("echo"); it != j.end() && !it->is_null()) {
         if (!it->is_boolean()) {
             throw wrong_type("echo", "a boolean", *it);
@@ -622,7 +697,7 @@ parsed_request parse_request(endpoint kind, std::string_view body, const request
     }
     r.tools = parse_tools(j, kind, body);
     if (!r.tools.functions.empty() && r.tools.choice != tool_choice::none && (r.json_schema || !r.grammar.empty())) {
-        const char * field = r.grammar.empty() ? (j.contains("response_format") ? "response_format" : "json_schema") : "grammar";
+        const std::string field = r.grammar.empty() ? r.json_schema_field : "grammar";
         throw invalid_request(std::string("'") + field + "' cannot constrain an answer that may call tools (their calls follow "
                                   "the grammar of the model's tool-call format); send 'tool_choice': \"none\" with it",
                               field, "unsupported_parameter");

@@ -57,7 +57,21 @@ struct request_limits {
     // every stop string against each new token's text, for every request.
     size_t      max_stop_bytes = 256;
     size_t      max_stop_total_bytes = 1024;
+    // A body's JSON, refused while it is parsed: arrays and objects within
+    // each other (the body itself is level 1), values of any kind, and
+    // arrays and objects (each costs an allocation: 8 MiB of `{}` would
+    // otherwise take 330 MB). The parser does not recurse; code that prints
+    // or converts a value does, once per level.
+    size_t      max_json_depth = 128;
+    size_t      max_json_values = size_t(1) << 20;
+    size_t      max_json_containers = size_t(1) << 16;
 };
+
+// The deepest nesting of arrays and objects in JSON text (0 for a scalar),
+// counted without parsing or recursion; strings are skipped. For JSON that
+// a request carries inside a string (a tool call's arguments), which
+// llama.cpp's chat code parses and prints.
+size_t json_text_depth(std::string_view text);
 
 // A validated request. Defaults are OpenAI's where it has one.
 struct parsed_request {
@@ -93,6 +107,7 @@ struct parsed_request {
     // json_schema: its `schema`; llama-server's top-level `json_schema`).
     std::string               grammar;
     std::optional<std::string> json_schema;   // the schema's JSON text
+    std::string               json_schema_field; // the field it came in: "response_format" or "json_schema"
     bool                      echo = false;   // completions: the prompt comes first in the text (and logprobs)
     // Chat: the functions the model may call, and how (tools, tool_choice,
     // parallel_tool_calls). Their calls' grammar comes from the chat
@@ -105,8 +120,9 @@ struct parsed_request {
     std::string               grammar_prefix;
 };
 
-// Parses a request body. Throws api_error: 400 (malformed JSON, not an
-// object, a field of the wrong type or out of its range, n != 1, no prompt
+// Parses a request body. Throws api_error: 400 (malformed JSON, JSON over
+// the limits' depth, values or containers: code json_too_deep /
+// json_too_large, naming the top-level field; not an object, a field of the wrong type or out of its range, n != 1, no prompt
 // or messages, a stop string over the limits, a field this server does not
 // implement with a value other than its default: code unsupported_parameter),
 // 404 model_not_found (`model` names another model). Unknown fields are
