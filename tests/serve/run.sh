@@ -2,7 +2,7 @@
 # `specdec serve` end to end over real HTTP with the official `openai` npm
 # client: node's own test runner (node:test) runs tests/serve/*.test.mjs,
 # each of which starts and stops its servers (helpers in server.mjs).
-# Usage: run.sh SPECDEC FIXTURE_TOOL [TEST_NAME...]   (names: api errors shutdown demo soak hostile near-ties tools; default api errors shutdown demo)
+# Usage: run.sh SPECDEC FIXTURE_TOOL [TEST_NAME...]   (names: api errors shutdown demo soak hostile near-ties tools reasoning; default api errors shutdown demo)
 # Environment: SPECDEC_SOAK_REQUESTS (soak size, default 240), SPECDEC_CACHE_DIR (default ~/.cache/specdec).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -52,6 +52,16 @@ fi
 if [[ " ${tests[*]} " == *" tools "* ]]; then
     "$fixture" glm4moe-mtp "$work/tools.gguf" --chat-template "$(cat "$here/tools-template.jinja")" >/dev/null
     export SPECDEC_TOOLS_MODEL="$work/tools.gguf"
+fi
+
+# The exact fixture with chat templates that think (thinking-*.jinja): the
+# target writes the markers, its reasoning and its answer.
+if [[ " ${tests[*]} " == *" reasoning "* ]]; then
+    for style in qwen deepseek tools; do
+        "$fixture" glm4moe-mtp "$work/think-$style.gguf" --chat-template "$(cat "$here/thinking-$style.jinja")" >/dev/null
+    done
+    export SPECDEC_THINK_QWEN_MODEL="$work/think-qwen.gguf" SPECDEC_THINK_DEEPSEEK_MODEL="$work/think-deepseek.gguf" \
+        SPECDEC_THINK_TOOLS_MODEL="$work/think-tools.gguf"
 fi
 
 # The targets scripts/demo.sh writes, as it writes them (their own chat

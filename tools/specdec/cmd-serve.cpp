@@ -3,7 +3,10 @@
 #include "serve-chat.h"
 #include "serve-http.h"
 #include "serve-metrics.h"
+#include "serve-openai.h"
 #include "serve-scheduler.h"
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -16,6 +19,39 @@
 #include <pthread.h>
 
 namespace cli {
+
+namespace {
+
+// What is wrong with a --chat-template-kwargs value ("" when nothing):
+// it must be a JSON object, and its enable_thinking a boolean.
+std::string template_kwargs_error(const std::string & text) {
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+        return "expected a JSON object of template variables";
+    }
+    if (j.contains("enable_thinking") && !j["enable_thinking"].is_boolean()) {
+        return "enable_thinking must be true or false";
+    }
+    return "";
+}
+
+// The server's chat defaults from its options (validated by the parser).
+serve::chat_options chat_defaults(const serve_options & o) {
+    serve::chat_options c;
+    c.reasoning = serve::reasoning_format_from_name(o.reasoning_format).value_or(serve::reasoning_format::automatic);
+    if (!o.chat_template_kwargs.empty()) {
+        const nlohmann::json kwargs = nlohmann::json::parse(o.chat_template_kwargs);
+        for (const auto & [name, value] : kwargs.items()) {
+            c.template_kwargs[name] = value.dump();
+        }
+    }
+    if (const auto it = c.template_kwargs.find("enable_thinking"); it != c.template_kwargs.end()) {
+        c.enable_thinking = it->second == "true";
+    }
+    return c;
+}
+
+} // namespace
 
 void add_serve_command(CLI::App & app, serve_options & o) {
     CLI::App * cmd = app.add_subcommand("serve", "serve the model over HTTP (OpenAI-compatible), speculatively unless --spec none");
@@ -45,6 +81,16 @@ void add_serve_command(CLI::App & app, serve_options & o) {
     cmd->add_flag("!--no-prompt-reuse", o.reuse_prompts,
                   "decode every prompt whole (default: a request reuses the longest prefix of its prompt that a free "
                   "slot holds from earlier requests, as llama-server's prompt cache)");
+    cmd->add_option("--reasoning-format", o.reasoning_format,
+                    "thinking models: none leaves the reasoning in content; auto and deepseek return it as reasoning_content "
+                    "(also in stream deltas); deepseek-legacy as reasoning_content, and in content while streaming. A request "
+                    "may name its own (reasoning_format)")
+        ->check(CLI::IsMember({"none", "auto", "deepseek", "deepseek-legacy"}))
+        ->capture_default_str();
+    cmd->add_option("--chat-template-kwargs", o.chat_template_kwargs,
+                    "a JSON object of extra chat template variables, e.g. '{\"enable_thinking\": false}'; a request's "
+                    "chat_template_kwargs override them name by name")
+        ->check(CLI::Validator([](const std::string & v) { return template_kwargs_error(v); }, "JSON"));
     cmd->add_option("--cors-origin", o.cors_origins,
                     "a web page origin (http[s]://host[:port]) whose pages may call the server from a browser; repeatable; * allows "
                     "any. Other requests with an Origin header get 403 unless it is the server's own address")
@@ -105,6 +151,7 @@ int run_serve(const serve_options & o) {
     serve::service svc;
     svc.model = d.target_model.get();
     svc.chat = &chat;
+    svc.chat_defaults = chat_defaults(o);
     svc.sched = &sched;
     svc.stats = &stats;
     svc.model_id = o.alias.empty() ? std::filesystem::path(o.decoder.model).stem().string() : o.alias;

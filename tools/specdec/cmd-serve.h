@@ -26,6 +26,8 @@ struct serve_options {
     bool            reuse_prompts = true;       // a request reuses the longest prefix a free slot holds
     std::string     accept = "rejection";       // a request's specdec_accept_mode unless it names one (speculative_accept)
     std::vector<std::string> cors_origins;      // --cors-origin: web page origins allowed to call from a browser ("*": any)
+    std::string     reasoning_format = "auto";  // --reasoning-format: none | auto | deepseek | deepseek-legacy (a request may name its own)
+    std::string     chat_template_kwargs;       // --chat-template-kwargs: a JSON object of template variables ("" none)
     int             verbosity = 0;              // set by main from -v
 };
 

@@ -26,16 +26,31 @@ std::optional<parsed_answer> chat_parser::parse(const std::string & text, bool p
         try { // cut short (the budget ended it), or a call the grammar did not hold (auto, before its marker)
             msg = common_chat_parse(text, true, impl_->params);
         } catch (const std::exception &) {
-            return parsed_answer{text, {}};
+            return parsed_answer{text, {}, {}};
         }
     }
     parsed_answer out;
+    out.reasoning_content = msg.reasoning_content;
     out.content = msg.content;
     for (const common_chat_tool_call & c : msg.tool_calls) {
         out.tool_calls.push_back({c.id, c.name, c.arguments});
     }
     return out;
 }
+
+namespace {
+
+common_reasoning_format to_common(reasoning_format f) {
+    switch (f) {
+        case reasoning_format::none:            return COMMON_REASONING_FORMAT_NONE;
+        case reasoning_format::deepseek:        return COMMON_REASONING_FORMAT_DEEPSEEK;
+        case reasoning_format::deepseek_legacy: return COMMON_REASONING_FORMAT_DEEPSEEK_LEGACY;
+        case reasoning_format::automatic:
+        default:                                return COMMON_REASONING_FORMAT_AUTO;
+    }
+}
+
+} // namespace
 
 struct chat_formatter::impl {
     common_chat_templates_ptr templates;
@@ -78,6 +93,7 @@ std::vector<common_chat_msg> to_common(const std::vector<chat_message> & message
         common_chat_msg msg;
         msg.role = m.role;
         msg.content = m.content;
+        msg.reasoning_content = m.reasoning_content;
         for (const tool_call & c : m.tool_calls) {
             msg.tool_calls.push_back({c.name, c.arguments, c.id});
         }
@@ -111,15 +127,35 @@ std::string trigger_pattern(const common_grammar_trigger & t) {
     }
 }
 
+// The reader of answers in `format`: its calls when `callable`, its
+// reasoning as options ask (deepseek-legacy streams leave it in the content
+// too, as llama-server's do).
+std::shared_ptr<const chat_parser> make_parser(const common_chat_params & format, bool callable, const chat_options & options) {
+    auto parser = std::make_unique<chat_parser::impl>();
+    parser->params = common_chat_parser_params(format);
+    parser->params.parse_tool_calls = callable;
+    parser->params.reasoning_format = to_common(options.reasoning);
+    parser->params.reasoning_in_content = options.stream && options.reasoning == reasoning_format::deepseek_legacy;
+    if (!format.parser.empty()) {
+        parser->params.parser.load(format.parser);
+    }
+    return std::make_shared<const chat_parser>(std::move(parser));
+}
+
 } // namespace
 
-chat_prompt chat_formatter::apply(const std::vector<chat_message> & messages, const chat_tools & tools) const {
+chat_prompt chat_formatter::apply(const std::vector<chat_message> & messages, const chat_tools & tools,
+                                  const chat_options & options) const {
     common_chat_templates_inputs in;
     in.use_jinja = true;
     in.add_generation_prompt = true;
     in.messages = to_common(messages);
+    in.reasoning_format = to_common(options.reasoning);
+    in.enable_thinking = options.enable_thinking;
+    in.chat_template_kwargs = options.template_kwargs;
     const bool callable = !tools.functions.empty() && tools.choice != tool_choice::none;
-    if (tools.functions.empty()) {
+    const bool reads_reasoning = options.reasoning != reasoning_format::none;
+    if (tools.functions.empty() && !reads_reasoning) {
         in.force_pure_content = true; // the prompt only: no tool-call or reasoning parser is built
     }
     for (const tool_function & f : tools.functions) {
@@ -157,6 +193,9 @@ chat_prompt chat_formatter::apply(const std::vector<chat_message> & messages, co
     chat_prompt out;
     out.prompt = shown.prompt;
     if (tools.functions.empty()) {
+        if (reads_reasoning && format.supports_thinking) {
+            out.parser = make_parser(format, false, options);
+        }
         return out;
     }
     if (tools.choice == tool_choice::required && format.grammar.empty()) {
@@ -172,13 +211,7 @@ chat_prompt chat_formatter::apply(const std::vector<chat_message> & messages, co
         out.grammar_prefix = format.generation_prompt;
     }
     out.stops = format.additional_stops;
-    auto parser = std::make_unique<chat_parser::impl>();
-    parser->params = common_chat_parser_params(format);
-    parser->params.parse_tool_calls = callable;
-    if (!format.parser.empty()) {
-        parser->params.parser.load(format.parser);
-    }
-    out.parser = std::make_shared<const chat_parser>(std::move(parser));
+    out.parser = make_parser(format, callable, options);
     return out;
 }
 

@@ -7,6 +7,7 @@
 // Kept apart from the JSON layer: it is the only file that sees llama.cpp's common library.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,6 +27,7 @@ struct tool_call {
 struct chat_message {
     std::string            role;    // system, developer, user, assistant or tool
     std::string            content; // text
+    std::string            reasoning_content; // assistant: its thinking, which some templates show again
     std::vector<tool_call> tool_calls;   // assistant: the calls it made
     std::string            tool_call_id; // tool: the call this answers
     std::string            name;         // tool: the function that answered ("" when not given)
@@ -51,10 +53,27 @@ struct chat_tools {
     std::optional<bool>        parallel;  // several calls in one answer; absent: when the template shows several
 };
 
-// An answer's text read as the model's format says: its content and calls.
+// How a thinking model's reasoning reaches the client, with llama-server's
+// names: none (left in the content), auto and deepseek (apart, as
+// reasoning_content, also in stream deltas), deepseek-legacy (apart, and
+// left in the content too while streaming).
+enum class reasoning_format { none, automatic, deepseek, deepseek_legacy };
+
+// What a chat request asks of the template and the reading of its answer,
+// besides its messages and tools.
+struct chat_options {
+    reasoning_format reasoning = reasoning_format::automatic;
+    bool             enable_thinking = true; // false: the template is asked to open no reasoning
+    // Extra template variables: name -> JSON text of the value (enable_thinking among them when given).
+    std::map<std::string, std::string> template_kwargs;
+    bool             stream = false;         // deepseek-legacy keeps reasoning in streamed content
+};
+
+// An answer's text read as the model's format says: its reasoning, content and calls.
 struct parsed_answer {
     std::string            content;
     std::vector<tool_call> tool_calls;
+    std::string            reasoning_content;
 };
 
 // Reads answers in the format of the chat prompt it came with.
@@ -104,10 +123,13 @@ public:
     bool writes_tool_calls() const;
     // The prompt for `messages`, ending with the assistant's turn opened;
     // with tools (and a choice other than none), the grammar and parser of
-    // its tool calls. Thread-safe. Throws std::runtime_error when the
-    // template fails on them, or has no tool-call format llama.cpp
-    // recognises while the tools may be called (the HTTP layer answers 400).
-    chat_prompt apply(const std::vector<chat_message> & messages, const chat_tools & tools = {}) const;
+    // its tool calls; where the template thinks and options.reasoning is
+    // not none, a parser that takes the reasoning apart. Thread-safe.
+    // Throws std::runtime_error when the template fails on them, or has no
+    // tool-call format llama.cpp recognises while the tools may be called
+    // (the HTTP layer answers 400).
+    chat_prompt apply(const std::vector<chat_message> & messages, const chat_tools & tools = {},
+                      const chat_options & options = {}) const;
 
 private:
     struct impl;

@@ -779,7 +779,7 @@ void http_server::impl::completion(endpoint kind, const httplib::Request & req, 
         // a longer text cannot fit, and is refused before it is templated or tokenized.
         size_t n_text = r.prompt.size();
         for (const chat_message & m : r.messages) {
-            n_text += m.content.size();
+            n_text += m.content.size() + m.reasoning_content.size();
             for (const tool_call & call : m.tool_calls) {
                 n_text += call.name.size() + call.arguments.size();
             }
@@ -810,7 +810,7 @@ void http_server::impl::completion(endpoint kind, const httplib::Request & req, 
                                       "tools", "unsupported_parameter");
             }
             try {
-                chat = svc.chat->apply(r.messages, r.tools);
+                chat = svc.chat->apply(r.messages, r.tools, chat_options_for(r, svc.chat_defaults));
             } catch (const std::exception & e) {
                 throw invalid_request(e.what(), r.tools.functions.empty() ? "messages" : "tools");
             }

@@ -25,6 +25,7 @@ namespace cli::serve {
 struct service {
     const llama_model *    model = nullptr;      // its vocabulary tokenizes prompts
     const chat_formatter * chat = nullptr;       // messages -> prompt
+    chat_options           chat_defaults;        // --reasoning-format, --chat-template-kwargs; a request's fields override them
     scheduler *            sched = nullptr;
     metrics *              stats = nullptr;
     std::string            model_id;             // GET /v1/models, and what `model` may name

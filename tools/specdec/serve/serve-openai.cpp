@@ -273,6 +273,9 @@ std::vector<chat_message> parse_messages(const json & body, const request_limits
             }
             msg.tool_calls = parse_message_tool_calls(*calls, where + ".tool_calls", limits);
         }
+        if (r == "assistant") {
+            msg.reasoning_content = optional_string(m, "reasoning_content", where);
+        }
         if (r == "tool") {
             msg.tool_call_id = optional_string(m, "tool_call_id", where);
             msg.name = optional_string(m, "name", where);
@@ -515,6 +518,51 @@ chat_tools parse_tools(const json & body, endpoint kind, std::string_view raw) {
     return out;
 }
 
+// Chat's reasoning_format, chat_template_kwargs and reasoning_effort into `r`
+// (llama-server's fields; completions have no template: 400 there).
+void parse_thinking(const json & body, endpoint kind, parsed_request & r) {
+    for (const char * field : {"reasoning_format", "chat_template_kwargs", "reasoning_effort"}) {
+        const auto it = body.find(field);
+        if (kind == endpoint::completions && it != body.end() && !it->is_null()) {
+            throw invalid_request(std::string("'") + field + "' belongs to chat completions (a completion has no chat template)",
+                                  field, "unsupported_parameter");
+        }
+    }
+    if (const auto it = body.find("reasoning_format"); it != body.end() && !it->is_null()) {
+        r.reasoning = it->is_string() ? reasoning_format_from_name(it->get<std::string>()) : std::nullopt;
+        if (!r.reasoning) {
+            throw invalid_request("'reasoning_format' is " + describe(*it) + "; it must be \"none\", \"auto\", \"deepseek\" or "
+                                  "\"deepseek-legacy\"",
+                                  "reasoning_format");
+        }
+    }
+    if (const auto it = body.find("chat_template_kwargs"); it != body.end() && !it->is_null()) {
+        if (!it->is_object()) {
+            throw wrong_type("chat_template_kwargs", "an object of template variables", *it);
+        }
+        for (const auto & [name, value] : it->items()) {
+            if (name == "enable_thinking") {
+                if (!value.is_boolean()) {
+                    throw wrong_type("chat_template_kwargs.enable_thinking", "a boolean", value);
+                }
+                r.enable_thinking = value.get<bool>();
+            }
+            r.template_kwargs[name] = value.dump();
+        }
+    }
+    if (const auto it = body.find("reasoning_effort"); it != body.end() && !it->is_null()) {
+        if (!it->is_string()) {
+            throw wrong_type("reasoning_effort", "a string", *it);
+        }
+        if (*it == "none") { // OpenAI's way to ask for no reasoning
+            r.enable_thinking = false;
+            r.template_kwargs.erase("reasoning_effort");
+        } else {
+            r.template_kwargs["reasoning_effort"] = it->dump();
+        }
+    }
+}
+
 void refuse_unimplemented(const json & body) {
     for (const unimplemented_field & f : unimplemented_fields) {
         const auto it = body.find(f.name);
@@ -696,6 +744,7 @@ parsed_request parse_request(endpoint kind, std::string_view body, const request
         throw invalid_request("'grammar' and a JSON schema ('response_format' or 'json_schema') exclude each other", "grammar");
     }
     r.tools = parse_tools(j, kind, body);
+    parse_thinking(j, kind, r);
     if (!r.tools.functions.empty() && r.tools.choice != tool_choice::none && (r.json_schema || !r.grammar.empty())) {
         const std::string field = r.grammar.empty() ? r.json_schema_field : "grammar";
         throw invalid_request(std::string("'") + field + "' cannot constrain an answer that may call tools (their calls follow "
@@ -731,6 +780,41 @@ specdec::request_params to_engine_params(const parsed_request & r, int32_t n_ctx
     p.n_grammar_triggers = r.grammar_triggers.size();
     p.grammar_prefix = r.grammar_prefix.empty() ? nullptr : r.grammar_prefix.c_str();
     return p;
+}
+
+namespace {
+
+constexpr std::pair<reasoning_format, const char *> reasoning_names[] = {
+    {reasoning_format::none, "none"},
+    {reasoning_format::automatic, "auto"},
+    {reasoning_format::deepseek, "deepseek"},
+    {reasoning_format::deepseek_legacy, "deepseek-legacy"},
+};
+
+} // namespace
+
+std::optional<reasoning_format> reasoning_format_from_name(const std::string & name) {
+    for (const auto & [f, n] : reasoning_names) {
+        if (name == n) {
+            return f;
+        }
+    }
+    return std::nullopt;
+}
+
+chat_options chat_options_for(const parsed_request & r, const chat_options & server) {
+    chat_options o = server;
+    o.reasoning = r.reasoning.value_or(server.reasoning);
+    for (const auto & [name, value] : r.template_kwargs) {
+        o.template_kwargs[name] = value;
+    }
+    if (r.enable_thinking) {
+        o.enable_thinking = *r.enable_thinking;
+    } else if (const auto it = server.template_kwargs.find("enable_thinking"); it != server.template_kwargs.end()) {
+        o.enable_thinking = it->second == "true";
+    }
+    o.stream = r.stream;
+    return o;
 }
 
 const char * finish_reason(specdec_stop_reason stop) {
@@ -773,6 +857,9 @@ json message_body(const response_info & info, const std::string & text) {
     }
     const parsed_answer & a = *info.answer;
     json m = {{"role", "assistant"}, {"content", a.content.empty() && !a.tool_calls.empty() ? json() : json(a.content)}};
+    if (!a.reasoning_content.empty()) {
+        m["reasoning_content"] = a.reasoning_content;
+    }
     if (!a.tool_calls.empty()) {
         m["tool_calls"] = tool_calls_body(a.tool_calls);
     }
@@ -962,6 +1049,11 @@ void name_tool_calls(parsed_answer & a) {
 
 json answer_delta(answer_stream & s, const parsed_answer & a, bool partial) {
     json delta = json::object();
+    const std::string & reasoning = a.reasoning_content;
+    if (reasoning.size() > s.reasoning_sent.size() && reasoning.compare(0, s.reasoning_sent.size(), s.reasoning_sent) == 0) {
+        delta["reasoning_content"] = reasoning.substr(s.reasoning_sent.size());
+        s.reasoning_sent = reasoning;
+    }
     const std::string & content = a.content;
     if (content.size() > s.content_sent.size() && content.compare(0, s.content_sent.size(), s.content_sent) == 0) {
         delta["content"] = content.substr(s.content_sent.size());

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -116,6 +117,13 @@ struct parsed_request {
     // prompt, which must outlive the engine's parameters), else reading
     // grammar_prefix first.
     chat_tools                tools;
+    // Chat, thinking models (llama-server's fields): `reasoning_format`
+    // (absent: the server's), `chat_template_kwargs` (name -> JSON text of
+    // the value), and whether the template is asked to think: the kwarg
+    // enable_thinking, or `reasoning_effort` "none" (absent: the server's).
+    std::optional<reasoning_format>    reasoning;
+    std::map<std::string, std::string> template_kwargs;
+    std::optional<bool>                enable_thinking;
     std::vector<const char *> grammar_triggers;
     std::string               grammar_prefix;
 };
@@ -128,6 +136,16 @@ struct parsed_request {
 // 404 model_not_found (`model` names another model). Unknown fields are
 // ignored.
 parsed_request parse_request(endpoint kind, std::string_view body, const request_limits & limits);
+
+// The reasoning format a name spells, with llama-server's names ("none",
+// "auto", "deepseek", "deepseek-legacy"); nullopt for any other.
+std::optional<reasoning_format> reasoning_format_from_name(const std::string & name);
+
+// The chat options of a request over the server's (`server`): its
+// reasoning format, its template kwargs over the server's (name by name),
+// and enable_thinking from its own, else the server's kwarg, else the
+// server's default. `stream` as the request's.
+chat_options chat_options_for(const parsed_request & r, const chat_options & server);
 
 // The engine's parameters for a request (stop strings, logit biases and the
 // grammar point into `r`, which must outlive the returned value's use; the
@@ -213,6 +231,7 @@ struct answer_stream {
         std::string id;
         size_t      arguments_sent = 0; // bytes of its arguments
     };
+    std::string       reasoning_sent;
     std::string       content_sent;
     std::vector<call> calls; // each call whose first delta was sent
 };
@@ -222,7 +241,8 @@ struct answer_stream {
 // past what was sent; `tool_calls` entries, a call's first one {index, id,
 // type "function", function: {name, arguments}} once its name is whole (its
 // arguments began, a later call began, or the answer is complete), then
-// {index, function: {arguments}} with each further fragment. An empty object
+// {index, function: {arguments}} with each further fragment;
+// `reasoning_content` past what was sent, as llama-server streams it. An empty object
 // when nothing is new. Text that revises what was sent is not sent.
 nlohmann::json answer_delta(answer_stream & s, const parsed_answer & a, bool partial);
 

@@ -1,0 +1,198 @@
+// Thinking models through the official client (issue 44): fixtures whose
+// chat templates think in printable ASCII that the controlled target writes
+// itself. Qwen-style (thinking-qwen.jinja): the model opens its reasoning
+// with '<=>' after '[assistant];' and closes it with '[\]'; DeepSeek-style
+// (thinking-deepseek.jinja): the generation prompt opens it, the model
+// closes it. Both with enable_thinking false put an empty block in the
+// prompt. llama.cpp's chat code finds the markers from each template. The
+// reasoning comes back as reasoning_content (streamed as deltas), as
+// llama-server's reasoning_format values say; chat_template_kwargs and
+// reasoning_effort reach the template; a speculative server's every answer
+// equals plain decoding's; reasoning and tool calls work together
+// (thinking-tools.jinja).
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { assertError, post, startServer, stopServer } from './server.mjs';
+
+const REASONING = '?@ABCDEFGHIJKLMNOPQRSTUVWXYZ'; // between the markers, in the target's cycle
+const messages = [{ role: 'user', content: 'hi' }];
+const base = { messages, max_tokens: 40, temperature: 0 };
+
+// A stream added up as a client does.
+async function collect(stream) {
+    const out = { reasoning: '', content: '', finish: null };
+    for await (const chunk of stream) {
+        const c = chunk.choices[0];
+        if (!c) continue;
+        out.reasoning += c.delta.reasoning_content ?? '';
+        out.content += c.delta.content ?? '';
+        if (c.finish_reason) out.finish = c.finish_reason;
+    }
+    return out;
+}
+
+const styles = [
+    // [name, fixture, what the model writes after the generation prompt (40 tokens from its first)]
+    ['qwen', 'SPECDEC_THINK_QWEN_MODEL', '<=>'],
+    ['deepseek', 'SPECDEC_THINK_DEEPSEEK_MODEL', ''],
+];
+
+for (const [style, env, opener] of styles) {
+    describe(`${style}-style thinking`, { timeout: 240000 }, () => {
+        let spec; // MTP with the exact drafter
+        let plain; // --spec none, the reference
+        before(async () => {
+            const model = process.env[env];
+            spec = await startServer(['-np', '2'], { model });
+            plain = await startServer(['--spec', 'none', '-np', '1'], { model });
+        });
+        after(async () => {
+            assert.deepEqual(await stopServer(spec), { code: 0, signal: null }, spec.log);
+            assert.deepEqual(await stopServer(plain), { code: 0, signal: null }, plain.log);
+        });
+
+        // The text plain decoding writes, read by no parser.
+        const raw = async (extra = {}) => (await plain.client().chat.completions.create({ ...base, ...extra, reasoning_format: 'none' })).choices[0].message.content;
+
+        test('reasoning_format: reasoning apart (auto, deepseek, deepseek-legacy) or left in the content (none); as plain decoding', async () => {
+            const text = await raw();
+            assert.ok(text.startsWith(`${opener}${REASONING}[\\]^_\`abc`), text);
+            const answer = text.slice(opener.length + REASONING.length + 3);
+            for (const reasoning_format of [undefined, 'auto', 'deepseek', 'deepseek-legacy', 'none']) {
+                const req = { ...base, ...(reasoning_format ? { reasoning_format } : {}) };
+                const r = await spec.client().chat.completions.create(req);
+                const p = await plain.client().chat.completions.create(req);
+                const m = r.choices[0].message;
+                if (reasoning_format === 'none') {
+                    assert.equal(m.content, text);
+                    assert.equal(m.reasoning_content, undefined);
+                } else {
+                    assert.equal(m.reasoning_content, REASONING, String(reasoning_format));
+                    assert.equal(m.content, answer, String(reasoning_format));
+                }
+                assert.deepEqual(r.specdec.tokens, p.specdec.tokens, 'speculation chose what plain decoding chose');
+                assert.deepEqual(m, p.choices[0].message);
+                assert.ok(r.specdec.drafted > 0);
+                // Streamed: the deltas add up to the answer (deepseek-legacy leaves the reasoning in the streamed content).
+                const s = await collect(await spec.client().chat.completions.create({ ...req, stream: true }));
+                const sp = await collect(await plain.client().chat.completions.create({ ...req, stream: true }));
+                assert.deepEqual(s, sp);
+                assert.equal(s.finish, 'length');
+                if (reasoning_format === 'deepseek-legacy') {
+                    assert.ok(s.content.endsWith(answer), s.content); // llama.cpp's parser leaves what it read of the reasoning in the content
+                } else {
+                    assert.equal(s.reasoning, m.reasoning_content ?? '');
+                    assert.equal(s.content, m.content);
+                }
+            }
+        });
+
+        test('enable_thinking false (chat_template_kwargs) and reasoning_effort none: the template closes the block, no reasoning', async () => {
+            const thinking = await spec.client().chat.completions.create(base);
+            for (const extra of [{ chat_template_kwargs: { enable_thinking: false } }, { reasoning_effort: 'none' }]) {
+                const r = await spec.client().chat.completions.create({ ...base, ...extra });
+                const p = await plain.client().chat.completions.create({ ...base, ...extra });
+                const m = r.choices[0].message;
+                assert.equal(m.reasoning_content, undefined, JSON.stringify(m));
+                assert.ok(m.content.startsWith('^_`abcdefghijklmnopqrstuvwxyz'), m.content);
+                assert.equal(r.usage.prompt_tokens, thinking.usage.prompt_tokens + 3 + (opener ? 3 : 0), 'the closed block is in the prompt');
+                assert.deepEqual(r.specdec.tokens, p.specdec.tokens);
+            }
+            const on = await spec.client().chat.completions.create({ ...base, chat_template_kwargs: { enable_thinking: true } });
+            assert.equal(on.choices[0].message.reasoning_content, REASONING);
+        });
+
+        test('an assistant message\'s reasoning_content is templated into the next prompt', async () => {
+            const turn = [...messages, { role: 'assistant', content: 'ok' }, { role: 'user', content: 'more' }];
+            const without = await spec.client().chat.completions.create({ ...base, messages: turn });
+            turn[1] = { ...turn[1], reasoning_content: 'because' };
+            const withIt = await spec.client().chat.completions.create({ ...base, messages: turn });
+            assert.ok(withIt.usage.prompt_tokens >= without.usage.prompt_tokens + 'because'.length,
+                `${withIt.usage.prompt_tokens} prompt tokens with the reasoning, ${without.usage.prompt_tokens} without`);
+        });
+    });
+}
+
+describe('server options and errors', { timeout: 120000 }, () => {
+    test('--reasoning-format none and --chat-template-kwargs set the defaults; a request overrides them', async () => {
+        const model = process.env.SPECDEC_THINK_QWEN_MODEL;
+        const none = await startServer(['--reasoning-format', 'none'], { model });
+        const off = await startServer(['--chat-template-kwargs', '{"enable_thinking": false}'], { model }).catch(async (e) => {
+            await stopServer(none);
+            throw e;
+        });
+        try {
+            const a = (await none.client().chat.completions.create(base)).choices[0].message;
+            assert.equal(a.reasoning_content, undefined);
+            assert.ok(a.content.startsWith(`<=>${REASONING}[\\]`), a.content);
+            const b = (await none.client().chat.completions.create({ ...base, reasoning_format: 'auto' })).choices[0].message;
+            assert.equal(b.reasoning_content, REASONING);
+            const c = (await off.client().chat.completions.create(base)).choices[0].message;
+            assert.equal(c.reasoning_content, undefined);
+            assert.ok(c.content.startsWith('^_`abc'), c.content);
+            const d = (await off.client().chat.completions.create({ ...base, chat_template_kwargs: { enable_thinking: true } })).choices[0].message;
+            assert.equal(d.reasoning_content, REASONING);
+        } finally {
+            assert.deepEqual(await stopServer(none), { code: 0, signal: null }, none.log);
+            assert.deepEqual(await stopServer(off), { code: 0, signal: null }, off.log);
+        }
+    });
+
+    test('bad values are 400s naming the field; completions have no template to think in', async () => {
+        const s = await startServer([], { model: process.env.SPECDEC_THINK_QWEN_MODEL });
+        try {
+            const cases = [
+                ['/v1/chat/completions', { ...base, reasoning_format: 'bogus' }, 'reasoning_format'],
+                ['/v1/chat/completions', { ...base, reasoning_format: 3 }, 'reasoning_format'],
+                ['/v1/chat/completions', { ...base, chat_template_kwargs: [] }, 'chat_template_kwargs'],
+                ['/v1/chat/completions', { ...base, chat_template_kwargs: { enable_thinking: 'no' } }, 'chat_template_kwargs.enable_thinking'],
+                ['/v1/chat/completions', { ...base, reasoning_effort: 5 }, 'reasoning_effort'],
+                ['/v1/chat/completions', { ...base, messages: [{ role: 'assistant', content: 'a', reasoning_content: 5 }] }, 'messages[0].reasoning_content'],
+                ['/v1/completions', { prompt: 'a', reasoning_format: 'none' }, 'reasoning_format'],
+                ['/v1/completions', { prompt: 'a', chat_template_kwargs: {} }, 'chat_template_kwargs'],
+            ];
+            for (const [path, body, param] of cases) {
+                const r = await post(s, path, body);
+                assertError(r, 400);
+                assert.equal(r.json.error.param, param, r.text);
+            }
+        } finally {
+            assert.deepEqual(await stopServer(s), { code: 0, signal: null }, s.log);
+        }
+    });
+});
+
+describe('reasoning with tool calls', { timeout: 120000 }, () => {
+    test('the reasoning, the content and a valid call, each as plain decoding writes them', async () => {
+        const model = process.env.SPECDEC_THINK_TOOLS_MODEL;
+        const spec = await startServer(['-np', '2'], { model });
+        const plain = await startServer(['--spec', 'none', '-np', '1'], { model }).catch(async (e) => {
+            await stopServer(spec);
+            throw e;
+        });
+        try {
+            const add = { type: 'function', function: { name: 'add', parameters: { type: 'object', properties: { a: { type: 'integer' } }, required: ['a'] } } };
+            // The target closes its reasoning, writes its cycle on to '<=>', the call marker, and the grammar writes the call.
+            const req = { ...base, max_tokens: 230, tools: [add], parallel_tool_calls: false };
+            const r = await spec.client().chat.completions.create(req);
+            const p = await plain.client().chat.completions.create(req);
+            const m = r.choices[0].message;
+            assert.equal(m.reasoning_content, REASONING);
+            assert.ok(m.content.startsWith('^_`abc'), m.content);
+            assert.equal(m.tool_calls.length, 1, JSON.stringify(m));
+            assert.equal(m.tool_calls[0].function.name, 'add');
+            assert.ok(Number.isInteger(JSON.parse(m.tool_calls[0].function.arguments).a), m.tool_calls[0].function.arguments);
+            assert.equal(r.choices[0].finish_reason, 'tool_calls');
+            assert.deepEqual(r.specdec.tokens, p.specdec.tokens);
+            const strip = (msg) => ({ ...msg, tool_calls: msg.tool_calls.map((c) => c.function) });
+            assert.deepEqual(strip(m), strip(p.choices[0].message));
+            const s = await collect(await spec.client().chat.completions.create({ ...req, stream: true }));
+            assert.equal(s.reasoning, REASONING);
+            assert.equal(s.content, m.content);
+            assert.equal(s.finish, 'tool_calls');
+        } finally {
+            assert.deepEqual(await stopServer(spec), { code: 0, signal: null }, spec.log);
+            assert.deepEqual(await stopServer(plain), { code: 0, signal: null }, plain.log);
+        }
+    });
+});
