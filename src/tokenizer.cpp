@@ -64,7 +64,7 @@ void require_token(int32_t n_vocab, llama_token token, What &&... what) {
 
 int32_t int32_size(size_t n, const char * what) {
     if (n > static_cast<size_t>(INT32_MAX)) {
-        fail(SPECDEC_STATUS_INVALID_ARGUMENT, what, " has ", n, " elements, above INT32_MAX (llama.cpp's limit)");
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, n, " ", what, ": above INT32_MAX (llama.cpp's limit)");
     }
     return static_cast<int32_t>(n);
 }
@@ -125,7 +125,7 @@ std::string first_unrepresentable(const llama_vocab * vocab, std::string_view te
 
 std::vector<llama_token> tokenize(const llama_vocab * vocab, std::string_view text, bool add_special, bool parse_special) {
     require_vocab(vocab);
-    const int32_t n_text = int32_size(text.size(), "the text");
+    const int32_t n_text = int32_size(text.size(), "bytes of text");
     require_tokenizer(vocab, add_special);
     const char * data = text.empty() ? "" : text.data();
     // A guess that fits most text (a token per byte, and BOS and EOS).
@@ -156,7 +156,7 @@ std::vector<llama_token> tokenize(const llama_vocab * vocab, std::string_view te
 std::string detokenize(const llama_vocab * vocab, std::span<const llama_token> tokens, bool remove_special,
                        bool unparse_special) {
     require_vocab(vocab);
-    const int32_t n_tokens = int32_size(tokens.size(), "the token list");
+    const int32_t n_tokens = int32_size(tokens.size(), "tokens");
     const int32_t n_vocab = llama_vocab_n_tokens(vocab);
     for (size_t i = 0; i < tokens.size(); ++i) {
         require_token(n_vocab, tokens[i], "tokens[", i, "]");
