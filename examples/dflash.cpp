@@ -33,16 +33,12 @@ static llama_model_ptr load(const char * path) {
     return model;
 }
 
+// add_special: BOS where the model wants one; parse_special: no, the prompt is plain text.
+// specdec::tokenize throws specdec::error (UNREPRESENTABLE_TEXT) for a byte the vocabulary lacks.
 static std::vector<llama_token> tokenize(const llama_vocab * vocab, const std::string & text) {
-    const auto len = static_cast<int32_t>(text.size());
-    // add_special: BOS where the model wants one; parse_special: no, the prompt is plain text
-    const int32_t n = -llama_tokenize(vocab, text.data(), len, nullptr, 0, true, false);
-    if (n <= 0) {
+    std::vector<llama_token> tokens = specdec::tokenize(vocab, text, true, false);
+    if (tokens.empty()) {
         throw std::runtime_error("the prompt has no tokens");
-    }
-    std::vector<llama_token> tokens(static_cast<size_t>(n));
-    if (llama_tokenize(vocab, text.data(), len, tokens.data(), n, true, false) != n) {
-        throw std::runtime_error("cannot tokenize the prompt");
     }
     return tokens;
 }

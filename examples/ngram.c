@@ -80,21 +80,30 @@ int main(int argc, char ** argv) {
         goto done;
     }
 
-    /* add_special: BOS where the model wants one; parse_special: no, the prompt is plain text */
+    /* add_special: BOS where the model wants one; parse_special: no, the prompt is plain text.
+     * A first call sizes the buffer; a byte the vocabulary lacks is UNREPRESENTABLE_TEXT. */
     const struct llama_vocab * vocab = llama_model_get_vocab(model);
-    const int32_t len = (int32_t) strlen(prompt);
-    const int32_t n_prompt = -llama_tokenize(vocab, prompt, len, NULL, 0, true, false);
-    tokens = n_prompt > 0 ? malloc((size_t) n_prompt * sizeof *tokens) : NULL;
-    if (tokens == NULL || llama_tokenize(vocab, prompt, len, tokens, n_prompt, true, false) != n_prompt) {
-        fprintf(stderr, "example-ngram: %s\n",
-                n_prompt > 0 ? "cannot tokenize the prompt" : "the prompt has no tokens");
+    size_t n_prompt = 0;
+    if (failed(specdec_tokenize(vocab, prompt, strlen(prompt), true, false, NULL, 0, &n_prompt), "specdec_tokenize")) {
+        goto done;
+    }
+    if (n_prompt == 0) {
+        fprintf(stderr, "example-ngram: the prompt has no tokens\n");
+        goto done;
+    }
+    tokens = malloc(n_prompt * sizeof *tokens);
+    if (tokens == NULL) {
+        fprintf(stderr, "example-ngram: out of memory\n");
+        goto done;
+    }
+    if (failed(specdec_tokenize(vocab, prompt, strlen(prompt), true, false, tokens, n_prompt, &n_prompt), "specdec_tokenize")) {
         goto done;
     }
 
     specdec_generate_params gparams = specdec_generate_default_params();
     gparams.n_predict = 64; /* greedy (temperature 0) by default */
     const llama_token * prompts[1] = {tokens};
-    const size_t n_tokens[1] = {(size_t) n_prompt};
+    const size_t n_tokens[1] = {n_prompt};
     /* one prompt; the target argument is NULL because the session brings its own */
     if (failed(specdec_generate(session, NULL, prompts, n_tokens, 1, &gparams, print_piece, NULL, &gen),
                "specdec_generate")) {

@@ -18,17 +18,6 @@ namespace specdec {
 namespace detail {
 namespace {
 
-std::string token_piece(const llama_vocab * vocab, llama_token token) {
-    char buf[128];
-    const int32_t n = llama_token_to_piece(vocab, token, buf, sizeof(buf), 0, true);
-    if (n >= 0) {
-        return std::string(buf, static_cast<size_t>(n));
-    }
-    std::string big(static_cast<size_t>(-n), '\0');
-    llama_token_to_piece(vocab, token, big.data(), static_cast<int32_t>(big.size()), 0, true);
-    return big;
-}
-
 // Shared by both backends: the target context's own answers.
 class context_backend : public generation_backend {
 public:
@@ -65,7 +54,7 @@ public:
     }
     bool is_eog(llama_token token) const override { return llama_vocab_is_eog(vocab_, token); }
     const llama_vocab * vocab() const override { return vocab_; }
-    std::string piece(llama_token token) const override { return token_piece(vocab_, token); }
+    std::string piece(llama_token token) const override { return specdec::token_to_piece(vocab_, token); }
 
 protected:
     llama_context *     target_;

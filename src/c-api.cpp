@@ -7,7 +7,7 @@
 #include "logit-shaping.h"
 #include "params.h"
 
-#include <cstring>
+#include <algorithm>
 #include <new>
 #include <memory>
 #include <string>
@@ -109,17 +109,30 @@ void require(const T * p, const char * what) {
     }
 }
 
-// Copies `bytes` to dst when it fits; *n_written is the full size either way.
-void copy_out(const std::vector<uint8_t> & bytes, uint8_t * dst, size_t capacity, size_t * n_written) {
-    *n_written = bytes.size();
-    if (dst == nullptr && capacity == 0) {
+// A caller's output buffer: NULL only with capacity 0 (a size query).
+template <typename T>
+void require_buffer(const T * dst, size_t capacity, const char * what) {
+    if (dst == nullptr && capacity > 0) {
+        specdec::detail::fail(SPECDEC_STATUS_INVALID_ARGUMENT, what, " is NULL but its capacity is ", capacity);
+    }
+}
+
+// Copies a result to the caller's buffer of `capacity` elements when it
+// fits; *n is the result's size either way. A NULL buffer with capacity 0
+// asks for the size alone; a buffer too small fails with BUFFER_TOO_SMALL
+// (*n still set).
+template <typename Result, typename T>
+void copy_out(const Result & result, T * dst, size_t capacity, size_t * n) {
+    *n = result.size();
+    require_buffer(dst, capacity, "dst");
+    if (dst == nullptr) {
         return;
     }
-    require(dst, "dst");
-    if (capacity < bytes.size()) {
-        specdec::detail::fail(SPECDEC_STATUS_INVALID_ARGUMENT, "buffer holds ", capacity, " bytes; ", bytes.size(), " are needed");
+    if (capacity < result.size()) {
+        specdec::detail::fail(SPECDEC_STATUS_BUFFER_TOO_SMALL, "the buffer holds ", capacity, "; ", result.size(),
+                              " are needed");
     }
-    std::memcpy(dst, bytes.data(), bytes.size());
+    std::copy(result.begin(), result.end(), dst);
 }
 
 // What a getter given a NULL or out-of-range argument returns, after saying why.
@@ -524,6 +537,40 @@ specdec_status specdec_detect_strategy(const char * target_path, const char * dr
         }
         const auto draft = specdec::detail::inspect_file(draft_path);
         *out = specdec::detail::detect_strategy(target, &draft);
+    });
+}
+
+specdec_status specdec_tokenize(const llama_vocab * vocab, const char * text, size_t n_text, bool add_special,
+                                bool parse_special, llama_token * tokens, size_t capacity, size_t * n_tokens) {
+    return guard([&] {
+        require(n_tokens, "n_tokens");
+        require_buffer(tokens, capacity, "tokens");
+        if (n_text > 0) {
+            require(text, "text");
+        }
+        copy_out(specdec::tokenize(vocab, {text, n_text}, add_special, parse_special), tokens, capacity, n_tokens);
+    });
+}
+
+specdec_status specdec_detokenize(const llama_vocab * vocab, const llama_token * tokens, size_t n_tokens,
+                                  bool remove_special, bool unparse_special, char * text, size_t capacity,
+                                  size_t * n_bytes) {
+    return guard([&] {
+        require(n_bytes, "n_bytes");
+        require_buffer(text, capacity, "text");
+        if (n_tokens > 0) {
+            require(tokens, "tokens");
+        }
+        copy_out(specdec::detokenize(vocab, {tokens, n_tokens}, remove_special, unparse_special), text, capacity, n_bytes);
+    });
+}
+
+specdec_status specdec_token_to_piece(const llama_vocab * vocab, llama_token token, int32_t lstrip, bool special,
+                                      char * piece, size_t capacity, size_t * n_bytes) {
+    return guard([&] {
+        require(n_bytes, "n_bytes");
+        require_buffer(piece, capacity, "piece");
+        copy_out(specdec::token_to_piece(vocab, token, lstrip, special), piece, capacity, n_bytes);
     });
 }
 

@@ -47,6 +47,8 @@ const char * specdec_status_name(specdec_status status) {
         case SPECDEC_STATUS_OK:                 return "OK";
         case SPECDEC_STATUS_INVALID_ARGUMENT:   return "INVALID_ARGUMENT";
         case SPECDEC_STATUS_INVALID_CONFIG:     return "INVALID_CONFIG";
+        case SPECDEC_STATUS_UNREPRESENTABLE_TEXT: return "UNREPRESENTABLE_TEXT";
+        case SPECDEC_STATUS_BUFFER_TOO_SMALL:   return "BUFFER_TOO_SMALL";
         case SPECDEC_STATUS_BAD_SEQ_ID:         return "BAD_SEQ_ID";
         case SPECDEC_STATUS_PROPOSAL_PENDING:   return "PROPOSAL_PENDING";
         case SPECDEC_STATUS_NO_PROPOSAL:        return "NO_PROPOSAL";

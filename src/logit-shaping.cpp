@@ -37,29 +37,23 @@ llama_sampler * parse_grammar(const llama_vocab * vocab, const specdec_generate_
     }
     // As llama.cpp's common sampler reads a generation prompt: its tokens, less
     // a leading space the tokenizer may add that the text does not have.
-    const std::string prefix = p.grammar_prefix;
-    const auto n = static_cast<int32_t>(prefix.size());
-    std::vector<llama_token> tokens(static_cast<size_t>(n) + 2);
-    int32_t k = llama_tokenize(vocab, prefix.c_str(), n, tokens.data(), static_cast<int32_t>(tokens.size()), false, true);
-    if (k < 0) { // -k: the count it needs
-        tokens.resize(static_cast<size_t>(-k));
-        k = llama_tokenize(vocab, prefix.c_str(), n, tokens.data(), static_cast<int32_t>(tokens.size()), false, true);
-    }
-    tokens.resize(static_cast<size_t>(std::max(k, 0)));
+    llama_sampler_ptr grammar(g);
+    const std::string_view prefix = p.grammar_prefix;
+    const std::vector<llama_token> tokens = specdec::tokenize(vocab, prefix, false, true);
     try {
         for (size_t i = 0; i < tokens.size(); ++i) {
-            char piece[256];
-            if (i == 0 && llama_token_to_piece(vocab, tokens[i], piece, sizeof(piece), 0, true) > 0 &&
-                std::isspace(static_cast<unsigned char>(piece[0])) && !std::isspace(static_cast<unsigned char>(prefix[0]))) {
-                continue;
+            if (i == 0 && !std::isspace(static_cast<unsigned char>(prefix[0]))) {
+                const std::string piece = specdec::token_to_piece(vocab, tokens[i]);
+                if (!piece.empty() && std::isspace(static_cast<unsigned char>(piece[0]))) {
+                    continue;
+                }
             }
-            llama_sampler_accept(g, tokens[i]);
+            llama_sampler_accept(grammar.get(), tokens[i]);
         }
     } catch (const std::exception & e) {
-        llama_sampler_free(g);
         fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the grammar does not accept its prefix: ", e.what());
     }
-    return g;
+    return grammar.release();
 }
 
 } // namespace

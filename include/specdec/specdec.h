@@ -55,9 +55,9 @@ extern "C" {
  * specdec_generate_params, specdec_engine_params and specdec_engine_event:
  * rebuild against this header). */
 #define SPECDEC_VERSION_MAJOR 0
-#define SPECDEC_VERSION_MINOR 4
+#define SPECDEC_VERSION_MINOR 5
 #define SPECDEC_VERSION_PATCH 0
-#define SPECDEC_VERSION "0.4.0"
+#define SPECDEC_VERSION "0.5.0"
 
 /* Upper bounds enforced by validation. */
 #define SPECDEC_MAX_SEQ           256        /* sequences per session */
@@ -79,6 +79,8 @@ typedef enum specdec_status {
     /* configuration: the caller passed a value outside its documented range */
     SPECDEC_STATUS_INVALID_ARGUMENT   = 100, /* null pointer, bad enum, malformed batch */
     SPECDEC_STATUS_INVALID_CONFIG     = 101, /* a session parameter is out of range */
+    SPECDEC_STATUS_UNREPRESENTABLE_TEXT = 102, /* the vocabulary has no token for a byte of the text */
+    SPECDEC_STATUS_BUFFER_TOO_SMALL   = 103, /* an output buffer's capacity is below the size reported */
 
     /* lifecycle: the call is not allowed in the session's current state */
     SPECDEC_STATUS_BAD_SEQ_ID         = 200, /* sequence id outside [0, n_seq) */
@@ -440,7 +442,8 @@ SPECDEC_API specdec_status specdec_session_set_nextn_head(specdec_session * sess
  * and restore them before the session state.
  * state_get: writes the blob into dst if capacity suffices; *n_written is the
  * blob size either way (call with dst = NULL, capacity = 0 to size it).
- * Errors: BAD_SEQ_ID, PROPOSAL_PENDING, INVALID_ARGUMENT (capacity too small).
+ * Errors: BAD_SEQ_ID, PROPOSAL_PENDING, INVALID_ARGUMENT (dst NULL with
+ * capacity > 0), BUFFER_TOO_SMALL (*n_written set; before 0.5.0: INVALID_ARGUMENT).
  */
 SPECDEC_API specdec_status specdec_session_state_get(
         const specdec_session * session,
@@ -514,7 +517,8 @@ SPECDEC_API bool specdec_session_can_move_sequences(const specdec_session * sess
  * Per-sequence context state (llama_state_seq_*_ext with `flags`), so that a
  * checkpoint can hold target, draft and session state taken at one point.
  * context_state_get: *n_written is the required size; writes when capacity
- * suffices (dst = NULL, capacity = 0 to size it).
+ * suffices (dst = NULL, capacity = 0 to size it; a smaller capacity:
+ * BUFFER_TOO_SMALL, as state_get).
  */
 SPECDEC_API specdec_status specdec_session_context_state_get(
         specdec_session    * session,
@@ -695,7 +699,8 @@ typedef struct specdec_generate_params {
                                                target's vocabulary, special tokens included): a chat template's
                                                generation prompt, which llama.cpp's tool-call grammars begin
                                                with. Not with grammar_triggers. A prefix the grammar refuses:
-                                               INVALID_ARGUMENT. NULL or "": none. Copied. Default NULL */
+                                               INVALID_ARGUMENT; one the vocabulary cannot represent:
+                                               UNREPRESENTABLE_TEXT. NULL or "": none. Copied. Default NULL */
     specdec_accept_mode  accept;            /* how drafts are kept when sampling; default SPECDEC_ACCEPT_REJECTION
                                                (docs/sampling.md says why; a zeroed struct holds EXACT) */
 } specdec_generate_params;
@@ -1091,6 +1096,98 @@ SPECDEC_API specdec_status specdec_check_pair(const char * target_path, const ch
  * MODEL_UNSUPPORTED when neither applies (use an n-gram strategy explicitly).
  */
 SPECDEC_API specdec_status specdec_detect_strategy(const char * target_path, const char * draft_path, specdec_strategy * out);
+
+/*
+ * ---------------------------------------------------------------------------
+ * Tokenizer: llama.cpp's, behind checks. In llama.cpp v0.5.0, llama_tokenize
+ * throws a C++ exception through its C interface for a byte the vocabulary
+ * has no token for, and llama_token_to_piece and llama_detokenize do for a
+ * token id outside the vocabulary; called from C, Python (ctypes) or Rust
+ * that ends the process. These check their arguments before llama.cpp runs
+ * and catch whatever it throws. Thread-safe, as llama.cpp's tokenizer.
+ *  - vocab: llama_model_get_vocab(model), borrowed for the call.
+ *  - Output: each writes its result into the caller's buffer when it holds
+ *    `capacity` elements or more, and sets the count (*n_tokens, *n_bytes)
+ *    to the result's size either way. Buffer NULL with capacity 0 asks for
+ *    the size alone (OK, nothing written). A smaller capacity:
+ *    BUFFER_TOO_SMALL, the count set, the buffer untouched (the one failure
+ *    that sets an output).
+ * ---------------------------------------------------------------------------
+ */
+
+/*
+ * Text to token ids (llama_tokenize).
+ *  - text: n_text bytes, not NUL-terminated (a NUL byte is text); NULL only
+ *    with n_text 0; at most INT32_MAX bytes.
+ *  - add_special: add the BOS/EOS tokens the model is configured to add.
+ *  - parse_special: read special tokens spelled in the text (such as "<s>")
+ *    as those tokens; false: as plain text.
+ *  - tokens, capacity, *n_tokens: see Output above (capacity in tokens).
+ * Errors: INVALID_ARGUMENT (vocab or n_tokens NULL, text NULL with n_text >
+ * 0, tokens NULL with capacity > 0, n_text above INT32_MAX), MODEL_UNSUPPORTED
+ * (a vocabulary of type none, or one that adds a special token it lacks),
+ * UNREPRESENTABLE_TEXT (a byte the vocabulary has no token for, not even a
+ * byte token: the message names the first character it cannot tokenize
+ * alone, and its byte offset), BUFFER_TOO_SMALL, OUT_OF_MEMORY.
+ */
+SPECDEC_API specdec_status specdec_tokenize(
+        const struct llama_vocab * vocab,
+        const char               * text,
+        size_t                     n_text,
+        bool                       add_special,
+        bool                       parse_special,
+        llama_token              * tokens,
+        size_t                     capacity,
+        size_t                   * n_tokens);
+
+/*
+ * Token ids to text (llama_detokenize): the pieces of the tokens, less the
+ * space a tokenizer puts before the text (from the first token's piece), so
+ * that the text of specdec_tokenize's tokens is that text again.
+ *  - tokens: n_tokens ids, each in [0, llama_vocab_n_tokens); NULL only with
+ *    n_tokens 0; at most INT32_MAX.
+ *  - remove_special: drop a leading BOS and a trailing EOS where the model
+ *    adds them.
+ *  - unparse_special: write special tokens' text (such as "<s>"); false:
+ *    they give no text.
+ *  - text, capacity, *n_bytes: see Output above (capacity in bytes). The
+ *    text is not NUL-terminated and may hold NUL bytes; it is not
+ *    necessarily valid UTF-8 (a character can span tokens).
+ * Errors: INVALID_ARGUMENT (vocab or n_bytes NULL, tokens NULL with n_tokens
+ * > 0, text NULL with capacity > 0, a token outside the vocabulary: the
+ * message names its index, n_tokens or the text above INT32_MAX),
+ * BUFFER_TOO_SMALL, NATIVE_FAILURE, OUT_OF_MEMORY.
+ */
+SPECDEC_API specdec_status specdec_detokenize(
+        const struct llama_vocab * vocab,
+        const llama_token        * tokens,
+        size_t                     n_tokens,
+        bool                       remove_special,
+        bool                       unparse_special,
+        char                     * text,
+        size_t                     capacity,
+        size_t                   * n_bytes);
+
+/*
+ * The text of one token (llama_token_to_piece).
+ *  - token: in [0, llama_vocab_n_tokens).
+ *  - lstrip: leading spaces to skip, >= 0 (0: the whole piece).
+ *  - special: write a special token's text (such as "<s>"); false: a
+ *    special token gives no text.
+ *  - piece, capacity, *n_bytes: see Output above (capacity in bytes; not
+ *    NUL-terminated).
+ * Errors: INVALID_ARGUMENT (vocab or n_bytes NULL, piece NULL with capacity
+ * > 0, lstrip < 0, a token outside the vocabulary), BUFFER_TOO_SMALL,
+ * NATIVE_FAILURE.
+ */
+SPECDEC_API specdec_status specdec_token_to_piece(
+        const struct llama_vocab * vocab,
+        llama_token                token,
+        int32_t                    lstrip,
+        bool                       special,
+        char                     * piece,
+        size_t                     capacity,
+        size_t                   * n_bytes);
 
 /*
  * ---------------------------------------------------------------------------

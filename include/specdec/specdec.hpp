@@ -252,6 +252,21 @@ private:
     std::unique_ptr<impl> impl_;
 };
 
+// --- Tokenizer: llama.cpp's behind checks (see the tokenizer section of specdec.h) ---
+// `vocab` is borrowed for the call. Each throws error with the statuses its C
+// function returns (never BUFFER_TOO_SMALL: the result is sized to fit), and
+// nothing of llama.cpp's own exceptions.
+
+// Text to token ids; UNREPRESENTABLE_TEXT for a byte the vocabulary has no token for.
+SPECDEC_API std::vector<llama_token> tokenize(const llama_vocab * vocab, std::string_view text, bool add_special,
+                                              bool parse_special);
+// Token ids to text (bytes, not necessarily valid UTF-8); INVALID_ARGUMENT for an id outside the vocabulary.
+SPECDEC_API std::string detokenize(const llama_vocab * vocab, std::span<const llama_token> tokens, bool remove_special,
+                                   bool unparse_special);
+// The text of one token, `lstrip` (>= 0) leading spaces skipped; `special`: a special token's text, else "".
+SPECDEC_API std::string token_to_piece(const llama_vocab * vocab, llama_token token, int32_t lstrip = 0,
+                                       bool special = true);
+
 // Adds RPC servers as ggml devices (see specdec_rpc_add_servers).
 SPECDEC_API void rpc_add_servers(const std::string & servers);
 

@@ -66,7 +66,7 @@ check "fast kernels" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "ab
 check "fast kernels in json" contains "$work/out" '"exact_kernels": false'
 check "fast kernels say so" contains "$work/err" "output may differ"
 check "untokenizable prompt" exit_is 1 "$specdec" generate -m "$work/qwen35.gguf" -p $'ab\ncd' -n 4 # no newline in the test vocabulary
-check "untokenizable prompt says why" contains "$work/err" "vocabulary cannot tokenize"
+check "untokenizable prompt says why" contains "$work/err" "vocabulary cannot represent this text: the character 0x0A at byte 2 has no token"
 check "unknown kernels" exit_is 2 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" --kernels turbo
 check "n-draft above draft-max" exit_is 1 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" --n-draft 4 --draft-max 2
 check "mtp json" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40 --json --n-draft 4

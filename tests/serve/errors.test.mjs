@@ -78,6 +78,19 @@ describe('serve errors', { timeout: 240000 }, () => {
         assert.equal(ok.json.choices[0].text, 'defg');
     });
 
+    test('text the vocabulary lacks is a 400 naming the character, and the server goes on', async () => {
+        // The fixture's vocabulary is printable ASCII: no newline, no 'é'.
+        for (const [prompt, says] of [['ab\ncd', 'the character 0x0A at byte 2 has no token'],
+                                      ['café', "the character 'é' (0xC3 0xA9) at byte 3 has no token"]]) {
+            const r = await post(s, '/v1/completions', { prompt, max_tokens: 2 });
+            assertError(r, 400, 'invalid_value');
+            assert.equal(r.json.error.param, 'prompt');
+            assert.ok(r.json.error.message.includes(says), r.text);
+        }
+        const ok = await post(s, '/v1/completions', { prompt: 'abc', max_tokens: 2 });
+        assert.equal(ok.status, 200, ok.text);
+    });
+
     test('the official client sees typed errors', async () => {
         const c = s.client();
         await assert.rejects(c.completions.create({ model: 'exact', prompt: 'abc', temperature: 5 }),

@@ -72,6 +72,23 @@ int main(void) {
     CHECK(g == NULL);
     specdec_generation_free(NULL);
 
+    /* The tokenizer refuses NULL arguments before llama.cpp runs, and a
+     * failed call leaves its outputs alone. */
+    size_t count = 99;
+    llama_token ids[4] = {7, 7, 7, 7};
+    char text[8] = "unset";
+    CHECK(specdec_tokenize(NULL, "ab", 2, true, false, ids, 4, &count) == SPECDEC_STATUS_INVALID_ARGUMENT);
+    CHECK(count == 99 && ids[0] == 7);
+    CHECK(strstr(specdec_last_error(), "vocab") != NULL);
+    CHECK(specdec_tokenize(NULL, "ab", 2, true, false, NULL, 4, &count) == SPECDEC_STATUS_INVALID_ARGUMENT);
+    CHECK(specdec_tokenize(NULL, "ab", 2, true, false, ids, 4, NULL) == SPECDEC_STATUS_INVALID_ARGUMENT);
+    CHECK(specdec_detokenize(NULL, ids, 4, false, true, text, sizeof text, &count) == SPECDEC_STATUS_INVALID_ARGUMENT);
+    CHECK(specdec_detokenize(NULL, NULL, 4, false, true, NULL, 0, &count) == SPECDEC_STATUS_INVALID_ARGUMENT);
+    CHECK(specdec_token_to_piece(NULL, 5, 0, true, text, sizeof text, &count) == SPECDEC_STATUS_INVALID_ARGUMENT);
+    CHECK(count == 99 && strcmp(text, "unset") == 0);
+    CHECK(strcmp(specdec_status_name(SPECDEC_STATUS_UNREPRESENTABLE_TEXT), "UNREPRESENTABLE_TEXT") == 0);
+    CHECK(specdec_status_kind_of(SPECDEC_STATUS_BUFFER_TOO_SMALL) == SPECDEC_STATUS_KIND_CONFIGURATION);
+
     /* Every enum is an int-sized type with a sentinel. */
     CHECK(sizeof(specdec_status) == sizeof(int) && SPECDEC_STATUS_MAX_ENUM == 0x7FFFFFFF);
     CHECK(sizeof(specdec_stop_reason) == sizeof(int) && SPECDEC_STOP_MAX_ENUM == 0x7FFFFFFF);

@@ -174,36 +174,11 @@ llama_context_params context_params(uint32_t n_ctx_per_seq, uint32_t n_seq, int3
 }
 
 std::vector<llama_token> tokenize(const llama_model * model, const std::string & text, bool parse_special) {
-    const llama_vocab * vocab = llama_model_get_vocab(model);
-    const auto n_text = static_cast<int32_t>(text.size());
-    std::vector<llama_token> tokens(text.size() + 2);
-    int32_t n = 0;
-    try { // llama.cpp throws through llama_tokenize on a byte its vocabulary lacks
-        n = llama_tokenize(vocab, text.data(), n_text, tokens.data(), static_cast<int32_t>(tokens.size()), true, parse_special);
-        if (n < 0) {
-            tokens.resize(static_cast<size_t>(-n));
-            n = llama_tokenize(vocab, text.data(), n_text, tokens.data(), static_cast<int32_t>(tokens.size()), true, parse_special);
-        }
-    } catch (const std::exception & e) {
-        throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT,
-                             std::string("the model's vocabulary cannot tokenize this text (llama.cpp: ") + e.what() + ")");
-    }
-    if (n < 0) {
-        throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, "cannot tokenize the prompt");
-    }
-    tokens.resize(static_cast<size_t>(n));
-    return tokens;
+    return specdec::tokenize(llama_model_get_vocab(model), text, true, parse_special);
 }
 
 std::string token_text(const llama_vocab * vocab, llama_token token) {
-    std::string out(64, '\0');
-    int32_t n = llama_token_to_piece(vocab, token, out.data(), static_cast<int32_t>(out.size()), 0, true);
-    if (n < 0) {
-        out.resize(static_cast<size_t>(-n));
-        n = llama_token_to_piece(vocab, token, out.data(), static_cast<int32_t>(out.size()), 0, true);
-    }
-    out.resize(static_cast<size_t>(std::max(n, 0)));
-    return out;
+    return specdec::token_to_piece(vocab, token);
 }
 
 std::string read_file(const std::string & path) {

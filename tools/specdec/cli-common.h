@@ -66,8 +66,8 @@ inline uint64_t decoded_tokens(const specdec_sequence_stats & st) {
 // The model's tokens for `text`, with its BOS (or other special tokens the
 // vocabulary adds). `parse_special`: text such as "<|im_start|>" becomes that
 // special token (for chat templates) instead of its characters. Throws
-// specdec::error(INVALID_ARGUMENT) when llama.cpp cannot tokenize it (a
-// character the vocabulary lacks, for one).
+// specdec::error(UNREPRESENTABLE_TEXT) for a byte the vocabulary has no token
+// for (see specdec::tokenize).
 std::vector<llama_token> tokenize(const llama_model * model, const std::string & text, bool parse_special = false);
 
 // A token's text (its bytes; special tokens spelled out), as the engine streams it.

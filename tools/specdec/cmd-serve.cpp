@@ -117,10 +117,8 @@ size_t max_prompt_bytes(const llama_model * model, uint32_t n_ctx) {
         return 0;
     }
     size_t longest = 1;
-    char buf[256];
     for (llama_token t = 0; t < llama_vocab_n_tokens(vocab); ++t) {
-        const int32_t n = llama_token_to_piece(vocab, t, buf, sizeof(buf), 0, true);
-        longest = std::max<size_t>(longest, static_cast<size_t>(n < 0 ? -n : n));
+        longest = std::max(longest, specdec::token_to_piece(vocab, t).size());
     }
     return longest * n_ctx;
 }

@@ -55,7 +55,7 @@ from .types import (
     TokenProb,
 )
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 
 MAX_SEQ = _native.SPECDEC_MAX_SEQ
 MAX_DRAFT = _native.SPECDEC_MAX_DRAFT

@@ -1,5 +1,5 @@
 """ctypes declarations of specdec.h and of the few llama.h functions the
-package calls (loading a model, creating a context, tokenizing).
+package calls (loading a model, creating a context).
 
 Everything here mirrors a C declaration one to one; tests/test_header.py
 compares these declarations with the headers, so a header change that is
@@ -408,6 +408,15 @@ SPECDEC_FUNCTIONS = {
     "specdec_inspect_buffer": (_status, [c_void_p, c_size_t, POINTER(specdec_model_info)]),
     "specdec_check_pair": (_status, [c_char_p, c_char_p, c_enum]),
     "specdec_detect_strategy": (_status, [c_char_p, c_char_p, POINTER(c_enum)]),
+    "specdec_tokenize": (
+        _status,
+        [_P, c_char_p, c_size_t, c_bool, c_bool, POINTER(llama_token), c_size_t, POINTER(c_size_t)],
+    ),
+    "specdec_detokenize": (
+        _status,
+        [_P, POINTER(llama_token), c_size_t, c_bool, c_bool, POINTER(c_char), c_size_t, POINTER(c_size_t)],
+    ),
+    "specdec_token_to_piece": (_status, [_P, llama_token, c_int32, c_bool, POINTER(c_char), c_size_t, POINTER(c_size_t)]),
     "specdec_rpc_add_servers": (_status, [c_char_p]),
 }
 
@@ -426,8 +435,6 @@ LLAMA_FUNCTIONS = {
     "llama_model_is_hybrid": (c_bool, [_P]),
     "llama_vocab_n_tokens": (c_int32, [_P]),
     "llama_vocab_is_eog": (c_bool, [_P, llama_token]),
-    "llama_tokenize": (c_int32, [_P, c_char_p, c_int32, POINTER(llama_token), c_int32, c_bool, c_bool]),
-    "llama_token_to_piece": (c_int32, [_P, llama_token, POINTER(c_char), c_int32, c_int32, c_bool]),
     "llama_n_ctx": (c_uint32, [_P]),
     "llama_n_seq_max": (c_uint32, [_P]),
 }

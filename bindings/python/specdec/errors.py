@@ -24,6 +24,8 @@ class Status(enum.IntEnum):
     OK = 0
     INVALID_ARGUMENT = 100
     INVALID_CONFIG = 101
+    UNREPRESENTABLE_TEXT = 102
+    BUFFER_TOO_SMALL = 103
     BAD_SEQ_ID = 200
     PROPOSAL_PENDING = 201
     NO_PROPOSAL = 202
@@ -121,6 +123,14 @@ class InvalidArgumentError(ConfigurationError, ValueError):
 
 class InvalidConfigError(ConfigurationError, ValueError):
     """A session parameter is out of range."""
+
+
+class UnrepresentableTextError(ConfigurationError, ValueError):
+    """The vocabulary has no token for a byte of the text (the message names the character)."""
+
+
+class BufferTooSmallError(ConfigurationError, ValueError):
+    """An output buffer holds less than the size reported (the package sizes its own buffers)."""
 
 
 class BadSeqIdError(LifecycleError, IndexError):
@@ -246,6 +256,8 @@ class MalformedFileError(NativeError):
 ERRORS: dict[Status, type[SpecdecError]] = {
     Status.INVALID_ARGUMENT: InvalidArgumentError,
     Status.INVALID_CONFIG: InvalidConfigError,
+    Status.UNREPRESENTABLE_TEXT: UnrepresentableTextError,
+    Status.BUFFER_TOO_SMALL: BufferTooSmallError,
     Status.BAD_SEQ_ID: BadSeqIdError,
     Status.PROPOSAL_PENDING: ProposalPendingError,
     Status.NO_PROPOSAL: NoProposalError,

@@ -151,6 +151,21 @@ def _free(free: Callable[[int], None], handle: int, keep) -> None:
     free(handle)
 
 
+def _read_sized(call, ctype, guess: int):
+    """Calls a specdec function that fills the caller's buffer, call(dst,
+    capacity, &n): first with `guess` elements, then once more with the size
+    it reported when that was too small (BUFFER_TOO_SMALL). The buffer and the
+    count of elements it holds."""
+    n = ctypes.c_size_t()
+    buf = (ctype * max(1, guess))()
+    status = call(buf, len(buf), ctypes.byref(n))
+    if status == Status.BUFFER_TOO_SMALL:
+        buf = (ctype * n.value)()
+        status = call(buf, len(buf), ctypes.byref(n))
+    check(status)
+    return buf, n.value
+
+
 class Model(_Handle):
     """A model loaded with llama.cpp.
 
@@ -195,32 +210,46 @@ class Model(_Handle):
         return bool(lib.llama_vocab_is_eog(self._vocab, token))
 
     def tokenize(self, text: Union[str, bytes], *, add_special: bool = True, parse_special: bool = False) -> list:
-        """llama_tokenize. Note: llama.cpp v0.5.0 raises a C++ exception through
-        llama_tokenize for a byte its vocabulary lacks, which ends the process:
-        pass token ids for text a vocabulary may not cover."""
+        """Token ids of `text` (a str as UTF-8, bytes as they are), by
+        specdec_tokenize. add_special: the BOS/EOS the model adds;
+        parse_special: special tokens spelled in the text ("<s>") become those
+        tokens. UnrepresentableTextError for a character the vocabulary has no
+        token for (its message names the character and its byte offset)."""
         self.handle  # closed check
         data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
-        n_max = len(data) + 2
-        for _ in range(2):
-            buf = (_native.llama_token * n_max)()
-            n = lib.llama_tokenize(self._vocab, data, len(data), buf, n_max, add_special, parse_special)
-            if n >= 0:
-                return buf[:n]
-            n_max = -n
-        raise NativeFailureError(Status.NATIVE_FAILURE, "llama_tokenize failed")
+        buf, n = _read_sized(
+            lambda dst, cap, n: lib.specdec_tokenize(self._vocab, data, len(data), add_special, parse_special, dst, cap, n),
+            _native.llama_token,
+            len(data) + 2,
+        )
+        return buf[:n]
 
-    def token_to_piece(self, token: int, *, special: bool = True) -> bytes:
-        """The bytes of one token (llama_token_to_piece)."""
+    def token_to_piece(self, token: int, *, special: bool = True, lstrip: int = 0) -> bytes:
+        """The bytes of one token (specdec_token_to_piece). special: a special
+        token's text, else b""; lstrip: leading spaces to skip.
+        InvalidArgumentError for a token outside the vocabulary."""
         self.handle
-        buf = ctypes.create_string_buffer(64)
-        n = lib.llama_token_to_piece(self._vocab, token, buf, 64, 0, special)
-        if n < 0:
-            buf = ctypes.create_string_buffer(-n)
-            n = lib.llama_token_to_piece(self._vocab, token, buf, -n, 0, special)
-        return buf.raw[: max(n, 0)]
+        buf, n = _read_sized(
+            lambda dst, cap, n: lib.specdec_token_to_piece(self._vocab, token, lstrip, special, dst, cap, n), ctypes.c_char, 16
+        )
+        return buf.raw[:n]
 
-    def detokenize(self, tokens, *, special: bool = True) -> str:
-        return b"".join(self.token_to_piece(t, special=special) for t in tokens).decode("utf-8", "replace")
+    def detokenize(self, tokens, *, remove_special: bool = False, unparse_special: bool = True) -> str:
+        """The text of `tokens` (specdec_detokenize: the tokenizer's leading
+        space removed, so detokenize(tokenize(text)) == text), undecodable
+        UTF-8 replaced. remove_special: drop a leading BOS and trailing EOS the
+        model adds; unparse_special: write special tokens' text.
+        InvalidArgumentError for a token outside the vocabulary."""
+        self.handle
+        ids = (_native.llama_token * len(tokens))(*tokens)
+        buf, n = _read_sized(
+            lambda dst, cap, n: lib.specdec_detokenize(
+                self._vocab, ids, len(ids), remove_special, unparse_special, dst, cap, n
+            ),
+            ctypes.c_char,
+            8 * len(ids) + 16,
+        )
+        return buf.raw[:n].decode("utf-8", "replace")
 
     def __repr__(self) -> str:
         return f"Model({self.path!r}, architecture={self.info.architecture!r})"

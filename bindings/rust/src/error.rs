@@ -37,6 +37,12 @@ pub enum Error {
     InvalidArgument { message: String },
     /// `SPECDEC_STATUS_INVALID_CONFIG`: a session parameter is out of range (the message names it).
     InvalidConfig { message: String },
+    /// `SPECDEC_STATUS_UNREPRESENTABLE_TEXT`: the vocabulary has no token for a character of the text
+    /// (the message names it and its byte offset).
+    UnrepresentableText { message: String },
+    /// `SPECDEC_STATUS_BUFFER_TOO_SMALL`: an output buffer holds less than the size reported
+    /// (the crate sizes its own buffers).
+    BufferTooSmall { message: String },
     /// `SPECDEC_STATUS_BAD_SEQ_ID`: a sequence id outside `[0, n_seq)`.
     BadSeqId { seq_id: i32, n_seq: u32, message: String },
     /// `SPECDEC_STATUS_PROPOSAL_PENDING`: a proposal awaits `accept`.
@@ -124,6 +130,8 @@ impl Error {
         match status {
             sys::SPECDEC_STATUS_INVALID_ARGUMENT => Error::InvalidArgument { message },
             sys::SPECDEC_STATUS_INVALID_CONFIG => Error::InvalidConfig { message },
+            sys::SPECDEC_STATUS_UNREPRESENTABLE_TEXT => Error::UnrepresentableText { message },
+            sys::SPECDEC_STATUS_BUFFER_TOO_SMALL => Error::BufferTooSmall { message },
             sys::SPECDEC_STATUS_BAD_SEQ_ID => Error::BadSeqId { seq_id, n_seq: c.n_seq.unwrap_or(0), message },
             sys::SPECDEC_STATUS_PROPOSAL_PENDING => Error::ProposalPending { seq_id, message },
             sys::SPECDEC_STATUS_NO_PROPOSAL => Error::NoPendingProposal { seq_id, message },
@@ -170,6 +178,8 @@ impl Error {
         match self {
             Error::InvalidArgument { .. } => sys::SPECDEC_STATUS_INVALID_ARGUMENT,
             Error::InvalidConfig { .. } => sys::SPECDEC_STATUS_INVALID_CONFIG,
+            Error::UnrepresentableText { .. } => sys::SPECDEC_STATUS_UNREPRESENTABLE_TEXT,
+            Error::BufferTooSmall { .. } => sys::SPECDEC_STATUS_BUFFER_TOO_SMALL,
             Error::BadSeqId { .. } => sys::SPECDEC_STATUS_BAD_SEQ_ID,
             Error::ProposalPending { .. } => sys::SPECDEC_STATUS_PROPOSAL_PENDING,
             Error::NoPendingProposal { .. } => sys::SPECDEC_STATUS_NO_PROPOSAL,
@@ -208,6 +218,8 @@ impl Error {
         match self {
             Error::InvalidArgument { message }
             | Error::InvalidConfig { message }
+            | Error::UnrepresentableText { message }
+            | Error::BufferTooSmall { message }
             | Error::BadSeqId { message, .. }
             | Error::ProposalPending { message, .. }
             | Error::NoPendingProposal { message, .. }

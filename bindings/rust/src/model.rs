@@ -123,7 +123,7 @@ impl LlamaModel {
     /// Tokens in the vocabulary.
     pub fn n_vocab(&self) -> i32 {
         // SAFETY: the model is alive; the vocabulary lives as long as it.
-        unsafe { sys::llama_vocab_n_tokens(sys::llama_model_get_vocab(self.raw.as_ptr())) }
+        unsafe { sys::llama_vocab_n_tokens(self.vocab()) }
     }
 
     /// Hidden width.
@@ -141,59 +141,64 @@ impl LlamaModel {
     /// Whether `token` ends a generation.
     pub fn is_eog(&self, token: LlamaToken) -> bool {
         // SAFETY: the model is alive.
-        unsafe { sys::llama_vocab_is_eog(sys::llama_model_get_vocab(self.raw.as_ptr()), token.0) }
+        unsafe { sys::llama_vocab_is_eog(self.vocab(), token.0) }
     }
 
-    /// `llama_tokenize`. llama.cpp v0.5.0 throws a C++ exception through it
-    /// for a byte its vocabulary cannot encode, which aborts the process:
-    /// pass token ids for text a vocabulary may not cover.
+    /// Token ids of `text` (`specdec_tokenize`), with the BOS/EOS the model
+    /// adds when `add_special`. [`Error::UnrepresentableText`] for a character
+    /// the vocabulary has no token for (the message names it).
     pub fn tokenize(&self, text: &str, add_special: bool) -> Result<Vec<LlamaToken>> {
-        let len = i32::try_from(text.len()).map_err(|_| Error::InvalidArgument { message: "text too long".into() })?;
-        let mut out = vec![0i32; text.len() + 2];
-        for _ in 0..2 {
-            // SAFETY: the buffer holds out.len() tokens; the text outlives the call.
-            let n = unsafe {
-                sys::llama_tokenize(
-                    sys::llama_model_get_vocab(self.raw.as_ptr()),
-                    text.as_ptr().cast(),
-                    len,
-                    out.as_mut_ptr(),
-                    out.len() as i32,
-                    add_special,
-                    false,
-                )
-            };
-            if n >= 0 {
-                out.truncate(n as usize);
-                return Ok(out.into_iter().map(LlamaToken).collect());
-            }
-            out.resize(n.unsigned_abs() as usize, 0);
-        }
-        Err(Error::NativeFailure { message: "llama_tokenize failed".into() })
+        self.tokenize_bytes(text.as_bytes(), add_special, false)
     }
 
-    /// The bytes of one token.
-    pub fn token_to_piece(&self, token: LlamaToken) -> Vec<u8> {
-        let mut buf = vec![0u8; 64];
-        for _ in 0..2 {
-            // SAFETY: the buffer holds buf.len() bytes.
-            let n = unsafe {
-                sys::llama_token_to_piece(
-                    sys::llama_model_get_vocab(self.raw.as_ptr()),
-                    token.0,
-                    buf.as_mut_ptr().cast(),
-                    buf.len() as i32,
-                    0,
-                    true,
-                )
-            };
-            if n >= 0 {
-                buf.truncate(n as usize);
-                return buf;
+    /// As [`LlamaModel::tokenize`], for any bytes; `parse_special`: special
+    /// tokens spelled in the text (`"<s>"`) become those tokens.
+    pub fn tokenize_bytes(&self, text: &[u8], add_special: bool, parse_special: bool) -> Result<Vec<LlamaToken>> {
+        let tokens = read_sized(text.len() + 2, |dst, cap, n| {
+            // SAFETY: the text and the buffer (cap tokens) outlive the call.
+            unsafe {
+                sys::specdec_tokenize(self.vocab(), text.as_ptr().cast(), text.len(), add_special, parse_special, dst, cap, n)
             }
-            buf.resize(n.unsigned_abs() as usize, 0);
-        }
-        Vec::new()
+        })?;
+        Ok(tokens.into_iter().map(LlamaToken).collect())
+    }
+
+    /// The text of `tokens` (`specdec_detokenize`): their pieces, less the
+    /// leading space the tokenizer adds, so it is the tokenized text again.
+    /// `remove_special`: drop a leading BOS and trailing EOS the model adds;
+    /// `unparse_special`: write special tokens' text. Bytes, not necessarily
+    /// UTF-8. [`Error::InvalidArgument`] for a token outside the vocabulary.
+    pub fn detokenize(&self, tokens: &[LlamaToken], remove_special: bool, unparse_special: bool) -> Result<Vec<u8>> {
+        read_sized(8 * tokens.len() + 16, |dst: *mut u8, cap, n| {
+            // SAFETY: LlamaToken is a transparent i32; the tokens and the buffer outlive the call.
+            unsafe {
+                sys::specdec_detokenize(
+                    self.vocab(),
+                    tokens.as_ptr().cast(),
+                    tokens.len(),
+                    remove_special,
+                    unparse_special,
+                    dst.cast(),
+                    cap,
+                    n,
+                )
+            }
+        })
+    }
+
+    /// The bytes of one token, a special token's text included
+    /// (`specdec_token_to_piece`). [`Error::InvalidArgument`] for a token
+    /// outside the vocabulary.
+    pub fn token_to_piece(&self, token: LlamaToken) -> Result<Vec<u8>> {
+        read_sized(16, |dst: *mut u8, cap, n| {
+            // SAFETY: the buffer (cap bytes) outlives the call.
+            unsafe { sys::specdec_token_to_piece(self.vocab(), token.0, 0, true, dst.cast(), cap, n) }
+        })
+    }
+
+    fn vocab(&self) -> *const sys::llama_vocab {
+        // SAFETY: the model is alive; the vocabulary lives as long as it.
+        unsafe { sys::llama_model_get_vocab(self.raw.as_ptr()) }
     }
 
     pub(crate) fn as_ptr(&self) -> *mut sys::llama_model {
@@ -206,6 +211,25 @@ impl Drop for LlamaModel {
         // SAFETY: every context borrows the model, so none is alive.
         unsafe { sys::llama_model_free(self.raw.as_ptr()) }
     }
+}
+
+/// Calls a specdec function that fills the caller's buffer (`dst`,
+/// capacity, `&mut n`): first with `guess` elements, then once more with
+/// the size it reported when that was too small (`BUFFER_TOO_SMALL`).
+fn read_sized<T: Copy + Default>(
+    guess: usize,
+    mut call: impl FnMut(*mut T, usize, *mut usize) -> sys::specdec_status,
+) -> Result<Vec<T>> {
+    let mut buf = vec![T::default(); guess.max(1)];
+    let mut n = 0usize;
+    let mut status = call(buf.as_mut_ptr(), buf.len(), &mut n);
+    if status == sys::SPECDEC_STATUS_BUFFER_TOO_SMALL {
+        buf.resize(n, T::default());
+        status = call(buf.as_mut_ptr(), buf.len(), &mut n);
+    }
+    check(status)?;
+    buf.truncate(n);
+    Ok(buf)
 }
 
 fn path_cstring(path: &Path) -> Result<CString> {

@@ -160,30 +160,13 @@ extern "C" {
     pub fn llama_batch_free(batch: llama_batch);
     pub fn llama_decode(ctx: *mut llama_context, batch: llama_batch) -> i32;
     pub fn llama_get_logits_ith(ctx: *mut llama_context, i: i32) -> *mut f32;
-    pub fn llama_tokenize(
-        vocab: *const llama_vocab,
-        text: *const c_char,
-        text_len: i32,
-        tokens: *mut llama_token,
-        n_tokens_max: i32,
-        add_special: bool,
-        parse_special: bool,
-    ) -> i32;
-    pub fn llama_token_to_piece(
-        vocab: *const llama_vocab,
-        token: llama_token,
-        buf: *mut c_char,
-        length: i32,
-        lstrip: i32,
-        special: bool,
-    ) -> i32;
 }
 
 // --- specdec.h ------------------------------------------------------------------------
 pub const SPECDEC_VERSION_MAJOR: u32 = 0;
-pub const SPECDEC_VERSION_MINOR: u32 = 4;
+pub const SPECDEC_VERSION_MINOR: u32 = 5;
 pub const SPECDEC_VERSION_PATCH: u32 = 0;
-pub const SPECDEC_VERSION: &str = "0.4.0";
+pub const SPECDEC_VERSION: &str = "0.5.0";
 pub const SPECDEC_MAX_SEQ: usize = 256;
 pub const SPECDEC_MAX_DRAFT: usize = 128;
 pub const SPECDEC_MAX_PROMPT_TOKENS: usize = 16777216;
@@ -197,6 +180,8 @@ pub type specdec_status = c_int;
 pub const SPECDEC_STATUS_OK: specdec_status = 0;
 pub const SPECDEC_STATUS_INVALID_ARGUMENT: specdec_status = 100;
 pub const SPECDEC_STATUS_INVALID_CONFIG: specdec_status = 101;
+pub const SPECDEC_STATUS_UNREPRESENTABLE_TEXT: specdec_status = 102;
+pub const SPECDEC_STATUS_BUFFER_TOO_SMALL: specdec_status = 103;
 pub const SPECDEC_STATUS_BAD_SEQ_ID: specdec_status = 200;
 pub const SPECDEC_STATUS_PROPOSAL_PENDING: specdec_status = 201;
 pub const SPECDEC_STATUS_NO_PROPOSAL: specdec_status = 202;
@@ -656,6 +641,35 @@ extern "C" {
         target_path: *const c_char,
         draft_path: *const c_char,
         out: *mut specdec_strategy,
+    ) -> specdec_status;
+    pub fn specdec_tokenize(
+        vocab: *const llama_vocab,
+        text: *const c_char,
+        n_text: usize,
+        add_special: bool,
+        parse_special: bool,
+        tokens: *mut llama_token,
+        capacity: usize,
+        n_tokens: *mut usize,
+    ) -> specdec_status;
+    pub fn specdec_detokenize(
+        vocab: *const llama_vocab,
+        tokens: *const llama_token,
+        n_tokens: usize,
+        remove_special: bool,
+        unparse_special: bool,
+        text: *mut c_char,
+        capacity: usize,
+        n_bytes: *mut usize,
+    ) -> specdec_status;
+    pub fn specdec_token_to_piece(
+        vocab: *const llama_vocab,
+        token: llama_token,
+        lstrip: i32,
+        special: bool,
+        piece: *mut c_char,
+        capacity: usize,
+        n_bytes: *mut usize,
     ) -> specdec_status;
     pub fn specdec_rpc_add_servers(servers: *const c_char) -> specdec_status;
 }

@@ -497,3 +497,28 @@ fn the_speculative_sampling_declarations_are_seen_and_mirrored() {
     let changed = text.replace("uint64_t n_reached_at[SPECDEC_MAX_DRAFT];", "");
     assert_ne!(c["specdec_sequence_stats"], c_structs(&changed)["specdec_sequence_stats"]);
 }
+
+#[test]
+fn the_tokenizer_declarations_are_seen_and_mirrored() {
+    // specdec 0.5's additions, named, so that a parser which skipped them
+    // (and so compared nothing) fails here rather than passing quietly.
+    let text = specdec_h();
+    let (c, rust) = (c_functions(&text, "SPECDEC_API"), rust_functions(&sys()));
+    let want = [
+        (
+            "specdec_tokenize",
+            "(*const llama_vocab, *const c_char, usize, bool, bool, *mut llama_token, usize, *mut usize) -> specdec_status",
+        ),
+        (
+            "specdec_detokenize",
+            "(*const llama_vocab, *const llama_token, usize, bool, bool, *mut c_char, usize, *mut usize) -> specdec_status",
+        ),
+        ("specdec_token_to_piece", "(*const llama_vocab, llama_token, i32, bool, *mut c_char, usize, *mut usize) -> specdec_status"),
+    ];
+    for (name, signature) in want {
+        assert_eq!(c[name], signature, "{} in the header", name);
+        assert_eq!(rust[name], signature, "{} in sys.rs", name);
+    }
+    let consts = c_constants(&text);
+    assert_eq!((consts["SPECDEC_STATUS_UNREPRESENTABLE_TEXT"], consts["SPECDEC_STATUS_BUFFER_TOO_SMALL"]), (102, 103));
+}

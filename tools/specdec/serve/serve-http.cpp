@@ -156,6 +156,7 @@ api_error rejection(const request_channel & c) {
         case SPECDEC_STATUS_PROMPT_TOO_LONG:
             return invalid_request(c.message(), "prompt", "context_length_exceeded");
         case SPECDEC_STATUS_INVALID_ARGUMENT:
+        case SPECDEC_STATUS_UNREPRESENTABLE_TEXT: // a grammar prefix
             return invalid_request(c.message());
         default:
             return server_error(c.message());
