@@ -317,6 +317,11 @@ extern "C" specdec_generate_params specdec_generate_default_params(void) {
     p.n_grammar_triggers = 0;
     p.grammar_prefix = nullptr;
     p.accept = SPECDEC_ACCEPT_REJECTION;
+    p.reasoning_start = nullptr;
+    p.reasoning_end = nullptr;
+    p.reasoning_budget = -1;
+    p.reasoning_budget_message = nullptr;
+    p.reasoning_prefix = nullptr;
     return p;
 }
 

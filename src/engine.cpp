@@ -116,6 +116,10 @@ struct request_state {
         p.grammar_triggers = nullptr;
         p.n_grammar_triggers = 0;
         p.grammar_prefix = nullptr;
+        p.reasoning_start = nullptr;
+        p.reasoning_end = nullptr;
+        p.reasoning_budget_message = nullptr;
+        p.reasoning_prefix = nullptr;
         result.id = id;
     }
 

@@ -3,8 +3,11 @@
 #include "error.h"
 #include "grammar-limits.h"
 
+#include "reasoning-budget.h" // llama.cpp common
+
 #include <algorithm>
 #include <cctype>
+#include <climits>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -15,6 +18,52 @@ namespace {
 
 bool has_grammar(const specdec_generate_params & p) {
     return p.grammar != nullptr && p.grammar[0] != '\0';
+}
+
+bool is_set(const char * text) {
+    return text != nullptr && text[0] != '\0';
+}
+
+bool has_reasoning(const specdec_generate_params & p) {
+    return is_set(p.reasoning_start) && is_set(p.reasoning_end);
+}
+
+// The tokens of text the output is to match (a generation prompt, a
+// marker), as llama.cpp's common sampler reads a generation prompt: special
+// tokens parsed, less a leading space the tokenizer may add that the text
+// does not have.
+std::vector<llama_token> text_tokens(const llama_vocab * vocab, std::string_view text) {
+    std::vector<llama_token> tokens = specdec::tokenize(vocab, text, false, true);
+    if (!tokens.empty() && !text.empty() && !std::isspace(static_cast<unsigned char>(text[0]))) {
+        const std::string piece = specdec::token_to_piece(vocab, tokens[0]);
+        if (!piece.empty() && std::isspace(static_cast<unsigned char>(piece[0]))) {
+            tokens.erase(tokens.begin());
+        }
+    }
+    return tokens;
+}
+
+// llama.cpp's reasoning budget over `p`'s markers (as its common sampler
+// builds one: no limit is INT_MAX), having read reasoning_prefix.
+llama_sampler * make_budget(const llama_vocab * vocab, const specdec_generate_params & p) {
+    const std::vector<llama_token> start = text_tokens(vocab, p.reasoning_start);
+    const std::vector<llama_token> end = text_tokens(vocab, p.reasoning_end);
+    std::vector<llama_token> forced = end;
+    if (is_set(p.reasoning_budget_message)) {
+        const std::vector<llama_token> message = text_tokens(vocab, p.reasoning_budget_message);
+        forced.insert(forced.begin(), message.begin(), message.end());
+    }
+    llama_sampler_ptr budget(common_reasoning_budget_init(vocab, {start}, {end}, forced,
+                                                          p.reasoning_budget < 0 ? INT_MAX : p.reasoning_budget));
+    if (!budget) {
+        fail(SPECDEC_STATUS_NATIVE_FAILURE, "llama.cpp could not make the reasoning budget");
+    }
+    if (is_set(p.reasoning_prefix)) {
+        for (const llama_token t : text_tokens(vocab, p.reasoning_prefix)) {
+            llama_sampler_accept(budget.get(), t);
+        }
+    }
+    return budget.release();
 }
 
 // The grammar of `p`, lazy when it has triggers, having read its prefix.
@@ -35,20 +84,10 @@ llama_sampler * parse_grammar(const llama_vocab * vocab, const specdec_generate_
     if (p.grammar_prefix == nullptr || p.grammar_prefix[0] == '\0') {
         return g;
     }
-    // As llama.cpp's common sampler reads a generation prompt: its tokens, less
-    // a leading space the tokenizer may add that the text does not have.
     llama_sampler_ptr grammar(g);
-    const std::string_view prefix = p.grammar_prefix;
-    const std::vector<llama_token> tokens = specdec::tokenize(vocab, prefix, false, true);
     try {
-        for (size_t i = 0; i < tokens.size(); ++i) {
-            if (i == 0 && !std::isspace(static_cast<unsigned char>(prefix[0]))) {
-                const std::string piece = specdec::token_to_piece(vocab, tokens[i]);
-                if (!piece.empty() && std::isspace(static_cast<unsigned char>(piece[0]))) {
-                    continue;
-                }
-            }
-            llama_sampler_accept(grammar.get(), tokens[i]);
+        for (const llama_token t : text_tokens(vocab, p.grammar_prefix)) {
+            llama_sampler_accept(grammar.get(), t);
         }
     } catch (const std::exception & e) {
         fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the grammar does not accept its prefix: ", e.what());
@@ -60,7 +99,7 @@ llama_sampler * parse_grammar(const llama_vocab * vocab, const specdec_generate_
 
 bool logit_shaper::needed(const specdec_generate_params & p) {
     return p.n_logit_bias > 0 || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f || p.repeat_penalty != 1.0f ||
-           has_grammar(p);
+           has_grammar(p) || has_reasoning(p);
 }
 
 void logit_shaper::validate(const specdec_generate_params & p, const llama_vocab * vocab, int32_t n_vocab) {
@@ -105,6 +144,18 @@ void logit_shaper::validate(const specdec_generate_params & p, const llama_vocab
             fail(SPECDEC_STATUS_INVALID_ARGUMENT, "grammar trigger ", i, " is missing or empty");
         }
     }
+    if (p.reasoning_budget < -1) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "reasoning_budget is ", p.reasoning_budget, "; it must be >= 0, or -1 (no limit)");
+    }
+    if (is_set(p.reasoning_start) != is_set(p.reasoning_end)) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "reasoning_start and reasoning_end go together (a block needs both markers)");
+    }
+    if (!has_reasoning(p) && (p.reasoning_budget >= 0 || is_set(p.reasoning_budget_message) || is_set(p.reasoning_prefix))) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "a reasoning budget, its message and reasoning_prefix need reasoning_start and reasoning_end");
+    }
+    if (has_reasoning(p) && vocab == nullptr) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "reasoning markers need the target's vocabulary");
+    }
 }
 
 logit_shaper::logit_shaper(const specdec_generate_params & p, const llama_vocab * vocab, int32_t n_vocab)
@@ -112,14 +163,35 @@ logit_shaper::logit_shaper(const specdec_generate_params & p, const llama_vocab 
       repeat_(p.repeat_penalty), repeat_last_n_(p.repeat_last_n), n_vocab_(n_vocab), shaped_(static_cast<size_t>(n_vocab)) {
     if (has_grammar(p)) {
         grammar_ = parse_grammar(vocab, p);
+        lazy_ = p.n_grammar_triggers > 0;
         candidates_.resize(static_cast<size_t>(n_vocab));
+    }
+    if (has_reasoning(p)) {
+        candidates_.resize(static_cast<size_t>(n_vocab));
+        try {
+            budget_ = make_budget(vocab, p);
+        } catch (...) {
+            llama_sampler_free(grammar_);
+            throw;
+        }
     }
 }
 
 logit_shaper::~logit_shaper() {
-    if (grammar_ != nullptr) {
-        llama_sampler_free(grammar_);
+    llama_sampler_free(grammar_);
+    llama_sampler_free(budget_);
+}
+
+// As llama.cpp's common sampler: a lazy grammar does not apply inside a reasoning block.
+bool logit_shaper::grammar_applies() const {
+    if (grammar_ == nullptr) {
+        return false;
     }
+    if (budget_ == nullptr || !lazy_) {
+        return true;
+    }
+    const common_reasoning_budget_state st = common_reasoning_budget_get_state(budget_);
+    return st == REASONING_BUDGET_IDLE || st == REASONING_BUDGET_DONE;
 }
 
 const float * logit_shaper::shape(const float * logits) {
@@ -137,11 +209,22 @@ const float * logit_shaper::shape(const float * logits) {
         float & l = shaped_[static_cast<size_t>(t)];
         l = l > 0.0f ? l / repeat_ : l * repeat_;
     }
+    if (budget_ != nullptr && common_reasoning_budget_get_state(budget_) == REASONING_BUDGET_FORCING) {
+        // Every token but the forced one: -infinity (the sampler's own apply, over the whole vocabulary).
+        for (llama_token t = 0; t < n_vocab_; ++t) {
+            candidates_[static_cast<size_t>(t)] = {t, shaped_[static_cast<size_t>(t)], 0.0f};
+        }
+        llama_token_data_array arr = {candidates_.data(), candidates_.size(), -1, false};
+        llama_sampler_apply(budget_, &arr);
+        for (size_t i = 0; i < arr.size; ++i) {
+            shaped_[static_cast<size_t>(arr.data[i].id)] = arr.data[i].logit;
+        }
+    }
     return shaped_.data();
 }
 
 bool logit_shaper::allows(llama_token t) {
-    if (grammar_ == nullptr) {
+    if (!grammar_applies()) {
         return true;
     }
     llama_token_data one = {t, shaped_[static_cast<size_t>(t)], 0.0f};
@@ -151,6 +234,9 @@ bool logit_shaper::allows(llama_token t) {
 }
 
 const float * logit_shaper::mask() {
+    if (!grammar_applies()) {
+        return shaped_.data();
+    }
     for (llama_token t = 0; t < n_vocab_; ++t) {
         candidates_[static_cast<size_t>(t)] = {t, shaped_[static_cast<size_t>(t)], 0.0f};
     }
@@ -169,7 +255,7 @@ const float * logit_shaper::mask() {
 
 const float * logit_shaper::apply(const float * logits) {
     shape(logits);
-    return grammar_ != nullptr ? mask() : shaped_.data();
+    return mask();
 }
 
 void logit_shaper::accept(llama_token token) {
@@ -186,7 +272,11 @@ void logit_shaper::accept(llama_token token) {
             recent_.pop_front();
         }
     }
-    if (grammar_ != nullptr && !left_grammar_) {
+    const bool to_grammar = grammar_applies(); // decided before the budget reads the token, as llama.cpp does
+    if (budget_ != nullptr) {
+        llama_sampler_accept(budget_, token);
+    }
+    if (to_grammar && !left_grammar_) {
         try { // a lazy grammar reads the text of a trigger's token, which was chosen before it applied
             llama_sampler_accept(grammar_, token);
         } catch (const std::exception &) {

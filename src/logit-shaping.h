@@ -1,6 +1,7 @@
 // What a request asks to change in the target's logits before each token is
 // chosen: logit biases, presence / frequency / repeat penalties over the
-// tokens it generated, and a grammar. Applied at every row where a token is
+// tokens it generated, a grammar, and a reasoning budget (which forces the
+// end of a thinking block once its tokens are spent). Applied at every row where a token is
 // chosen (a prompt's last row, every verification row), after the tokens
 // emitted before that row and only those were accepted, so a speculative
 // request chooses what plain decoding with the same request would.
@@ -52,6 +53,8 @@ public:
     void accept(llama_token token);
 
 private:
+    bool grammar_applies() const;
+
     std::vector<specdec_logit_bias> bias_;
     float                           presence_;
     float                           frequency_;
@@ -59,12 +62,14 @@ private:
     int32_t                         repeat_last_n_;
     int32_t                         n_vocab_;
     llama_sampler *                 grammar_ = nullptr; // lazy when the request has grammar triggers
+    bool                            lazy_ = false;      // the grammar waits for a trigger
+    llama_sampler *                 budget_ = nullptr;  // llama.cpp's reasoning budget, with both markers
     bool                            left_grammar_ = false; // a trigger started it on text it refuses
     std::map<llama_token, int32_t>  counts_;  // generated tokens and how often
     std::deque<llama_token>         recent_;  // the last repeat_last_n generated
     std::map<llama_token, int32_t>  recent_counts_; // and how often each is among them
     std::vector<float>              shaped_;
-    std::vector<llama_token_data>   candidates_; // for the grammar
+    std::vector<llama_token_data>   candidates_; // for the grammar and the reasoning budget's forcing
 };
 
 } // namespace specdec::detail

@@ -703,6 +703,19 @@ typedef struct specdec_generate_params {
                                                UNREPRESENTABLE_TEXT. NULL or "": none. Copied. Default NULL */
     specdec_accept_mode  accept;            /* how drafts are kept when sampling; default SPECDEC_ACCEPT_REJECTION
                                                (docs/sampling.md says why; a zeroed struct holds EXACT) */
+    /* A thinking model's reasoning block, as llama.cpp's reasoning budget keeps it. With both markers
+     * set, the output's blocks are tracked: a block opens where reasoning_start is written (or in
+     * reasoning_prefix) and closes where reasoning_end is; a lazy grammar (grammar_triggers) does not apply
+     * inside one, so a trigger in the reasoning starts nothing. Every marker and message is tokenized
+     * with the target's vocabulary, special tokens included, and copied. */
+    const char *         reasoning_start;   /* text that opens a block (e.g. "<think>"); NULL or "": none (default) */
+    const char *         reasoning_end;     /* text that closes it (e.g. "</think>"); NULL or "": none (default) */
+    int32_t              reasoning_budget;  /* >= 0: tokens the output may write inside a block, after which
+                                               reasoning_budget_message and reasoning_end are forced, one token a
+                                               step; -1: no limit (default). Needs both markers */
+    const char *         reasoning_budget_message; /* forced before reasoning_end; NULL or "": none (default) */
+    const char *         reasoning_prefix;  /* text read before the output, as if written (a chat template's
+                                               generation prompt, which may open a block); NULL or "": none */
 } specdec_generate_params;
 
 SPECDEC_API specdec_generate_params specdec_generate_default_params(void);

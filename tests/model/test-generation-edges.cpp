@@ -320,6 +320,75 @@ TEST(GrammarModes, ALazyGrammarStartsAtItsTriggerAndAPrefixIsReadFirst) {
     EXPECT_EQ(status_of([&] { generate_plain(ctx.get(), prompt, bad); }), SPECDEC_STATUS_INVALID_ARGUMENT);
 }
 
+// A reasoning budget (issue 44), as llama.cpp's: the fixture's target
+// continues "123" with "456789:;<=>?@ABC..."; with "<=>" opening a block and
+// "[\]" closing it, a budget of 5 lets "?@ABC" through, then forces "[\]"
+// (after a message, when there is one); the target continues from ']' with
+// "^_`". A block opened by reasoning_prefix counts from the first token. A
+// lazy grammar does not apply inside a block: its trigger "?" starts
+// nothing there, and "^" after the block does (its grammar then ends the
+// output as in GrammarModes). MTP speculation, its drafts
+// rejected where tokens are forced, writes what plain decoding writes.
+TEST(ReasoningBudget, ForcesTheEndOnceSpentAsPlainDecodingDoes) {
+    auto model = load_model(mtp_target());
+    const std::vector<std::vector<llama_token>> prompt = {{20, 21, 22}}; // "123"
+    const auto both = [&](const generate_params & gp) {
+        auto ctx = make_context(model.get(), {});
+        const sequence_result want = generate_plain(ctx.get(), prompt, gp).sequences[0];
+        session_params sp = specdec_session_default_params();
+        sp.strategy = SPECDEC_STRATEGY_MTP;
+        sp.n_draft_max = 3;
+        sp.n_seq = 1;
+        auto target = make_context(model.get(), {});
+        llama_context_params cp = llama_context_default_params();
+        cp.n_threads = 1;
+        cp.n_threads_batch = 1;
+        auto draft = make_draft_context(target.get(), nullptr, sp, cp);
+        session s(target.get(), draft.get(), sp);
+        const sequence_result got = generate(s, prompt, gp).sequences[0];
+        EXPECT_EQ(got.tokens, want.tokens);
+        EXPECT_EQ(got.text, want.text);
+        EXPECT_GT(got.stats.n_drafted, 0u);
+        return want;
+    };
+    generate_params p = specdec_generate_default_params();
+    p.n_predict = 22;
+    EXPECT_EQ(both(p).text, "456789:;<=>?@ABCDEFGHI") << "unconstrained";
+    p.reasoning_start = "<=>";
+    p.reasoning_end = "[\\]";
+    EXPECT_EQ(both(p).text, "456789:;<=>?@ABCDEFGHI") << "markers without a budget change nothing";
+    p.reasoning_budget = 5;
+    EXPECT_EQ(both(p).text, "456789:;<=>?@ABC[\\]^_`") << "5 tokens of reasoning, then the end forced";
+    p.reasoning_budget = 0;
+    EXPECT_EQ(both(p).text, "456789:;<=>[\\]^_`abcde") << "closed at once";
+    p.reasoning_budget = 2;
+    p.reasoning_budget_message = "xy";
+    EXPECT_EQ(both(p).text, "456789:;<=>?@xy[\\]^_`a") << "the message, then the end";
+    p.reasoning_budget_message = nullptr;
+    p.reasoning_prefix = "<=>"; // the block opened before the output
+    p.reasoning_budget = 3;
+    EXPECT_EQ(both(p).text, "456[\\]^_`abcdefghijklm");
+    p.reasoning_prefix = nullptr;
+    p.reasoning_budget = -1;
+    // A lazy grammar: its trigger "?" inside the block starts nothing; "^" after it (a second trigger) does.
+    const char * triggers[] = {"\\?", "\\^"};
+    p.grammar = "root ::= \"^\" \"z\"+";
+    p.grammar_triggers = triggers;
+    p.n_grammar_triggers = 2;
+    p.reasoning_budget = 5;
+    EXPECT_EQ(both(p).text, "456789:;<=>?@ABC[\\]^z") << "then the end of generation, which the grammar allows";
+    // Refused before anything runs.
+    auto ctx = make_context(model.get(), {});
+    generate_params bad = specdec_generate_default_params();
+    bad.reasoning_budget = 3;
+    EXPECT_EQ(status_of([&] { generate_plain(ctx.get(), prompt, bad); }), SPECDEC_STATUS_INVALID_ARGUMENT) << "a budget without markers";
+    bad.reasoning_start = "<=>";
+    EXPECT_EQ(status_of([&] { generate_plain(ctx.get(), prompt, bad); }), SPECDEC_STATUS_INVALID_ARGUMENT) << "one marker";
+    bad.reasoning_end = "[\\]";
+    bad.reasoning_budget = -2;
+    EXPECT_EQ(status_of([&] { generate_plain(ctx.get(), prompt, bad); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+}
+
 // Issue 43: a grammar nested 100,000 deep (200 KB) overflowed the stack in
 // llama.cpp's recursive parser. specdec_logit_shaping_validate refuses it
 // with a status, and at the limits llama.cpp parses on this thread's stack:

@@ -102,6 +102,28 @@ for (const [style, env, opener] of styles) {
             assert.equal(on.choices[0].message.reasoning_content, REASONING);
         });
 
+        test('a reasoning budget forces the end of the reasoning once spent, as plain decoding does', async () => {
+            const cases = [
+                [{ reasoning_budget_tokens: 5 }, '?@ABC'],
+                [{ thinking_budget_tokens: 3 }, '?@A'],
+                [{ reasoning_budget_tokens: 5, reasoning_budget_message: 'xy' }, '?@ABCxy'],
+                [{ reasoning_budget_tokens: 0 }, undefined],
+                [{ reasoning_budget_tokens: -1 }, REASONING],
+            ];
+            for (const [extra, reasoning] of cases) {
+                const req = { ...base, ...extra };
+                const r = await spec.client().chat.completions.create(req);
+                const p = await plain.client().chat.completions.create(req);
+                const m = r.choices[0].message;
+                assert.equal(m.reasoning_content, reasoning, JSON.stringify(extra));
+                assert.ok(m.content.startsWith('^_`abc'), `${JSON.stringify(extra)}: ${m.content}`);
+                assert.deepEqual(r.specdec.tokens, p.specdec.tokens);
+                const s = await collect(await spec.client().chat.completions.create({ ...req, stream: true }));
+                assert.equal(s.reasoning, reasoning ?? '');
+                assert.equal(s.content, m.content);
+            }
+        });
+
         test('an assistant message\'s reasoning_content is templated into the next prompt', async () => {
             const turn = [...messages, { role: 'assistant', content: 'ok' }, { role: 'user', content: 'more' }];
             const without = await spec.client().chat.completions.create({ ...base, messages: turn });
@@ -117,7 +139,7 @@ describe('server options and errors', { timeout: 120000 }, () => {
     test('--reasoning-format none and --chat-template-kwargs set the defaults; a request overrides them', async () => {
         const model = process.env.SPECDEC_THINK_QWEN_MODEL;
         const none = await startServer(['--reasoning-format', 'none'], { model });
-        const off = await startServer(['--chat-template-kwargs', '{"enable_thinking": false}'], { model }).catch(async (e) => {
+        const off = await startServer(['--chat-template-kwargs', '{"enable_thinking": false}', '--reasoning-budget', '5'], { model }).catch(async (e) => {
             await stopServer(none);
             throw e;
         });
@@ -131,7 +153,10 @@ describe('server options and errors', { timeout: 120000 }, () => {
             assert.equal(c.reasoning_content, undefined);
             assert.ok(c.content.startsWith('^_`abc'), c.content);
             const d = (await off.client().chat.completions.create({ ...base, chat_template_kwargs: { enable_thinking: true } })).choices[0].message;
-            assert.equal(d.reasoning_content, REASONING);
+            // (5, not less: the prompt's closed block counts its 3-token end marker against the budget, as llama.cpp counts it.)
+            assert.equal(d.reasoning_content, '?@ABC', '--reasoning-budget 5');
+            const e = (await off.client().chat.completions.create({ ...base, chat_template_kwargs: { enable_thinking: true }, reasoning_budget_tokens: -1 })).choices[0].message;
+            assert.equal(e.reasoning_content, REASONING, 'the request\'s budget over the server\'s');
         } finally {
             assert.deepEqual(await stopServer(none), { code: 0, signal: null }, none.log);
             assert.deepEqual(await stopServer(off), { code: 0, signal: null }, off.log);
@@ -150,6 +175,8 @@ describe('server options and errors', { timeout: 120000 }, () => {
                 ['/v1/chat/completions', { ...base, messages: [{ role: 'assistant', content: 'a', reasoning_content: 5 }] }, 'messages[0].reasoning_content'],
                 ['/v1/completions', { prompt: 'a', reasoning_format: 'none' }, 'reasoning_format'],
                 ['/v1/completions', { prompt: 'a', chat_template_kwargs: {} }, 'chat_template_kwargs'],
+                ['/v1/chat/completions', { ...base, reasoning_budget_tokens: -2 }, 'reasoning_budget_tokens'],
+                ['/v1/chat/completions', { ...base, reasoning_budget_message: 1 }, 'reasoning_budget_message'],
             ];
             for (const [path, body, param] of cases) {
                 const r = await post(s, path, body);
@@ -158,6 +185,15 @@ describe('server options and errors', { timeout: 120000 }, () => {
             }
         } finally {
             assert.deepEqual(await stopServer(s), { code: 0, signal: null }, s.log);
+        }
+        // A model whose template does not think has no block to budget: 400, not silence.
+        const plainModel = await startServer([]);
+        try {
+            const r = await post(plainModel, '/v1/chat/completions', { ...base, reasoning_budget_tokens: 5 });
+            assertError(r, 400, 'unsupported_parameter');
+            assert.equal(r.json.error.param, 'reasoning_budget_tokens');
+        } finally {
+            assert.deepEqual(await stopServer(plainModel), { code: 0, signal: null }, plainModel.log);
         }
     });
 });

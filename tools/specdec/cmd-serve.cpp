@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <thread>
 
 #include <pthread.h>
@@ -48,6 +49,8 @@ serve::chat_options chat_defaults(const serve_options & o) {
     if (const auto it = c.template_kwargs.find("enable_thinking"); it != c.template_kwargs.end()) {
         c.enable_thinking = it->second == "true";
     }
+    c.reasoning_budget = o.reasoning_budget;
+    c.reasoning_budget_message = o.reasoning_budget_message;
     return c;
 }
 
@@ -91,6 +94,13 @@ void add_serve_command(CLI::App & app, serve_options & o) {
                     "a JSON object of extra chat template variables, e.g. '{\"enable_thinking\": false}'; a request's "
                     "chat_template_kwargs override them name by name")
         ->check(CLI::Validator([](const std::string & v) { return template_kwargs_error(v); }, "JSON"));
+    cmd->add_option("--reasoning-budget", o.reasoning_budget,
+                    "tokens a thinking model's answer may spend in its reasoning before the end of it is forced (-1: no "
+                    "limit, 0: none); a request may set its own (reasoning_budget_tokens)")
+        ->check(CLI::Range(-1, std::numeric_limits<int32_t>::max()))
+        ->capture_default_str();
+    cmd->add_option("--reasoning-budget-message", o.reasoning_budget_message,
+                    "text forced before the end of the reasoning when its budget is spent");
     cmd->add_option("--cors-origin", o.cors_origins,
                     "a web page origin (http[s]://host[:port]) whose pages may call the server from a browser; repeatable; * allows "
                     "any. Other requests with an Origin header get 403 unless it is the server's own address")

@@ -28,6 +28,8 @@ struct serve_options {
     std::vector<std::string> cors_origins;      // --cors-origin: web page origins allowed to call from a browser ("*": any)
     std::string     reasoning_format = "auto";  // --reasoning-format: none | auto | deepseek | deepseek-legacy (a request may name its own)
     std::string     chat_template_kwargs;       // --chat-template-kwargs: a JSON object of template variables ("" none)
+    int32_t         reasoning_budget = -1;      // --reasoning-budget: tokens an answer may think (-1: no limit)
+    std::string     reasoning_budget_message;   // --reasoning-budget-message: forced before the end of thinking
     int             verbosity = 0;              // set by main from -v
 };
 

@@ -153,6 +153,11 @@ class specdec_generate_params(Structure):
         ("n_grammar_triggers", c_size_t),
         ("grammar_prefix", c_char_p),
         ("accept", c_enum),
+        ("reasoning_start", c_char_p),
+        ("reasoning_end", c_char_p),
+        ("reasoning_budget", c_int32),
+        ("reasoning_budget_message", c_char_p),
+        ("reasoning_prefix", c_char_p),
     ]
 
 

@@ -371,6 +371,11 @@ pub struct specdec_generate_params {
     pub n_grammar_triggers: usize,
     pub grammar_prefix: *const c_char,
     pub accept: specdec_accept_mode,
+    pub reasoning_start: *const c_char,
+    pub reasoning_end: *const c_char,
+    pub reasoning_budget: i32,
+    pub reasoning_budget_message: *const c_char,
+    pub reasoning_prefix: *const c_char,
 }
 
 #[repr(C)]

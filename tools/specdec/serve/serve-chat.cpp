@@ -192,6 +192,11 @@ chat_prompt chat_formatter::apply(const std::vector<chat_message> & messages, co
     }
     chat_prompt out;
     out.prompt = shown.prompt;
+    if (format.supports_thinking && !format.thinking_start_tag.empty() && !format.thinking_end_tags.empty()) {
+        out.reasoning_start = format.thinking_start_tag;
+        out.reasoning_end = format.thinking_end_tags.front();
+        out.generation_prompt = format.generation_prompt;
+    }
     if (tools.functions.empty()) {
         if (reads_reasoning && format.supports_thinking) {
             out.parser = make_parser(format, false, options);

@@ -7,6 +7,7 @@
 // Kept apart from the JSON layer: it is the only file that sees llama.cpp's common library.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -67,6 +68,11 @@ struct chat_options {
     // Extra template variables: name -> JSON text of the value (enable_thinking among them when given).
     std::map<std::string, std::string> template_kwargs;
     bool             stream = false;         // deepseek-legacy keeps reasoning in streamed content
+    // A reasoning budget (llama-server's --reasoning-budget): tokens an
+    // answer may think before its end marker is forced (-1: no limit), and
+    // the text forced before the marker.
+    int32_t          reasoning_budget = -1;
+    std::string      reasoning_budget_message;
 };
 
 // An answer's text read as the model's format says: its reasoning, content and calls.
@@ -105,6 +111,11 @@ struct chat_prompt {
     std::vector<std::string> grammar_triggers;
     std::string              grammar_prefix;
     std::vector<std::string> stops;  // stop strings the format adds
+    // The template's reasoning markers (both "" when it has none) and its
+    // generation prompt, which may open a block.
+    std::string              reasoning_start;
+    std::string              reasoning_end;
+    std::string              generation_prompt;
     std::shared_ptr<const chat_parser> parser; // null: the answer's text is its content
 };
 

@@ -810,8 +810,9 @@ void http_server::impl::completion(endpoint kind, const httplib::Request & req, 
                                       "'tool_choice': \"none\" or no tools",
                                       "tools", "unsupported_parameter");
             }
+            const chat_options options = chat_options_for(r, svc.chat_defaults);
             try {
-                chat = svc.chat->apply(r.messages, r.tools, chat_options_for(r, svc.chat_defaults));
+                chat = svc.chat->apply(r.messages, r.tools, options);
             } catch (const std::exception & e) {
                 throw invalid_request(e.what(), r.tools.functions.empty() ? "messages" : "tools");
             }
@@ -824,6 +825,19 @@ void http_server::impl::completion(endpoint kind, const httplib::Request & req, 
                 r.grammar_triggers.push_back(t.c_str());
             }
             r.grammar_prefix = chat.grammar_prefix;
+            // The engine tracks the reasoning block where a budget or a lazy grammar needs it, as llama-server does.
+            if (r.reasoning_budget.value_or(-1) >= 0 && chat.reasoning_end.empty()) {
+                throw invalid_request("this model's chat template has no reasoning markers llama.cpp recognises, so a reasoning "
+                                      "budget cannot apply",
+                                      "reasoning_budget_tokens", "unsupported_parameter");
+            }
+            if (!chat.reasoning_end.empty() && (options.reasoning_budget >= 0 || !chat.grammar_triggers.empty())) {
+                r.reasoning_start = chat.reasoning_start;
+                r.reasoning_end = chat.reasoning_end;
+                r.reasoning_prefix = chat.generation_prompt;
+                r.reasoning_budget = options.reasoning_budget;
+                r.reasoning_budget_message = options.reasoning_budget_message;
+            }
             for (const std::string & s : chat.stops) {
                 if (std::find(r.stop.begin(), r.stop.end(), s) == r.stop.end()) {
                     r.stop.push_back(s);

@@ -521,7 +521,8 @@ chat_tools parse_tools(const json & body, endpoint kind, std::string_view raw) {
 // Chat's reasoning_format, chat_template_kwargs and reasoning_effort into `r`
 // (llama-server's fields; completions have no template: 400 there).
 void parse_thinking(const json & body, endpoint kind, parsed_request & r) {
-    for (const char * field : {"reasoning_format", "chat_template_kwargs", "reasoning_effort"}) {
+    for (const char * field : {"reasoning_format", "chat_template_kwargs", "reasoning_effort", "reasoning_budget_tokens",
+                               "thinking_budget_tokens", "reasoning_budget_message"}) {
         const auto it = body.find(field);
         if (kind == endpoint::completions && it != body.end() && !it->is_null()) {
             throw invalid_request(std::string("'") + field + "' belongs to chat completions (a completion has no chat template)",
@@ -549,6 +550,19 @@ void parse_thinking(const json & body, endpoint kind, parsed_request & r) {
             }
             r.template_kwargs[name] = value.dump();
         }
+    }
+    for (const char * field : {"reasoning_budget_tokens", "thinking_budget_tokens"}) {
+        bool given = false;
+        const auto n = static_cast<int32_t>(integer_in(body, field, -1, -1, std::numeric_limits<int32_t>::max(), &given));
+        if (given && !r.reasoning_budget) {
+            r.reasoning_budget = n;
+        }
+    }
+    if (const auto it = body.find("reasoning_budget_message"); it != body.end() && !it->is_null()) {
+        if (!it->is_string()) {
+            throw wrong_type("reasoning_budget_message", "a string", *it);
+        }
+        r.reasoning_budget_message = it->get<std::string>();
     }
     if (const auto it = body.find("reasoning_effort"); it != body.end() && !it->is_null()) {
         if (!it->is_string()) {
@@ -779,6 +793,13 @@ specdec::request_params to_engine_params(const parsed_request & r, int32_t n_ctx
     p.grammar_triggers = r.grammar_triggers.empty() ? nullptr : r.grammar_triggers.data();
     p.n_grammar_triggers = r.grammar_triggers.size();
     p.grammar_prefix = r.grammar_prefix.empty() ? nullptr : r.grammar_prefix.c_str();
+    if (!r.reasoning_end.empty()) {
+        p.reasoning_start = r.reasoning_start.c_str();
+        p.reasoning_end = r.reasoning_end.c_str();
+        p.reasoning_budget = r.reasoning_budget.value_or(-1);
+        p.reasoning_budget_message = r.reasoning_budget_message ? r.reasoning_budget_message->c_str() : nullptr;
+        p.reasoning_prefix = r.reasoning_prefix.empty() ? nullptr : r.reasoning_prefix.c_str();
+    }
     return p;
 }
 
@@ -814,6 +835,8 @@ chat_options chat_options_for(const parsed_request & r, const chat_options & ser
         o.enable_thinking = it->second == "true";
     }
     o.stream = r.stream;
+    o.reasoning_budget = r.reasoning_budget.value_or(server.reasoning_budget);
+    o.reasoning_budget_message = r.reasoning_budget_message.value_or(server.reasoning_budget_message);
     return o;
 }
 

@@ -124,6 +124,15 @@ struct parsed_request {
     std::optional<reasoning_format>    reasoning;
     std::map<std::string, std::string> template_kwargs;
     std::optional<bool>                enable_thinking;
+    // `reasoning_budget_tokens` (or `thinking_budget_tokens`; -1: no limit)
+    // and `reasoning_budget_message`; absent: the server's.
+    std::optional<int32_t>             reasoning_budget;
+    std::optional<std::string>         reasoning_budget_message;
+    // The reasoning block the engine tracks (its markers and the text before
+    // the output), set from the chat template once the request is templated.
+    std::string                        reasoning_start;
+    std::string                        reasoning_end;
+    std::string                        reasoning_prefix;
     std::vector<const char *> grammar_triggers;
     std::string               grammar_prefix;
 };
