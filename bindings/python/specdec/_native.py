@@ -46,6 +46,9 @@ SPECDEC_MAX_SEQ = 256
 SPECDEC_MAX_DRAFT = 128
 SPECDEC_MAX_PROMPT_TOKENS = 16777216
 SPECDEC_MAX_STATE_BYTES = 67108864
+SPECDEC_MAX_GRAMMAR_BYTES = 131072
+SPECDEC_MAX_GRAMMAR_NESTING = 128
+SPECDEC_MAX_GRAMMAR_RULES = 4096
 SPECDEC_N_DRAFT_AUTO = -2
 SPECDEC_MIN_SAMPLING_TEMPERATURE = 1e-4
 SPECDEC_MAX_TOP_LOGPROBS = 20
@@ -370,6 +373,7 @@ SPECDEC_FUNCTIONS = {
     "specdec_session_context_state_set": (_status, [_P, c_enum, llama_seq_id, c_uint32, POINTER(c_uint8), c_size_t]),
     "specdec_session_get_stats": (specdec_session_stats, [_P]),
     "specdec_generate_default_params": (specdec_generate_params, []),
+    "specdec_logit_shaping_validate": (_status, [_P, POINTER(specdec_generate_params)]),
     "specdec_generate": (
         _status,
         [

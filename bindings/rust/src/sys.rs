@@ -171,6 +171,9 @@ pub const SPECDEC_MAX_SEQ: usize = 256;
 pub const SPECDEC_MAX_DRAFT: usize = 128;
 pub const SPECDEC_MAX_PROMPT_TOKENS: usize = 16777216;
 pub const SPECDEC_MAX_STATE_BYTES: usize = 67108864;
+pub const SPECDEC_MAX_GRAMMAR_BYTES: usize = 131072;
+pub const SPECDEC_MAX_GRAMMAR_NESTING: usize = 128;
+pub const SPECDEC_MAX_GRAMMAR_RULES: usize = 4096;
 pub const SPECDEC_N_DRAFT_AUTO: i32 = -2;
 pub const SPECDEC_MIN_SAMPLING_TEMPERATURE: f32 = 1e-4;
 pub const SPECDEC_MAX_TOP_LOGPROBS: usize = 20;
@@ -583,6 +586,7 @@ extern "C" {
     ) -> specdec_status;
     pub fn specdec_session_get_stats(session: *const specdec_session) -> specdec_session_stats;
     pub fn specdec_generate_default_params() -> specdec_generate_params;
+    pub fn specdec_logit_shaping_validate(vocab: *const llama_vocab, params: *const specdec_generate_params) -> specdec_status;
     pub fn specdec_generate(
         session: *mut specdec_session,
         target: *mut llama_context,

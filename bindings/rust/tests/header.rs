@@ -476,7 +476,7 @@ fn the_speculative_sampling_declarations_are_seen_and_mirrored() {
     let (c, rust) = (c_structs(&text), rust_structs(&sys));
     let last = |fields: &[Option<(String, String)>]| fields.last().cloned().flatten().unwrap();
     let want = [
-        ("specdec_generate_params", ("accept", "specdec_accept_mode")),
+        ("specdec_generate_params", ("reasoning_prefix", "*const c_char")), // 0.5's reasoning block, after 0.4's accept
         ("specdec_draft_request", ("sampling", "*const specdec_draft_sampling")),
         ("specdec_sequence_stats", ("n_reached_at", "[u64; SPECDEC_MAX_DRAFT]")),
         ("specdec_token_prob", ("p", "f32")),
