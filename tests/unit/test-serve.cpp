@@ -41,6 +41,22 @@ std::pair<int, std::string> failure(endpoint kind, const std::string & body) {
     return {0, ""};
 }
 
+struct api_failure {
+    int         status = 0;
+    std::string param;
+    std::string code;
+    std::string message;
+};
+
+api_failure failure_of(endpoint kind, const std::string & body, const request_limits & l = limits()) {
+    try {
+        parse_request(kind, body, l);
+    } catch (const api_error & e) {
+        return {e.status(), e.param(), e.code(), e.what()};
+    }
+    return {};
+}
+
 TEST(ServeParse, CompletionDefaultsAreOpenAIs) {
     const parsed_request r = completion(R"({"prompt": "abc"})");
     EXPECT_EQ(r.prompt, "abc");
@@ -214,14 +230,16 @@ TEST(ServeParse, UnimplementedFieldsThatChangeTheResultAre400) {
     }
 }
 
-TEST(ServeParse, UnknownModelIs404) {
-    EXPECT_EQ(failure(endpoint::completions, R"({"prompt": "a", "model": "gpt-4"})"), (std::pair<int, std::string>{404, "model"}));
-    EXPECT_EQ(failure(endpoint::completions, R"({"prompt": "a", "model": ""})").first, 0); // empty: the served one
-    try {
-        completion(R"({"prompt": "a", "model": "gpt-4"})");
-    } catch (const api_error & e) {
-        EXPECT_EQ(e.code(), "model_not_found");
-    }
+TEST(ServeParse, AnyModelIsServedUnlessStrict) {
+    EXPECT_EQ(failure(endpoint::completions, R"({"prompt": "a", "model": "gpt-4"})").first, 0) << "as llama-server: any name";
+    request_limits strict = limits();
+    strict.strict_model = true;
+    const api_failure f = failure_of(endpoint::completions, R"({"prompt": "a", "model": "gpt-4"})", strict);
+    EXPECT_EQ(f.status, 404);
+    EXPECT_EQ(f.param, "model");
+    EXPECT_EQ(f.code, "model_not_found");
+    EXPECT_EQ(failure_of(endpoint::completions, R"({"prompt": "a", "model": ""})", strict).status, 0); // empty: the served one
+    EXPECT_EQ(failure_of(endpoint::completions, R"({"prompt": "a", "model": "tiny"})", strict).status, 0);
 }
 
 TEST(ServeFormat, ErrorObjectHasOpenAIsFields) {
@@ -722,22 +740,6 @@ std::string nested(size_t depth, bool objects) {
         s += objects ? '}' : ']';
     }
     return s;
-}
-
-struct api_failure {
-    int         status = 0;
-    std::string param;
-    std::string code;
-    std::string message;
-};
-
-api_failure failure_of(endpoint kind, const std::string & body, const request_limits & l = limits()) {
-    try {
-        parse_request(kind, body, l);
-    } catch (const api_error & e) {
-        return {e.status(), e.param(), e.code(), e.what()};
-    }
-    return {};
 }
 
 // Every top-level field parse_request reads, as its source names them.

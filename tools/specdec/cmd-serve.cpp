@@ -69,6 +69,9 @@ void add_serve_command(CLI::App & app, serve_options & o) {
     cmd->add_option("--port", o.port, "port to listen on (0: a free one, printed)")->check(CLI::Range(0, 65535))->capture_default_str();
     cmd->add_option("--api-key", o.api_key, "require Authorization: Bearer KEY (every route but /health)");
     cmd->add_option("--alias", o.alias, "the model id clients name (default: the file name without .gguf)");
+    cmd->add_flag("--strict-model", o.strict_model,
+                  "a request whose `model` names another model than the alias gets 404 (default: any name is served, as "
+                  "llama-server does)");
     cmd->add_option("--shutdown-timeout", o.shutdown_timeout, "seconds requests in flight may take after SIGINT/SIGTERM")
         ->check(CLI::Range(0.0, 3600.0))
         ->capture_default_str();
@@ -163,6 +166,7 @@ int run_serve(const serve_options & o) {
     svc.sched = &sched;
     svc.stats = &stats;
     svc.model_id = o.alias.empty() ? std::filesystem::path(o.decoder.model).stem().string() : o.alias;
+    svc.strict_model = o.strict_model;
     svc.strategy = d.strategy_name();
     svc.n_ctx = static_cast<int32_t>(o.decoder.n_ctx);
     svc.max_prompt_bytes = max_prompt_bytes(d.target_model.get(), o.decoder.n_ctx);

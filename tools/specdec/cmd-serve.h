@@ -20,6 +20,7 @@ struct serve_options {
     int             port = 8080;                // 0: a free port, printed
     std::string     api_key;                    // non-empty: required on every route but /health
     std::string     alias;                      // the model id; empty: the file name without .gguf
+    bool            strict_model = false;       // --strict-model: `model` must name the alias (else 404); default: any
     double          shutdown_timeout = 10.0;    // seconds requests in flight may take after SIGINT/SIGTERM
     size_t          max_body = size_t(8) << 20; // bytes of a request body at most; more: 413
     int32_t         n_prefill_chunk = 256;      // prompt tokens decoded per request per step

@@ -774,6 +774,7 @@ void http_server::impl::completion(endpoint kind, const httplib::Request & req, 
         }
         request_limits limits;
         limits.model_id = svc.model_id;
+        limits.strict_model = svc.strict_model;
         limits.n_ctx = svc.n_ctx;
         parsed_request r = parse_request(kind, req.body, limits);
         // No position holds more than max_prompt_bytes / n_ctx bytes of text:

@@ -28,7 +28,8 @@ struct service {
     chat_options           chat_defaults;        // --reasoning-format, --chat-template-kwargs; a request's fields override them
     scheduler *            sched = nullptr;
     metrics *              stats = nullptr;
-    std::string            model_id;             // GET /v1/models, and what `model` may name
+    std::string            model_id;             // GET /v1/models, and what `model` may name with strict_model
+    bool                   strict_model = false; // --strict-model: a request naming another model gets 404
     std::string            strategy = "none";    // the drafter, reported per response
     int32_t                n_ctx = 0;            // positions per sequence
     size_t                 max_prompt_bytes = 0; // longer prompt text cannot fit n_ctx (checked before tokenizing); 0: no bound

@@ -51,7 +51,8 @@ enum class endpoint {
 
 // What the server accepts of a request, before the prompt is tokenized.
 struct request_limits {
-    std::string model_id;          // the served model: `model` must be absent, empty or this
+    std::string model_id;          // the served model
+    bool        strict_model = false; // `model` must then be absent, empty or model_id (else 404); by default any name is served, as llama-server does
     int32_t     n_ctx = 0;         // positions per sequence: max_tokens above it is refused
     size_t      max_stop = 16;     // stop strings at most
     // Bytes of one stop string, and of all of them: the engine thread checks
@@ -142,7 +143,7 @@ struct parsed_request {
 // json_too_large, naming the top-level field; not an object, a field of the wrong type or out of its range, n != 1, no prompt
 // or messages, a stop string over the limits, a field this server does not
 // implement with a value other than its default: code unsupported_parameter),
-// 404 model_not_found (`model` names another model). Unknown fields are
+// 404 model_not_found (`model` names another model, with limits.strict_model). Unknown fields are
 // ignored.
 parsed_request parse_request(endpoint kind, std::string_view body, const request_limits & limits);
 
