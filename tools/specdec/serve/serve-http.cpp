@@ -874,9 +874,10 @@ void exchange::on_gone(std::function<void()> fn) {
     });
 }
 
+// EMFILE, ENFILE, ENOBUFS, ENOMEM: the connection stays in the backlog, and accepting at once would fail again at once.
 bool is_out_of_descriptors(const std::error_code & ec) {
-    return ec.category() == std::system_category() &&
-           (ec.value() == EMFILE || ec.value() == ENFILE || ec.value() == ENOBUFS || ec.value() == ENOMEM);
+    return ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space || ec == asio::error::no_memory ||
+           (ec.category() == asio::error::get_system_category() && ec.value() == ENFILE);
 }
 
 } // namespace
