@@ -690,17 +690,17 @@ private:
         out_.push_back(std::move(bytes));
     }
 
+    // Writes what is queued, as much as the socket takes at a time: each
+    // write (not the whole answer) waits at most write_timeout_s.
     void flush() {
         if (writing_ || closed_ || out_.empty()) {
             return;
         }
         writing_ = true;
-        inflight_.clear();
         std::vector<asio::const_buffer> bufs;
-        while (!out_.empty() && bufs.size() < 64) {
-            inflight_.push_back(std::move(out_.front()));
-            out_.pop_front();
-            bufs.push_back(asio::buffer(inflight_.back()));
+        for (auto it = out_.begin(); it != out_.end() && bufs.size() < 64; ++it) {
+            const size_t skip = it == out_.begin() ? out_off_ : 0;
+            bufs.push_back(asio::buffer(it->data() + skip, it->size() - skip));
         }
         const uint64_t gen = ++write_gen_;
         write_timer_.expires_after(std::chrono::seconds(opt_.write_timeout_s));
@@ -709,7 +709,8 @@ private:
                 self->close_now(); // the client stopped reading: gone
             }
         });
-        asio::async_write(sock_, bufs, [self = shared_from_this()](const std::error_code & ec, size_t n) {
+        // The strings stay in out_ (a deque: pushing keeps them in place) until written.
+        sock_.async_write_some(bufs, [self = shared_from_this()](const std::error_code & ec, size_t n) {
             self->writing_ = false;
             self->write_timer_.cancel();
             if (self->closed_) {
@@ -719,8 +720,7 @@ private:
                 self->close_now(); // a write that failed: gone
                 return;
             }
-            self->queued_ -= n;
-            self->inflight_.clear();
+            self->written(n);
             if (!self->out_.empty()) {
                 self->flush();
                 return;
@@ -730,6 +730,20 @@ private:
                 self->next();
             }
         });
+    }
+
+    void written(size_t n) {
+        queued_ -= n;
+        while (n > 0) {
+            const size_t left = out_.front().size() - out_off_;
+            if (n < left) {
+                out_off_ += n;
+                return;
+            }
+            n -= left;
+            out_.pop_front();
+            out_off_ = 0;
+        }
     }
 
     // The answer is written and the body read: the next request, or the end.
@@ -812,9 +826,9 @@ private:
     uint64_t                     write_gen_ = 0;
     std::array<char, 4096>       buf_{};       // each read's
     std::string                  in_;          // read, not taken yet
-    std::deque<std::string>      out_;         // queued, not being written yet
-    std::vector<std::string>     inflight_;    // being written
-    size_t                       queued_ = 0;  // bytes in out_ and inflight_
+    std::deque<std::string>      out_;         // queued (the front one partly written)
+    size_t                       out_off_ = 0; // bytes of out_.front() written
+    size_t                       queued_ = 0;  // bytes in out_ not written
     phase                        phase_ = phase::head;
     bool                         reading_ = false;
     bool                         writing_ = false;
