@@ -603,12 +603,11 @@ private:
     // so that the answer is not lost to a reset).
     void answer_early(http_response r) {
         hold_.reset();
-        if (body_len_ > opt_.max_body) {
-            close_after_ = true;
-        }
+        const bool drop = body_len_ > 0 && body_len_ <= opt_.max_body;
+        close_after_ = close_after_ || body_len_ > opt_.max_body;
         queue_head(r, false);
         answer_queued_ = true;
-        if (close_after_ || body_len_ == 0) {
+        if (!drop) {
             body_done_ = true;
             phase_ = phase::answering;
             disarm();
@@ -646,8 +645,9 @@ private:
     void dispatch() {
         phase_ = phase::answering;
         disarm();
-        http_request head = req_;
-        head.body.clear();
+        std::string body = std::move(req_.body);
+        http_request head = req_; // without the body: the io thread's copy
+        req_.body = std::move(body);
         ex_ = std::make_shared<exchange>(srv_.st, weak_from_this(), std::move(req_), std::exchange(charged_, size_t(0)));
         ex_->head_req = std::move(head);
         req_ = http_request();
@@ -804,6 +804,7 @@ private:
     // The current exchange ends unanswered: its client is gone.
     void lose() {
         release_charge();
+        hold_.reset();
         if (ex_ == nullptr) {
             return;
         }

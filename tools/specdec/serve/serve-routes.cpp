@@ -226,8 +226,8 @@ private:
     std::atomic<size_t> & n_;
 };
 
-// One completion from its body on. The workers fill it; its pumps (one at
-// a time, under m) write what the engine released. The channel's
+// One completion from its body on. A worker fills it; its pumps (on the
+// writer, under m) write what the engine released. The channel's
 // notification holds it until its final answer is handed to the exchange.
 struct completion_state {
     std::shared_ptr<http_exchange>   ex;
@@ -310,7 +310,11 @@ struct api_routes::impl {
     const int64_t         started = static_cast<int64_t>(std::time(nullptr));
     std::mutex            seed_m;
     std::mt19937          seeds{std::random_device{}()};
-    worker_pool           workers;             // last: its threads stop first
+    // Last: their threads stop first. Workers parse, template and tokenize;
+    // the writer formats what the engine releases (a thread of its own, so
+    // that a long parse never delays a stream's next chunk).
+    worker_pool           workers;
+    worker_pool           writer{1};
 
     uint32_t random_seed() {
         std::lock_guard<std::mutex> lock(seed_m);
@@ -612,10 +616,10 @@ void api_routes::impl::prepare(endpoint kind, const std::shared_ptr<completion_s
         info.piece = [vocab = llama_model_get_vocab(svc.model)](llama_token t) { return token_text(vocab, t); };
 
         st->c = std::make_shared<request_channel>(std::move(prompt), params, r.stop);
-        // The engine thread calls it after each change; the pumps run on the workers, one at a time.
+        // The engine thread calls it after each change; the pumps run on the writer.
         st->c->set_notify([this, st] {
             if (!st->scheduled.exchange(true)) {
-                workers.post([this, st] { pump(st); });
+                writer.post([this, st] { pump(st); });
             }
         });
         if (!svc.sched->submit(st->c)) {
@@ -641,7 +645,7 @@ void api_routes::impl::prepare(endpoint kind, const std::shared_ptr<completion_s
     }
 }
 
-// A worker, after the engine thread's notification: writes what the
+// The writer, after the engine thread's notification: writes what the
 // channel holds; the final answer gives back the admission place and
 // drops the notification (which held the state).
 void api_routes::impl::pump(const std::shared_ptr<completion_state> & st) {

@@ -2,9 +2,9 @@
 // serve-http.h. The cheap checks (Origin, Host, API key, body size, the
 // bound on completions) run on the io thread when a request's headers are
 // in; a completion's parse, template and tokenization run on a small worker
-// pool, and its answer is written as the engine's scheduler reports (the
-// request channel's notification), so no thread waits on a client or on
-// the engine. It never sees speculation (the engine does that).
+// pool, and its answer is formatted on a writer thread as the engine's
+// scheduler reports (the request channel's notification), so no thread
+// waits on a client or on the engine. It never sees speculation (the engine does that).
 #pragma once
 
 #include "serve-chat.h"
@@ -36,7 +36,7 @@ struct service {
     specdec_accept_mode    accept = SPECDEC_ACCEPT_REJECTION; // a request's mode unless it names one (speculative_accept)
     // One line per request answered, and the reason of every 500 (which
     // its client gets without it); empty: nothing is logged. Called from
-    // the io thread and the workers.
+    // the io thread, the workers and the writer.
     std::function<void(const std::string &)> log;
 };
 
@@ -66,8 +66,8 @@ struct route_options {
     // cancelled or refused), not to their last byte written: past it, 503
     // queue_full before the body is read.
     size_t max_completions = 68;
-    // Threads that parse, template and tokenize completions and format
-    // their answers (the io thread does none of it).
+    // Threads that parse, template and tokenize completions (a thread more
+    // formats their answers; the io thread does none of it).
     size_t n_workers = 2;
 };
 
