@@ -333,7 +333,7 @@ public:
         if (!streaming_ || answer_queued_ || bytes.empty()) {
             return;
         }
-        push(chunk(bytes));
+        push(framed(bytes));
         if (queued_ > opt_.max_queued) {
             close_now(); // a client that does not read: gone
             return;
@@ -344,7 +344,9 @@ public:
         if (!streaming_ || answer_queued_) {
             return;
         }
-        push("0\r\n\r\n");
+        if (!unframed_) {
+            push("0\r\n\r\n");
+        }
         answer_queued_ = true;
         flush();
     }
@@ -481,7 +483,7 @@ private:
             if (probe_.empty()) {
                 return;
             }
-            push(chunk(probe_));
+            push(framed(probe_));
         } else if (!head_sent_ && ex_->head_req.minor_version == 1) {
             push("HTTP/1.1 102 Processing\r\n\r\n");
         } else {
@@ -659,25 +661,41 @@ private:
         srv_.handlers.on_request(ex_, std::move(hold_));
     }
 
-    void queue_head(http_response & r, bool chunked) {
+    // A stream's bytes as its framing carries them: chunks, or as they are
+    // for an HTTP/1.0 client (which reads chunks as data; its stream ends
+    // with the connection).
+    std::string framed(std::string_view bytes) const { return unframed_ ? std::string(bytes) : chunk(bytes); }
+
+    void queue_head(http_response & r, bool stream) {
         const http_request & req = ex_ != nullptr ? ex_->head_req : req_;
         if (srv_.handlers.decorate) {
             srv_.handlers.decorate(req, r);
         }
-        if (srv_.stopping) {
+        unframed_ = stream && req.minor_version == 0;
+        if (srv_.stopping || unframed_) {
             close_after_ = true;
         }
+        const bool chunked = stream && !unframed_;
         std::string h = "HTTP/1.1 " + std::to_string(r.status) + " " + reason_phrase(r.status) + "\r\n";
         if (!r.content_type.empty()) {
             h += "Content-Type: " + r.content_type + "\r\n";
         }
-        h += chunked ? std::string("Transfer-Encoding: chunked\r\n") : "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
-        h += close_after_ ? std::string("Connection: close\r\n") : "Keep-Alive: timeout=" + std::to_string(opt_.keep_alive_s) + "\r\n";
+        if (chunked) {
+            h += "Transfer-Encoding: chunked\r\n";
+        } else if (!stream) {
+            h += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
+        }
+        if (close_after_) {
+            h += "Connection: close\r\n";
+        } else {
+            h += req.minor_version == 0 ? "Connection: keep-alive\r\n" : ""; // HTTP/1.0 keeps it only when told
+            h += "Keep-Alive: timeout=" + std::to_string(opt_.keep_alive_s) + "\r\n";
+        }
         for (const http_header & x : r.headers) {
             h += x.name + ": " + x.value + "\r\n";
         }
         h += "\r\n";
-        if (!chunked) {
+        if (!stream) {
             h += r.body;
         }
         head_sent_ = true;
@@ -766,7 +784,7 @@ private:
         req_ = http_request();
         hold_.reset();
         body_len_ = body_left_ = discard_left_ = 0;
-        answer_queued_ = answer_written_ = body_done_ = streaming_ = head_sent_ = probed_ = false;
+        answer_queued_ = answer_written_ = body_done_ = streaming_ = unframed_ = head_sent_ = probed_ = false;
         probe_.clear();
         if (close_after_) {
             linger();
@@ -849,6 +867,7 @@ private:
     bool                         answer_written_ = false;
     bool                         head_sent_ = false;
     bool                         streaming_ = false;
+    bool                         unframed_ = false; // a stream to an HTTP/1.0 client: no chunks, the connection's end ends it
     bool                         probed_ = false;
     std::string                  probe_;
     int                          status_ = 0;
