@@ -90,7 +90,8 @@ function parseResponses(buf) {
                 at += n + 2;
             }
         } else {
-            const n = Number(headers['content-length'] ?? 0);
+            // Without Content-Length (an HTTP/1.0 stream): the rest of the connection.
+            const n = headers['content-length'] !== undefined ? Number(headers['content-length']) : buf.length - at;
             body = buf.subarray(at, at + n).toString();
             at += n;
         }
@@ -185,7 +186,7 @@ describe('serve connections', { timeout: 240000 }, () => {
         }
     });
 
-    test('pipelined requests in one write are all answered, in order', async () => {
+    test('pipelined requests in one write are all answered, in order; HTTP/1.0 streams unchunked', async () => {
         const body = JSON.stringify({ prompt: 'abc', max_tokens: 8, temperature: 0 });
         const want = await post(s, '/v1/completions', body, auth);
         assert.equal(want.status, 200, want.text);
@@ -212,6 +213,14 @@ describe('serve connections', { timeout: 240000 }, () => {
         });
         assert.deepEqual(two.map((r) => r.status), [200, 200]);
         assert.deepEqual(JSON.parse(two[0].body).specdec.tokens, want.json.specdec.tokens);
+        // An HTTP/1.0 client reads no chunks: its stream comes as it is, and ends with the connection.
+        const old = `POST /v1/completions HTTP/1.0\r\nHost: 127.0.0.1\r\nX-Api-Key: sk-one\r\nContent-Type: application/json\r\nContent-Length: ${stream.length}\r\n\r\n${stream}`;
+        const [r10] = parseResponses(await exchangeRaw(s, old));
+        assert.equal(r10.status, 200);
+        assert.equal(r10.headers['transfer-encoding'], undefined);
+        const ev10 = sseEvents(r10.body);
+        assert.ok(ev10.done);
+        assert.equal(ev10.events.map((e) => e.choices[0]?.text ?? '').join(''), want.json.choices[0].text);
     });
 
     test('a kept-alive connection stays open for the advertised timeout, then closes', async () => {
