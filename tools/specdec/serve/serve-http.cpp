@@ -10,14 +10,17 @@
 #include <cctype>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <unordered_set>
 #include <utility>
+#include <vector>
 
 #include <poll.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 
 namespace cli::serve {
 
@@ -168,19 +171,12 @@ const std::string * http_request::find(std::string_view name) const {
     return nullptr;
 }
 
-size_t raise_fd_limit() {
+void raise_fd_limit() {
     rlimit r{};
-    if (getrlimit(RLIMIT_NOFILE, &r) != 0) {
-        return 0;
+    if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+        r.rlim_cur = r.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &r); // a failure leaves the soft limit, which max_connections then follows
     }
-    if (r.rlim_cur < r.rlim_max) {
-        rlimit raised = r;
-        raised.rlim_cur = r.rlim_max;
-        if (setrlimit(RLIMIT_NOFILE, &raised) == 0) {
-            r = raised;
-        }
-    }
-    return r.rlim_cur == RLIM_INFINITY ? size_t(1) << 20 : static_cast<size_t>(r.rlim_cur);
 }
 
 namespace {

@@ -145,9 +145,9 @@ struct http_options {
     int         send_buffer = 64 << 10;
 };
 
-// Raises this process's soft descriptor limit to its hard one; returns the
-// limit now in force (0: unknown). Call once at start, before any thread.
-size_t raise_fd_limit();
+// Raises this process's soft descriptor limit (RLIMIT_NOFILE) to its hard
+// one, where it can. Call once at start, before any thread.
+void raise_fd_limit();
 
 struct http_server_impl; // serve-http.cpp's
 
