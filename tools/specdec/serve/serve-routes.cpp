@@ -295,7 +295,8 @@ struct api_routes::impl {
             check_host = true;
             hosts = {"localhost", "127.0.0.1", "[::1]", lower(opt.host.find(':') != std::string::npos ? "[" + opt.host + "]" : opt.host)};
             for (const std::string & h : opt.allowed_hosts) {
-                hosts.push_back(lower(h));
+                std::string host, port; // a port given with the name is not part of it
+                hosts.push_back(split_host_port(h, "80", host, port) ? host : lower(h));
             }
         }
     }

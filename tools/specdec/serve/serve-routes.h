@@ -51,7 +51,7 @@ struct route_options {
     // than localhost, 127.0.0.1, [::1], the listening address or one of
     // these (any port) gets 403: a DNS-rebinding page (a name of the
     // attacker's pointed at 127.0.0.1) could otherwise read the answers.
-    // Lower-case host names, without port. A request without Host passes (no browser sends one).
+    // Host names (a port given with one is ignored). A request without Host passes (browsers always send one).
     std::vector<std::string> allowed_hosts;
     // Browsers (the Origin policy): a request with an Origin header is
     // refused with 403 unless the origin is listed here ("*": any), or is the
