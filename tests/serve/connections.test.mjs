@@ -5,7 +5,8 @@
 // past the descriptor limit; 100 concurrent large bodies against the body
 // memory budget; the Host allow-list; API key files and headers.
 // Statuses, tokens and text are asserted; latencies and memory are printed
-// (with generous bounds where they are asserted).
+// (with generous bounds where they are asserted). Node raises its own
+// descriptor limit to the hard one at start, which the 1,000 sockets need.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
