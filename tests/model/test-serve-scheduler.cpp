@@ -1,6 +1,7 @@
-// `specdec serve`'s scheduler (the bridge between HTTP threads and the
+// `specdec serve`'s scheduler (the bridge between the HTTP layer and the
 // engine thread) on a generated fixture, plain decoding: shutdown() sees
-// every request handed in, wherever it is on its way to the engine.
+// every request handed in, wherever it is on its way to the engine; a
+// channel's notification tells of every change.
 #include "harness.h"
 #include "serve-metrics.h"
 #include "serve-scheduler.h"
@@ -8,7 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 namespace specdec::test {
@@ -110,6 +113,60 @@ TEST(ServeScheduler, ShutdownCancelsEveryRequestHandedIn) {
             break;
         }
     }
+}
+
+// How the HTTP layer reads a channel without waiting on it: the
+// notification (called on the engine thread) tells of the admission, each
+// release of text and the end, and a read with no wait after each one gets
+// the whole output, as waiting on the channel does. Dropped, it is not called.
+TEST(ServeScheduler, TheNotificationTellsOfEveryChange) {
+    fixture_context f;
+    cli::serve::metrics m;
+    running_scheduler r(f.ctx.get(), two_slots(), m);
+    const auto waited = request(greedy(32));
+    ASSERT_TRUE(r.sched.submit(waited));
+    std::string want;
+    while (!waited->wait_output(1s, want)) {
+    }
+    ASSERT_FALSE(want.empty());
+
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t n_notified = 0;
+    const auto c = request(greedy(32));
+    c->set_notify([&] {
+        std::lock_guard<std::mutex> lock(mu);
+        ++n_notified;
+        cv.notify_all();
+    });
+    ASSERT_TRUE(r.sched.submit(c));
+    std::string text;
+    size_t seen = 0;
+    for (bool finished = false; !finished;) {
+        {
+            std::unique_lock<std::mutex> lock(mu);
+            ASSERT_TRUE(cv.wait_for(lock, 10s, [&] { return n_notified > seen; })) << "no notification in 10 s; read so far: " << text;
+            seen = n_notified;
+        }
+        finished = c->wait_output(0ms, text);
+    }
+    EXPECT_EQ(text, want);
+    EXPECT_GE(seen, 3u) << "admitted, text, finished";
+    EXPECT_EQ(c->result().output.stop, waited->result().output.stop);
+
+    const auto quiet = request(greedy(8));
+    quiet->set_notify([&] {
+        std::lock_guard<std::mutex> lock(mu);
+        ++n_notified;
+    });
+    quiet->set_notify(nullptr);
+    const size_t before = n_notified;
+    ASSERT_TRUE(r.sched.submit(quiet));
+    std::string ignored;
+    while (!quiet->wait_output(1s, ignored)) {
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(n_notified, before);
 }
 
 } // namespace

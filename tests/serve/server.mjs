@@ -13,10 +13,12 @@ export const MODEL_ID = 'exact'; // the fixture's file name without .gguf
 
 // Starts a server on `model` (default: the exact fixture) with `args` added
 // to the defaults; resolves once its "listening on" line names the port. Its
-// stderr is kept in .log.
-export async function startServer(args = [], { env = {}, model = process.env.SPECDEC_MODEL } = {}) {
+// stderr is kept in .log. `nofile`: its descriptor limit, soft and hard
+// (prlimit execs it, so .proc.pid is the server's).
+export async function startServer(args = [], { env = {}, model = process.env.SPECDEC_MODEL, nofile = null } = {}) {
     const argv = ['serve', '-m', model, '--port', '0', '-t', '1', ...args];
-    const proc = spawn(process.env.SPECDEC_BIN, argv, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
+    const [bin, all] = nofile ? ['prlimit', [`--nofile=${nofile}:${nofile}`, process.env.SPECDEC_BIN, ...argv]] : [process.env.SPECDEC_BIN, argv];
+    const proc = spawn(bin, all, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
     const server = { proc, log: '', exited: null };
     server.exitPromise = new Promise((resolve) => proc.on('exit', (code, signal) => { server.exited = { code, signal }; resolve(server.exited); }));
     const url = await new Promise((resolve, reject) => {

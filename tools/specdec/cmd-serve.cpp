@@ -4,6 +4,7 @@
 #include "serve-http.h"
 #include "serve-metrics.h"
 #include "serve-openai.h"
+#include "serve-routes.h"
 #include "serve-scheduler.h"
 
 #include <nlohmann/json.hpp>
@@ -14,7 +15,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <limits>
+#include <sstream>
 #include <thread>
 
 #include <pthread.h>
@@ -67,7 +70,14 @@ void add_serve_command(CLI::App & app, serve_options & o) {
         ->capture_default_str();
     cmd->add_option("--host", o.host, "address to listen on")->capture_default_str();
     cmd->add_option("--port", o.port, "port to listen on (0: a free one, printed)")->check(CLI::Range(0, 65535))->capture_default_str();
-    cmd->add_option("--api-key", o.api_key, "require Authorization: Bearer KEY (every route but /health)");
+    cmd->add_option("--api-key", o.api_keys,
+                    "require this key as Authorization: Bearer KEY or X-Api-Key: KEY (every route but /health); repeatable: any of them");
+    cmd->add_option("--api-key-file", o.api_key_file,
+                    "API keys from a file, one a line (blank lines and # comments skipped), besides --api-key: not visible in ps")
+        ->check(CLI::ExistingFile);
+    cmd->add_option("--allowed-host", o.allowed_hosts,
+                    "on a loopback --host, a Host header name served besides localhost, 127.0.0.1 and [::1] (others: 403, "
+                    "against DNS rebinding); repeatable");
     cmd->add_option("--alias", o.alias, "the model id clients name (default: the file name without .gguf)");
     cmd->add_flag("--strict-model", o.strict_model,
                   "a request whose `model` names another model than the alias gets 404 (default: any name is served, as "
@@ -77,6 +87,14 @@ void add_serve_command(CLI::App & app, serve_options & o) {
         ->capture_default_str();
     cmd->add_option("--max-body", o.max_body, "largest request body in bytes (beyond: 413)")
         ->check(CLI::Range(size_t(1024), size_t(1) << 30))
+        ->capture_default_str();
+    cmd->add_option("--max-body-memory", o.body_budget,
+                    "bytes of request bodies read and parsed at once, all connections together (beyond: 503 before a body is read)")
+        ->check(CLI::Range(size_t(1024), size_t(1) << 34))
+        ->capture_default_str();
+    cmd->add_option("--max-connections", o.max_connections,
+                    "connections open at once (beyond: new ones wait to be accepted); 0: the descriptor limit less 64")
+        ->check(CLI::Range(size_t(0), size_t(1) << 24))
         ->capture_default_str();
     cmd->add_option("--accept", o.accept, std::string(accept_help) + "; a request may name its own (speculative_accept)")
         ->check(CLI::IsMember({"exact", "rejection"}))
@@ -136,6 +154,28 @@ size_t max_prompt_bytes(const llama_model * model, uint32_t n_ctx) {
     return longest * n_ctx;
 }
 
+// The keys of --api-key and of --api-key-file.
+std::vector<std::string> api_keys(const serve_options & o) {
+    std::vector<std::string> keys = o.api_keys;
+    if (!o.api_key_file.empty()) {
+        std::ifstream in(o.api_key_file);
+        std::stringstream text;
+        text << in.rdbuf();
+        if (!in) {
+            throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot read --api-key-file " + o.api_key_file);
+        }
+        const std::vector<std::string> from_file = serve::parse_api_keys(text.str());
+        if (from_file.empty()) {
+            throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, "--api-key-file " + o.api_key_file + " holds no key");
+        }
+        keys.insert(keys.end(), from_file.begin(), from_file.end());
+    }
+    if (std::any_of(keys.begin(), keys.end(), [](const std::string & k) { return k.empty(); })) {
+        throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, "an empty --api-key");
+    }
+    return keys;
+}
+
 } // namespace
 
 int run_serve(const serve_options & o) {
@@ -147,6 +187,9 @@ int run_serve(const serve_options & o) {
     sigaddset(&signals, SIGTERM);
     sigaddset(&signals, SIGUSR1); // how run() ending by itself wakes the watcher below
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    // Connections are descriptors: the soft limit (often 1024) up to the hard one.
+    serve::raise_fd_limit();
+    const std::vector<std::string> keys = api_keys(o);
 
     decoder d = load_decoder(o.decoder, o.n_parallel);
     serve::chat_formatter chat(d.target_model.get());
@@ -172,18 +215,28 @@ int run_serve(const serve_options & o) {
     svc.max_prompt_bytes = max_prompt_bytes(d.target_model.get(), o.decoder.n_ctx);
     svc.n_draft = d.n_draft;
     svc.accept = accept_mode_of(o.accept);
-    svc.verbosity = o.verbosity;
+    if (o.verbosity >= 1) {
+        svc.log = log_line; // a line per request, and the reason of each 500
+    }
+
+    serve::route_options ro;
+    ro.host = o.host;
+    ro.api_keys = keys;
+    ro.allowed_hosts = o.allowed_hosts;
+    ro.max_body = o.max_body;
+    ro.max_completions = static_cast<size_t>(o.n_parallel) + o.max_waiting;
+    for (const std::string & origin : o.cors_origins) {
+        ro.cors_origins.push_back(serve::normalize_origin(origin));
+    }
+    serve::api_routes routes(svc, ro);
 
     serve::http_options ho;
     ho.host = o.host;
     ho.port = o.port;
-    ho.api_key = o.api_key;
+    ho.max_connections = o.max_connections;
     ho.max_body = o.max_body;
-    ho.max_completions = static_cast<size_t>(o.n_parallel) + o.max_waiting;
-    for (const std::string & origin : o.cors_origins) {
-        ho.cors_origins.push_back(serve::normalize_origin(origin));
-    }
-    serve::http_server http(svc, ho);
+    ho.body_budget = o.body_budget;
+    serve::http_server http(routes.handlers(), ho);
     const int port = http.bind();
 
     // The first SIGINT or SIGTERM drains: new requests get 503 while the
@@ -210,8 +263,8 @@ int run_serve(const serve_options & o) {
                          sched.n_in_flight(), o.shutdown_timeout, name);
             drain = std::thread([&] {
                 // The listening socket stays open until the requests in flight
-                // are answered, because closing it ends httplib's open streams.
-                http.begin_shutdown();
+                // are answered (new ones get 503), because stop() cuts every connection.
+                routes.begin_shutdown();
                 const auto deadline = std::chrono::milliseconds(static_cast<int64_t>(o.shutdown_timeout * 1000.0));
                 const size_t n_cancelled = sched.shutdown(deadline);
                 if (n_cancelled > 0) {

@@ -18,11 +18,15 @@ struct serve_options {
     uint32_t        max_waiting = 64;           // requests waiting for a slot at most; more: 503
     std::string     host = "127.0.0.1";
     int             port = 8080;                // 0: a free port, printed
-    std::string     api_key;                    // non-empty: required on every route but /health
+    std::vector<std::string> api_keys;          // --api-key (repeatable); any one is required on every route but /health
+    std::string     api_key_file;               // --api-key-file: more keys, one a line (# comments, blank lines skipped)
+    std::vector<std::string> allowed_hosts;     // --allowed-host: Host names served besides localhost's on a loopback address
     std::string     alias;                      // the model id; empty: the file name without .gguf
     bool            strict_model = false;       // --strict-model: `model` must name the alias (else 404); default: any
     double          shutdown_timeout = 10.0;    // seconds requests in flight may take after SIGINT/SIGTERM
     size_t          max_body = size_t(8) << 20; // bytes of a request body at most; more: 413
+    size_t          body_budget = size_t(64) << 20; // bytes of request bodies being read and parsed at once; more: 503
+    size_t          max_connections = 0;        // connections open at once; 0: the descriptor limit less a reserve
     int32_t         n_prefill_chunk = 256;      // prompt tokens decoded per request per step
     bool            reuse_prompts = true;       // a request reuses the longest prefix a free slot holds
     std::string     accept = "rejection";       // a request's specdec_accept_mode unless it names one (speculative_accept)

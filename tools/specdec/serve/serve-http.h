@@ -1,83 +1,161 @@
-// `specdec serve`, the HTTP layer (cpp-httplib from the pinned llama.cpp
-// tree, without TLS, its connection loop replaced by one with deadlines):
-// admission, routes, API key, body limit, error mapping, and the
-// translation between request JSON / SSE and the scheduler. It owns the
-// connections and cancels a request whose client went away; it never sees
-// speculation (the engine does that).
+// `specdec serve`, the HTTP/1.1 transport: connections, request framing,
+// deadlines and limits, on standalone Asio. One io thread (whichever calls
+// http_server::run()) owns every socket and timer, so an idle, slow or
+// half-open connection costs a small state object and its buffers, never a
+// thread. It knows nothing of routes, JSON or the engine: the handlers
+// (serve-routes.h) decide what to answer, and may answer from any thread.
 #pragma once
 
-#include "serve-chat.h"
-#include "serve-metrics.h"
-#include "serve-scheduler.h"
-
-#include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
-
-struct llama_model;
 
 namespace cli::serve {
 
-// What the handlers use; everything borrowed must outlive the http_server.
-struct service {
-    const llama_model *    model = nullptr;      // its vocabulary tokenizes prompts
-    const chat_formatter * chat = nullptr;       // messages -> prompt
-    chat_options           chat_defaults;        // --reasoning-format, --chat-template-kwargs; a request's fields override them
-    scheduler *            sched = nullptr;
-    metrics *              stats = nullptr;
-    std::string            model_id;             // GET /v1/models, and what `model` may name with strict_model
-    bool                   strict_model = false; // --strict-model: a request naming another model gets 404
-    std::string            strategy = "none";    // the drafter, reported per response
-    int32_t                n_ctx = 0;            // positions per sequence
-    size_t                 max_prompt_bytes = 0; // longer prompt text cannot fit n_ctx (checked before tokenizing); 0: no bound
-    int32_t                n_draft = 0;          // request_params::n_draft for every request
-    specdec_accept_mode    accept = SPECDEC_ACCEPT_REJECTION; // a request's mode unless it names one (speculative_accept)
-    int                    verbosity = 0;        // >= 1: one stderr line per request
+struct http_header {
+    std::string name;  // as sent
+    std::string value; // without the whitespace around it
+};
+
+// A request's header names compare case-insensitively; a repeated header's first value is the one read.
+struct http_request {
+    std::string              method;
+    std::string              target;            // as sent ("/v1/models?x=1")
+    std::string              path;              // the target up to '?'
+    int                      minor_version = 1; // HTTP/1.<this>
+    std::vector<http_header> headers;
+    std::string              body;              // empty until it is read (Content-Length bytes)
+
+    // The first value of header `name`; null when absent. Valid while the request is.
+    const std::string * find(std::string_view name) const;
+    std::string         value(std::string_view name) const { const std::string * v = find(name); return v != nullptr ? *v : std::string(); }
+    bool                has(std::string_view name) const { return find(name) != nullptr; }
+};
+
+struct http_response {
+    int                      status = 200;
+    std::string              content_type;    // empty: no Content-Type
+    std::string              body;            // ignored for a stream's head
+    std::vector<http_header> headers;         // besides Content-Type, Content-Length, Transfer-Encoding, Connection, Keep-Alive (the transport's)
+
+    void set(std::string name, std::string value) { headers.push_back({std::move(name), std::move(value)}); }
+};
+
+// Framing and deadline failures, answered by the transport with the
+// handlers' error() (their error shape): what happened, not the status.
+enum class http_failure {
+    bad_request,        // 400: malformed request line, headers or Content-Length
+    timeout,            // 408: the line and headers, or the body, missed their deadline
+    length_required,    // 411: a Transfer-Encoding body (chunked request bodies are not read)
+    too_large,          // 413: Content-Length above http_options::max_body
+    headers_too_large,  // 431: the line and headers above http_options::max_head
+    body_budget,        // 503: the bodies being read and parsed hold http_options::body_budget already
+};
+
+// One request being answered, shared by the io thread and the handler.
+// Every member is callable from any thread (it posts to the io thread);
+// after the connection closed, or after the answer is complete, they do
+// nothing. The answer is respond(), or stream_begin() + stream_write()* +
+// stream_end(), once.
+class http_exchange {
+public:
+    virtual ~http_exchange() = default;
+
+    // The request's line and headers, and its body until take_body(); the
+    // handler's (the transport does not touch it once it handed it over).
+    virtual const http_request & request() const = 0;
+    // Moves the body out (later calls return ""): it is the handler's to free.
+    virtual std::string take_body() = 0;
+    // Hands back what the request's body was charged against the body
+    // budget (http_options::body_budget): call it once the body and what was
+    // parsed from it are freed. Idempotent; the exchange's end does it too.
+    virtual void release_body() = 0;
+    // The whole answer.
+    virtual void respond(http_response r) = 0;
+    // A chunked answer: its status and headers now, its body as written.
+    // `probe`: bytes a client skips (an SSE comment), written when the
+    // client's end of file has to be told from a close (see on_gone).
+    virtual void stream_begin(http_response head, std::string probe) = 0;
+    // A chunk; bytes queued past http_options::max_queued end the connection (on_gone runs).
+    virtual void stream_write(std::string bytes) = 0;
+    virtual void stream_end() = 0;
+    // Runs `fn` once, on the io thread, when the client is found gone
+    // before the answer was written: a reset, a write that failed or waited
+    // past write_timeout_s, a stream queued past max_queued, or the server
+    // stopping. A client that only half-closed (shut its write side) is not
+    // gone: at its end of file the transport writes a probe the answer may
+    // carry (an interim 102 before an HTTP/1.1 answer's head; the stream's
+    // `probe` in a stream) and a client that closed its socket answers it
+    // with a reset. Set it before the first answer call; it holds what it captures until the exchange ends.
+    virtual void on_gone(std::function<void()> fn) = 0;
+};
+
+struct http_handlers {
+    // The io thread, once a request's line and headers are in, before its
+    // body is read: an answer now (the body is then discarded unread, or
+    // the connection closed), or nullopt to read it. `hold`: anything the
+    // handler wants kept until the exchange ends (e.g. an admission place);
+    // it is dropped with the request when it is answered here or its body
+    // fails. Keep it cheap: it runs on the io thread.
+    std::function<std::optional<http_response>(const http_request &, std::shared_ptr<void> & hold)> on_headers;
+    // The io thread, the body in: start the answer and return at once
+    // (answer from another thread; never block here). `hold` is on_headers's.
+    std::function<void(const std::shared_ptr<http_exchange> &, std::shared_ptr<void> hold)> on_request;
+    // The io thread: the answer to a framing or deadline failure. `req`: what
+    // was read of the request (its method and headers may be empty).
+    std::function<http_response(http_failure, const http_request & req)> on_failure;
+    // The io thread, every answer's head just before it is written
+    // (respond, stream_begin, on_headers's and on_failure's answers): adds
+    // the headers every answer carries (CORS). May be empty.
+    std::function<void(const http_request &, http_response &)> decorate;
+    // The io thread, each answer written: one line to log. May be empty.
+    std::function<void(const http_request &, int status)> on_answered;
 };
 
 struct http_options {
     std::string host = "127.0.0.1";
-    int         port = 8080;                     // 0: any free port (bind() returns it)
-    std::string api_key;                         // non-empty: every route but /health needs "Authorization: Bearer KEY"
-    size_t      max_body = size_t(8) << 20;      // request bodies above this many bytes: 413
-    // Completions answered at once at most: the engine's bound, slots +
-    // waiting places. Past it a completion gets 503 before its body is read.
-    // Connection threads: up to twice this (streams, and connections idling
-    // in keep-alive after one) plus a reserve for /health, /metrics and
-    // rejections, so that those answer while every slot and place is taken.
-    size_t      max_completions = 68;
-    // Deadlines, in seconds, so that slow or idle clients cannot hold connection threads:
-    int         header_timeout_s = 10;           // a request's line and headers arrive within this of its first byte, which arrives within this of accept
-    int         body_timeout_s = 60;             // its body within this after its headers
-    int         read_timeout_s = 5;              // one read waits at most this
-    int         write_timeout_s = 5;             // one write waits at most this (a client that stops reading)
-    int         keep_alive_s = 2;                // an idle kept-alive connection is closed after this
+    int         port = 8080;                      // 0: any free port (bind() returns it)
+    // Connections open at once at most: past it, accepting pauses until one
+    // closes (new ones wait in the kernel's backlog). 0: the descriptor
+    // limit (RLIMIT_NOFILE, raised to its hard limit by raise_fd_limit())
+    // less a reserve for the model's files and the process's own.
+    size_t      max_connections = 0;
+    size_t      max_body = size_t(8) << 20;       // bytes of one request body at most; more: 413 before it is read
+    // Bytes of request bodies being read or parsed at once, across all
+    // connections, charged from Content-Length before a body is read and
+    // handed back by http_exchange::release_body(): past it, 503 before the
+    // body is read (the handler's parse then runs on bodies within it).
+    size_t      body_budget = size_t(64) << 20;
+    size_t      max_head = 16 << 10;              // bytes of a request's line and headers at most; more: 431
+    size_t      max_queued = 256 << 10;           // bytes of a stream waiting to be written (past the kernel's send buffer); more: the client is gone
+    // Deadlines, in seconds; each is a timer, never a thread:
+    int         header_timeout_s = 10;            // a request's line and headers arrive within this of its first byte; a new connection's first byte within this of accept
+    int         body_timeout_s = 60;              // its body within this after its headers
+    int         write_timeout_s = 5;              // a write waits at most this (a client that stops reading is gone)
+    int         keep_alive_s = 5;                 // an idle kept-alive connection closes after exactly this (advertised as Keep-Alive: timeout=N)
     // Kernel send buffer of each connection, in bytes (Linux doubles it; 0:
-    // the kernel's, which grows to megabytes): a client that stops reading
-    // fills it, and its stream ends write_timeout_s later (cancelled), so
-    // it holds a slot for about this much unread output, not its whole budget.
+    // the kernel's, which grows to megabytes): what a client that stops
+    // reading holds besides max_queued.
     int         send_buffer = 64 << 10;
-    // Browsers (the Origin policy): a request with an Origin header is
-    // refused with 403 unless the origin is listed here ("*": any), or is the
-    // server's own address as the request's Host names it, by an IP address
-    // or localhost. Listed origins get CORS headers and preflight answers.
-    // Requests without Origin (curl, SDKs) are not concerned. Each entry as
-    // normalize_origin() returns it.
-    std::vector<std::string> cors_origins;
 };
 
-// An --cors-origin value as an Origin header spells it (lower-case, no
-// trailing slash; "*" and "null" as they are), or "" when it is none of
-// "*", "null" and http[s]://host[:port] (no path).
-std::string normalize_origin(const std::string & origin);
+// Raises this process's soft descriptor limit (RLIMIT_NOFILE) to its hard
+// one, where it can. Call once at start, before any thread.
+void raise_fd_limit();
+
+struct http_server_impl; // serve-http.cpp's
 
 class http_server {
 public:
-    // Declares the routes; nothing listens yet.
-    http_server(service & svc, const http_options & options);
+    // `handlers` are copied; what they borrow must outlive the server.
+    // Nothing listens yet.
+    http_server(http_handlers handlers, const http_options & options);
     ~http_server();
     http_server(const http_server &) = delete;
     http_server & operator=(const http_server &) = delete;
@@ -85,21 +163,18 @@ public:
     // Binds and listens on host:port; returns the port. Throws
     // specdec::error(IO_ERROR) when it cannot.
     int bind();
-    // Accepts connections until stop(); returns once every connection thread has ended.
+    // The io loop, on the calling thread: serves until stop(); returns once
+    // every connection is closed.
     void run();
-    // Any thread: new requests get 503 from now on (requests in flight go on).
-    void begin_shutdown();
-    // Any thread: waits until no completion is being answered (a stream's
-    // last bytes written) or `timeout` passed; true when none is.
+    // Any thread: waits until no request is being answered (a stream's last
+    // bytes written, or its connection closed) or `timeout` passed; true when none is.
     bool wait_idle(std::chrono::milliseconds timeout);
-    // Any thread: closes the listening socket and cuts the streams still
-    // open (httplib ends chunked responses with it); run() returns when the
-    // connections end.
+    // Any thread: closes the listening socket and every connection (a
+    // stream still open is cut; its on_gone runs); run() then returns.
     void stop();
 
 private:
-    struct impl;
-    std::unique_ptr<impl> impl_;
+    std::unique_ptr<http_server_impl> impl_;
 };
 
 } // namespace cli::serve

@@ -1,6 +1,7 @@
 #include "serve-scheduler.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace cli::serve {
 
@@ -64,6 +65,9 @@ void request_channel::on_admitted(specdec::request_id id) {
     id_ = id;
     state_ = state::admitted;
     cv_.notify_all();
+    if (notify_) {
+        notify_();
+    }
 }
 
 void request_channel::on_rejected(specdec_status code, std::string message) {
@@ -72,6 +76,9 @@ void request_channel::on_rejected(specdec_status code, std::string message) {
     message_ = std::move(message);
     state_ = state::rejected;
     cv_.notify_all();
+    if (notify_) {
+        notify_();
+    }
 }
 
 void request_channel::on_token(const specdec::engine_event & e, clock_type::time_point now) {
@@ -91,6 +98,9 @@ void request_channel::on_token(const specdec::engine_event & e, clock_type::time
         logprobs_.top_logprobs.insert(logprobs_.top_logprobs.end(), e.top_logprobs.begin(), e.top_logprobs.end());
     }
     cv_.notify_all();
+    if (notify_) {
+        notify_();
+    }
 }
 
 void request_channel::on_finished(const specdec::request_result & r) {
@@ -98,6 +108,15 @@ void request_channel::on_finished(const specdec::request_result & r) {
     result_ = r;
     state_ = state::finished;
     cv_.notify_all();
+    if (notify_) {
+        notify_();
+    }
+}
+
+void request_channel::set_notify(std::function<void()> fn) {
+    std::function<void()> old; // destroyed unlocked: what it holds may own this channel
+    std::lock_guard<std::mutex> lock(m_);
+    old = std::exchange(notify_, std::move(fn));
 }
 
 specdec::request_id request_channel::mark_cancelled() {

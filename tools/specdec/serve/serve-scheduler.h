@@ -1,8 +1,9 @@
-// `specdec serve`, the bridge between HTTP threads and the engine: one
+// `specdec serve`, the bridge between the HTTP layer and the engine: one
 // engine thread (whichever calls run()) owns the specdec::engine (add and
-// step run there only); HTTP threads put requests into a mutex-guarded
-// inbox and wait on the request's own channel, which the engine's event
-// callback feeds. cancel() is the engine's, callable from any thread.
+// step run there only); the HTTP layer puts requests into a mutex-guarded
+// inbox and reads the request's own channel, which the engine's event
+// callback feeds, either waiting on it or told by its notification.
+// cancel() is the engine's, callable from any thread.
 // Nothing here knows HTTP or speculation.
 #pragma once
 
@@ -65,6 +66,12 @@ public:
     std::string         message() const;           // when rejected
     const specdec::request_result & result() const; // when finished (stable from then on)
     bool                cancel_requested() const { return cancel_requested_.load(); }
+    // Any thread: `fn` is called on the engine thread after each change
+    // (admitted, rejected, text or log-probabilities released, finished),
+    // with the channel's lock held: keep it short (hand the work to another
+    // thread) and do not call the channel from it. Set it before submit;
+    // nullptr drops it (and what it holds).
+    void                set_notify(std::function<void()> fn);
     size_t              n_prompt() const { return prompt_.size(); }
 
 private:
@@ -94,6 +101,7 @@ private:
     specdec::sequence_result        logprobs_;  // tokens with log-probabilities not yet handed out
     specdec::request_result         result_;
     std::atomic<bool>               cancel_requested_{false};
+    std::function<void()>           notify_;    // under m_
     // Engine thread only.
     std::optional<clock_type::time_point> t_first_, t_last_;
     uint64_t                        n_token_events_ = 0;

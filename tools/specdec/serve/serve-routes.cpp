@@ -1,0 +1,839 @@
+#include "serve-routes.h"
+
+#include "cli-common.h"
+#include "json-text.h"
+#include "serve-grammar.h"
+#include "serve-openai.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <condition_variable>
+#include <ctime>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <thread>
+#include <utility>
+
+#include <arpa/inet.h>
+
+namespace cli::serve {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+http_response json_response(int status, const nlohmann::json & body) {
+    http_response r;
+    r.status = status;
+    r.content_type = "application/json";
+    r.body = json_text(body, -1);
+    return r;
+}
+
+http_response error_response(const api_error & e) {
+    http_response r = json_response(e.status(), error_body(e));
+    if (e.status() == 503) {
+        r.set("Retry-After", "1");
+    }
+    return r;
+}
+
+api_error unavailable(const std::string & message, const std::string & code) {
+    return api_error(503, "unavailable_error", message, "", code);
+}
+
+api_error queue_full() {
+    return unavailable("the server is busy: every slot is taken and the waiting queue is full; retry later", "queue_full");
+}
+
+api_error payload_too_large() {
+    return api_error(413, "invalid_request_error", "the request body is larger than this server takes", "", "payload_too_large");
+}
+
+api_error request_timeout() {
+    return api_error(408, "invalid_request_error",
+                     "the request did not arrive in time (its line and headers within the header deadline, its body within the body "
+                     "deadline)",
+                     "", "request_timeout");
+}
+
+std::string lower(std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    return s;
+}
+
+std::string trimmed(const std::string & s) {
+    const size_t b = s.find_first_not_of(" \t\r\n");
+    if (b == std::string::npos) {
+        return "";
+    }
+    return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+// Splits "host[:port]" (an IPv6 host in brackets) into its lower-case host
+// and its port, `default_port` when absent; false when it is not one.
+bool split_host_port(const std::string & s, const std::string & default_port, std::string & host, std::string & port) {
+    size_t end = s.size(); // of the host
+    if (!s.empty() && s[0] == '[') {
+        end = s.find(']');
+        if (end == std::string::npos) {
+            return false;
+        }
+        ++end;
+    } else {
+        end = std::min(s.find(':'), s.size());
+    }
+    host = lower(s.substr(0, end));
+    port = end == s.size() ? default_port : s.substr(end + 1);
+    const bool digits = !port.empty() && port.size() <= 5 && std::all_of(port.begin(), port.end(), [](unsigned char c) { return std::isdigit(c); });
+    return !host.empty() && (end == s.size() || s[end] == ':') && digits;
+}
+
+// An IPv4 or bracketed IPv6 address, or localhost: a name no one else's DNS answers for.
+bool is_address_or_localhost(const std::string & host) {
+    unsigned char buf[16];
+    if (host == "localhost" || inet_pton(AF_INET, host.c_str(), buf) == 1) {
+        return true;
+    }
+    return host.size() > 2 && host.front() == '[' && host.back() == ']' && inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), buf) == 1;
+}
+
+// A listening address only this machine reaches: localhost, 127.0.0.0/8, ::1.
+bool is_loopback(const std::string & host) {
+    unsigned char buf[16];
+    if (host == "localhost" || (inet_pton(AF_INET, host.c_str(), buf) == 1 && buf[0] == 127)) {
+        return true;
+    }
+    static const unsigned char v6_loopback[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    return inet_pton(AF_INET6, host.c_str(), buf) == 1 && std::equal(buf, buf + 16, v6_loopback);
+}
+
+// What the Origin policy (route_options::cors_origins) makes of a request.
+enum class origin_verdict {
+    absent,    // no Origin header: not a browser page's request (curl, SDKs)
+    own,       // a page of this server's own address, as the request's Host names it by an address or localhost
+    listed,    // --cors-origin allows it: its answers carry CORS headers
+    refused,   // 403
+};
+
+// Own address only by an address or localhost: a DNS name may be an
+// attacker's, rebound to this server's address, whose pages the browser
+// would then let read the answers.
+origin_verdict judge_origin(const http_request & req, const std::vector<std::string> & allowed) {
+    const std::string * header = req.find("Origin");
+    if (header == nullptr) {
+        return origin_verdict::absent;
+    }
+    const std::string origin = lower(*header);
+    for (const std::string & a : allowed) {
+        if (a == "*" || a == origin) {
+            return origin_verdict::listed;
+        }
+    }
+    const std::string scheme = "http://"; // this server speaks plain HTTP only
+    std::string o_host, o_port, h_host, h_port;
+    if (origin.compare(0, scheme.size(), scheme) == 0 && split_host_port(origin.substr(scheme.size()), "80", o_host, o_port) &&
+        split_host_port(req.value("Host"), "80", h_host, h_port) && o_host == h_host && o_port == h_port &&
+        is_address_or_localhost(o_host)) {
+        return origin_verdict::own;
+    }
+    return origin_verdict::refused;
+}
+
+api_error origin_refused(const std::string & origin) {
+    return api_error(403, "permission_error",
+                     "requests from web pages of " + origin + " are refused; start the server with --cors-origin " + origin +
+                         " to allow them",
+                     "", "origin_not_allowed");
+}
+
+// Compares without an early exit, so the time taken does not tell how much of the key matched.
+bool same_secret(const std::string & a, const std::string & b) {
+    unsigned char diff = a.size() == b.size() ? 0 : 1;
+    for (size_t i = 0; i < a.size(); ++i) {
+        diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+    }
+    return diff == 0;
+}
+
+// Threads that run jobs in arrival order; a job never waits on a client or the engine.
+class worker_pool {
+public:
+    explicit worker_pool(size_t n) {
+        for (size_t i = 0; i < std::max<size_t>(n, 1); ++i) {
+            threads_.emplace_back([this] { work(); });
+        }
+    }
+    // Joins the workers after their current jobs; jobs not started are dropped.
+    ~worker_pool() {
+        {
+            std::lock_guard<std::mutex> lock(m_);
+            stopping_ = true;
+            jobs_.clear();
+        }
+        cv_.notify_all();
+        for (std::thread & t : threads_) {
+            t.join();
+        }
+    }
+    // Any thread; dropped once the pool stops.
+    void post(std::function<void()> job) {
+        {
+            std::lock_guard<std::mutex> lock(m_);
+            if (stopping_) {
+                return;
+            }
+            jobs_.push_back(std::move(job));
+        }
+        cv_.notify_one();
+    }
+
+private:
+    void work() {
+        for (;;) {
+            std::function<void()> job;
+            {
+                std::unique_lock<std::mutex> lock(m_);
+                cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+                if (stopping_) {
+                    return;
+                }
+                job = std::move(jobs_.front());
+                jobs_.pop_front();
+            }
+            job();
+        }
+    }
+
+    std::mutex                        m_;
+    std::condition_variable           cv_;
+    std::deque<std::function<void()>> jobs_;
+    bool                              stopping_ = false;
+    std::vector<std::thread>          threads_; // last: started once the rest is built
+};
+
+// A completion's place under route_options::max_completions, given back when the last owner drops it.
+struct admission {
+    explicit admission(std::atomic<size_t> & n) : n_(n) { n_.fetch_add(1); }
+    ~admission() { n_.fetch_sub(1); }
+    admission(const admission &) = delete;
+    admission & operator=(const admission &) = delete;
+
+private:
+    std::atomic<size_t> & n_;
+};
+
+// One completion from its body on. A worker fills it; its pumps (on the
+// writer, under m) write what the engine released. The channel's
+// notification holds it until its final answer is handed to the exchange.
+struct completion_state {
+    std::shared_ptr<http_exchange>   ex;
+    std::shared_ptr<void>            place;   // its admission: dropped when the engine is done with it
+    std::mutex                       m;
+    std::atomic<bool>                scheduled{false}; // a pump is queued and has not begun
+    // Under m:
+    std::shared_ptr<request_channel> c;
+    parsed_request                   r;       // the engine's parameters point into it (and chat) until admitted
+    chat_prompt                      chat;
+    bool                             stream = false;
+    response_info                    info;
+    bool                             echo = false; // completions: the prompt's text and tokens come first
+    std::string                      echo_text;
+    std::vector<llama_token>         echo_tokens;
+    bool                             admitted = false;
+    bool                             finished = false;  // its final answer handed to the exchange
+    // Streams:
+    bool                             begun = false;     // its head handed to the exchange
+    bool                             first = true;      // no chunk written yet
+    size_t                           text_offset = 0; // of the next token with log-probabilities (completions)
+    std::string                      text;            // with a chat parser: the answer's text so far, read again at each piece
+    answer_stream                    sent;            // and what its deltas sent
+};
+
+} // namespace
+
+std::string normalize_origin(const std::string & origin) {
+    if (origin == "*" || origin == "null") {
+        return origin;
+    }
+    std::string o = lower(origin);
+    if (!o.empty() && o.back() == '/') {
+        o.pop_back();
+    }
+    const size_t sep = o.find("://");
+    if (sep == std::string::npos) {
+        return "";
+    }
+    const std::string scheme = o.substr(0, sep);
+    const std::string rest = o.substr(sep + 3);
+    std::string host, port;
+    const bool ok = (scheme == "http" || scheme == "https") && rest.find_first_of("/?#@ ") == std::string::npos &&
+                    split_host_port(rest, "80", host, port);
+    return ok ? o : "";
+}
+
+std::vector<std::string> parse_api_keys(const std::string & text) {
+    std::vector<std::string> keys;
+    size_t at = 0;
+    while (at <= text.size()) {
+        const size_t eol = std::min(text.find('\n', at), text.size());
+        const std::string line = trimmed(text.substr(at, eol - at));
+        if (!line.empty() && line[0] != '#') {
+            keys.push_back(line);
+        }
+        at = eol + 1;
+    }
+    return keys;
+}
+
+struct api_routes::impl {
+    impl(service & s, const route_options & o) : svc(s), opt(o), workers(o.n_workers) {
+        if (is_loopback(opt.host)) {
+            check_host = true;
+            hosts = {"localhost", "127.0.0.1", "[::1]", lower(opt.host.find(':') != std::string::npos ? "[" + opt.host + "]" : opt.host)};
+            for (const std::string & h : opt.allowed_hosts) {
+                std::string host, port; // a port given with the name is not part of it
+                hosts.push_back(split_host_port(h, "80", host, port) ? host : lower(h));
+            }
+        }
+    }
+
+    service &             svc;
+    const route_options   opt;
+    bool                  check_host = false;
+    std::vector<std::string> hosts;            // with check_host: the Host names allowed
+    std::atomic<bool>     shutting_down{false};
+    std::atomic<size_t>   n_admitted{0};       // completions holding an admission place
+    std::atomic<uint64_t> next_id{1};
+    const int64_t         started = static_cast<int64_t>(std::time(nullptr));
+    std::mutex            seed_m;
+    std::mt19937          seeds{std::random_device{}()};
+    // Last: their threads stop first. Workers parse, template and tokenize;
+    // the writer formats what the engine releases (a thread of its own, so
+    // that a long parse never delays a stream's next chunk).
+    worker_pool           workers;
+    worker_pool           writer{1};
+
+    uint32_t random_seed() {
+        std::lock_guard<std::mutex> lock(seed_m);
+        return static_cast<uint32_t>(seeds());
+    }
+
+    // A 500's answer: its reason goes to the log only.
+    api_error internal_error(const std::string & reason) const {
+        if (svc.log) {
+            svc.log("500: " + reason);
+        }
+        return api_error(500, "server_error", "the server failed to answer this request (its log says why when run with -v)", "",
+                         "internal_error");
+    }
+
+    bool host_allowed(const http_request & req) const {
+        const std::string * h = req.find("Host");
+        if (!check_host || h == nullptr) {
+            return true;
+        }
+        std::string host, port;
+        return split_host_port(*h, "80", host, port) && std::find(hosts.begin(), hosts.end(), host) != hosts.end();
+    }
+
+    // Every route but /health needs an API key when some are set; the error when it is missing or wrong.
+    std::optional<api_error> check_key(const http_request & req) const {
+        if (opt.api_keys.empty() || req.path == "/health") {
+            return std::nullopt;
+        }
+        std::vector<std::string> offered;
+        if (const std::string * x = req.find("X-Api-Key")) {
+            offered.push_back(trimmed(*x));
+        }
+        if (const std::string * auth = req.find("Authorization")) {
+            const size_t sp = auth->find_first_of(" \t");
+            if (sp != std::string::npos && lower(auth->substr(0, sp)) == "bearer") {
+                offered.push_back(trimmed(auth->substr(sp)));
+            }
+        }
+        bool ok = false; // every key compared: the time does not tell which matched
+        for (const std::string & k : opt.api_keys) {
+            for (const std::string & o : offered) {
+                ok = same_secret(o, k) || ok;
+            }
+        }
+        if (ok) {
+            return std::nullopt;
+        }
+        const bool none = !req.has("X-Api-Key") && !req.has("Authorization");
+        return api_error(401, "authentication_error",
+                         none ? "an API key is required: send Authorization: Bearer KEY or X-Api-Key: KEY" : "the API key is not valid", "",
+                         "invalid_api_key");
+    }
+
+    std::optional<http_response> on_headers(const http_request & req, std::shared_ptr<void> & hold);
+    void on_request(const std::shared_ptr<http_exchange> & ex, std::shared_ptr<void> hold);
+    http_response on_failure(http_failure f, const http_request & req);
+    void decorate(const http_request & req, http_response & res) const;
+
+    void prepare(endpoint kind, const std::shared_ptr<completion_state> & st);
+    void pump(const std::shared_ptr<completion_state> & st);
+    void answer(completion_state * st);
+    void stream_out(completion_state & st);
+    api_error rejection(const request_channel & c) const;
+};
+
+api_error api_routes::impl::rejection(const request_channel & c) const {
+    switch (c.status()) {
+        case SPECDEC_STATUS_QUEUE_FULL:
+            return queue_full();
+        case SPECDEC_STATUS_CONTEXT_FULL:
+        case SPECDEC_STATUS_PROMPT_TOO_LONG:
+            return invalid_request(c.message(), "prompt", "context_length_exceeded");
+        case SPECDEC_STATUS_INVALID_ARGUMENT:
+        case SPECDEC_STATUS_UNREPRESENTABLE_TEXT: // a grammar prefix
+            return invalid_request(c.message());
+        default:
+            return internal_error(c.message());
+    }
+}
+
+// The cheapest checks first (the origin, the Host, the body size, the API
+// key, the engine's bound), so that no refused request costs a body read,
+// a parse or a tokenization; the GET routes are answered here too.
+std::optional<http_response> api_routes::impl::on_headers(const http_request & req, std::shared_ptr<void> & hold) {
+    const origin_verdict origin = judge_origin(req, opt.cors_origins);
+    if (origin == origin_verdict::refused) {
+        return error_response(origin_refused(req.value("Origin")));
+    }
+    if (!host_allowed(req)) {
+        return error_response(api_error(403, "permission_error",
+                                        "the Host header names " + req.value("Host") +
+                                            ", which is not this server's address; start the server with --allowed-host NAME to allow it",
+                                        "", "host_not_allowed"));
+    }
+    // A CORS preflight (a browser asks before its request; it sends no API key) or a plain OPTIONS.
+    if (req.method == "OPTIONS") {
+        http_response res;
+        res.status = 204;
+        res.set("Allow", "GET, POST, OPTIONS");
+        if (origin == origin_verdict::listed) {
+            res.set("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+            if (const std::string * h = req.find("Access-Control-Request-Headers")) { // Authorization among them: "*" would not cover it
+                res.set("Access-Control-Allow-Headers", *h);
+            }
+            res.set("Access-Control-Max-Age", "600");
+        }
+        return res;
+    }
+    const bool completion = req.method == "POST" && (req.path == "/v1/completions" || req.path == "/v1/chat/completions");
+    if (completion) {
+        const std::string * cl = req.find("Content-Length");
+        if (cl != nullptr && cl->size() <= 18 && std::all_of(cl->begin(), cl->end(), [](unsigned char ch) { return std::isdigit(ch); }) &&
+            !cl->empty() && std::stoull(*cl) > opt.max_body) {
+            return error_response(payload_too_large());
+        }
+    }
+    if (std::optional<api_error> e = check_key(req)) {
+        return error_response(*e);
+    }
+    if (req.method == "GET" && req.path == "/health") {
+        return shutting_down.load() ? json_response(503, {{"status", "shutting down"}}) : json_response(200, {{"status", "ok"}});
+    }
+    if (req.method == "GET" && req.path == "/v1/models") {
+        return json_response(200, {
+                                      {"object", "list"},
+                                      {"data", nlohmann::json::array({{{"id", svc.model_id}, {"object", "model"}, {"created", started}, {"owned_by", "specdec"}}})},
+                                  });
+    }
+    if (req.method == "GET" && req.path == "/metrics") {
+        http_response res;
+        res.content_type = "text/plain; version=0.0.4; charset=utf-8";
+        res.body = svc.stats->render();
+        return res;
+    }
+    if (!completion) {
+        return error_response(api_error(404, "invalid_request_error", "no such route", "", "not_found"));
+    }
+    if (shutting_down.load()) {
+        svc.stats->add_rejected();
+        return error_response(unavailable("the server is shutting down", "shutting_down"));
+    }
+    if (n_admitted.load() >= opt.max_completions) {
+        svc.stats->add_rejected();
+        return error_response(queue_full());
+    }
+    hold = std::make_shared<admission>(n_admitted);
+    return std::nullopt;
+}
+
+http_response api_routes::impl::on_failure(http_failure f, const http_request &) {
+    switch (f) {
+        case http_failure::timeout:
+            return error_response(request_timeout());
+        case http_failure::length_required:
+            return error_response(api_error(411, "invalid_request_error",
+                                            "request bodies must have a Content-Length (chunked request bodies are not read)", "",
+                                            "length_required"));
+        case http_failure::too_large:
+            return error_response(payload_too_large());
+        case http_failure::headers_too_large:
+            return error_response(api_error(431, "invalid_request_error", "the request's line and headers are too large", "",
+                                            "headers_too_large"));
+        case http_failure::body_budget:
+            return error_response(unavailable("the server is reading as many request bodies as its memory budget allows; retry later",
+                                              "body_budget"));
+        case http_failure::bad_request:
+            break;
+    }
+    return error_response(api_error(400, "invalid_request_error", "the request is not valid HTTP/1.1", "", "bad_request"));
+}
+
+// Every answer to a listed origin (errors, streams and preflights too) says the page may read it.
+void api_routes::impl::decorate(const http_request & req, http_response & res) const {
+    if (judge_origin(req, opt.cors_origins) != origin_verdict::listed) {
+        return;
+    }
+    const bool any = std::find(opt.cors_origins.begin(), opt.cors_origins.end(), "*") != opt.cors_origins.end();
+    res.set("Access-Control-Allow-Origin", any ? "*" : req.value("Origin"));
+    res.set("Access-Control-Expose-Headers", "Retry-After");
+    res.set("Vary", "Origin");
+}
+
+void api_routes::impl::on_request(const std::shared_ptr<http_exchange> & ex, std::shared_ptr<void> hold) {
+    auto st = std::make_shared<completion_state>();
+    st->ex = ex;
+    st->place = std::move(hold);
+    const endpoint kind = ex->request().path == "/v1/completions" ? endpoint::completions : endpoint::chat;
+    workers.post([this, kind, st] { prepare(kind, st); });
+}
+
+// A worker: parses, templates and tokenizes the request, and hands it to
+// the scheduler; its answer follows from pump(). A failure here is answered at once.
+void api_routes::impl::prepare(endpoint kind, const std::shared_ptr<completion_state> & st) {
+    std::unique_lock<std::mutex> lock(st->m);
+    http_exchange & ex = *st->ex;
+    try {
+        if (shutting_down.load()) {
+            svc.stats->add_rejected();
+            throw unavailable("the server is shutting down", "shutting_down");
+        }
+        request_limits limits;
+        limits.model_id = svc.model_id;
+        limits.strict_model = svc.strict_model;
+        limits.n_ctx = svc.n_ctx;
+        st->r = parse_request(kind, ex.take_body(), limits);
+        parsed_request & r = st->r;
+        // No position holds more than max_prompt_bytes / n_ctx bytes of text:
+        // a longer text cannot fit, and is refused before it is templated or tokenized.
+        size_t n_text = r.prompt.size();
+        for (const chat_message & m : r.messages) {
+            n_text += m.content.size() + m.reasoning_content.size();
+            for (const tool_call & call : m.tool_calls) {
+                n_text += call.name.size() + call.arguments.size();
+            }
+        }
+        for (const tool_function & f : r.tools.functions) {
+            n_text += f.name.size() + f.description.size() + f.parameters.size();
+        }
+        // Each message takes a position at least (its role's marker), and the
+        // template engine's time grows with their number, under a shared lock.
+        if (r.messages.size() >= static_cast<size_t>(svc.n_ctx)) {
+            throw invalid_request("the request has " + std::to_string(r.messages.size()) + " messages; the context holds " +
+                                      std::to_string(svc.n_ctx) + " positions per request (-c), and each message takes one at least",
+                                  "messages", "context_length_exceeded");
+        }
+        if (svc.max_prompt_bytes > 0 && n_text > svc.max_prompt_bytes) {
+            throw invalid_request("the prompt has " + std::to_string(n_text) + " bytes of text; the context holds " +
+                                      std::to_string(svc.n_ctx) + " positions per request (-c), which no text longer than " +
+                                      std::to_string(svc.max_prompt_bytes) + " bytes fits",
+                                  kind == endpoint::chat ? "messages" : "prompt", "context_length_exceeded");
+        }
+
+        std::string text = r.prompt;
+        if (kind == endpoint::chat) {
+            if (!r.tools.functions.empty() && r.tools.choice != tool_choice::none && !svc.chat->writes_tool_calls()) {
+                throw invalid_request("this model's chat template writes no tool calls, so its tools cannot be called; send "
+                                      "'tool_choice': \"none\" or no tools",
+                                      "tools", "unsupported_parameter");
+            }
+            const chat_options options = chat_options_for(r, svc.chat_defaults);
+            try {
+                st->chat = svc.chat->apply(r.messages, r.tools, options);
+            } catch (const std::exception & e) {
+                throw invalid_request(e.what(), r.tools.functions.empty() ? "messages" : "tools");
+            }
+            const chat_prompt & chat = st->chat; // its grammar triggers are borrowed until the request is admitted
+            text = chat.prompt;
+            // The tool-call format's grammar and stop strings (parse_request refuses a grammar of the client's with them).
+            if (!chat.grammar.empty()) {
+                r.grammar = chat.grammar;
+            }
+            for (const std::string & t : chat.grammar_triggers) {
+                r.grammar_triggers.push_back(t.c_str());
+            }
+            r.grammar_prefix = chat.grammar_prefix;
+            // The engine tracks the reasoning block where a budget or a lazy grammar needs it, as llama-server does.
+            if (r.reasoning_budget.value_or(-1) >= 0 && chat.reasoning_end.empty()) {
+                throw invalid_request("this model's chat template has no reasoning markers llama.cpp recognises, so a reasoning "
+                                      "budget cannot apply",
+                                      "reasoning_budget_tokens", "unsupported_parameter");
+            }
+            if (!chat.reasoning_end.empty() && (options.reasoning_budget >= 0 || !chat.grammar_triggers.empty())) {
+                r.reasoning_start = chat.reasoning_start;
+                r.reasoning_end = chat.reasoning_end;
+                r.reasoning_prefix = chat.generation_prompt;
+                r.reasoning_budget = options.reasoning_budget;
+                r.reasoning_budget_message = options.reasoning_budget_message;
+            }
+            for (const std::string & s : chat.stops) {
+                if (std::find(r.stop.begin(), r.stop.end(), s) == r.stop.end()) {
+                    r.stop.push_back(s);
+                }
+            }
+        }
+        std::vector<llama_token> prompt;
+        try {
+            prompt = tokenize(svc.model, text, kind == endpoint::chat); // templates spell special tokens as text
+        } catch (const specdec::error & e) {
+            throw invalid_request(e.what(), kind == endpoint::chat ? "messages" : "prompt");
+        }
+        if (prompt.empty()) {
+            throw invalid_request("the prompt is empty (it has no tokens)", "prompt");
+        }
+        if (prompt.size() >= static_cast<size_t>(svc.n_ctx)) {
+            throw invalid_request("the prompt has " + std::to_string(prompt.size()) + " tokens; the context holds " +
+                                      std::to_string(svc.n_ctx) + " per request (-c), so at most " +
+                                      std::to_string(svc.n_ctx - 1) + " leave room for one token",
+                                  kind == endpoint::chat ? "messages" : "prompt", "context_length_exceeded");
+        }
+        if (r.json_schema) {
+            try {
+                r.grammar = json_schema_grammar(*r.json_schema);
+            } catch (const std::exception & e) {
+                throw invalid_request(std::string("the JSON schema cannot be turned into a grammar: ") + e.what(),
+                                      r.json_schema_field);
+            }
+        }
+        if (r.echo) {
+            st->echo = true;
+            st->echo_text = r.prompt;
+            st->echo_tokens = prompt;
+        }
+        const specdec::request_params params = to_engine_params(r, svc.n_ctx, random_seed(), svc.n_draft, svc.accept);
+        // The grammar is parsed here, on a worker, so that a bad one never
+        // reaches the engine's thread (which parses it again).
+        if (specdec_logit_shaping_validate(llama_model_get_vocab(svc.model), &params) != SPECDEC_STATUS_OK) {
+            const std::string field = !st->chat.grammar.empty() ? "tools"
+                                      : r.json_schema          ? r.json_schema_field
+                                      : !r.grammar.empty()      ? "grammar"
+                                                                : "logit_bias";
+            throw invalid_request(specdec_last_error(), field);
+        }
+        st->stream = r.stream;
+        response_info & info = st->info;
+        info.kind = kind;
+        info.id = (kind == endpoint::completions ? "cmpl-" : "chatcmpl-") + std::to_string(next_id.fetch_add(1));
+        info.created = static_cast<int64_t>(std::time(nullptr));
+        info.model = svc.model_id;
+        info.strategy = svc.strategy;
+        info.accept = accept_mode_name(accept_ran(params));
+        info.n_top_logprobs = r.n_top_logprobs;
+        info.include_usage = r.include_usage;
+        info.piece = [vocab = llama_model_get_vocab(svc.model)](llama_token t) { return token_text(vocab, t); };
+
+        st->c = std::make_shared<request_channel>(std::move(prompt), params, r.stop);
+        // The engine thread calls it after each change; the pumps run on the writer.
+        st->c->set_notify([this, st] {
+            if (!st->scheduled.exchange(true)) {
+                writer.post([this, st] { pump(st); });
+            }
+        });
+        if (!svc.sched->submit(st->c)) {
+            st->c->set_notify(nullptr);
+            svc.stats->add_rejected();
+            throw unavailable("the server is shutting down", "shutting_down");
+        }
+        // A client gone cancels it; its finished event follows (and ends the answer, to no one).
+        ex.on_gone([sched = svc.sched, c = st->c] { sched->cancel(c); });
+    } catch (const api_error & e) {
+        st->finished = true;
+        ex.respond(error_response(e));
+    } catch (const specdec::error & e) {
+        st->finished = true;
+        ex.respond(error_response(e.kind() == SPECDEC_STATUS_KIND_CONFIGURATION ? invalid_request(e.what()) : internal_error(e.what())));
+    } catch (const std::exception & e) {
+        st->finished = true;
+        ex.respond(error_response(internal_error(e.what())));
+    }
+    if (st->finished) {
+        ex.release_body();
+        st->place.reset();
+    }
+}
+
+// The writer, after the engine thread's notification: writes what the
+// channel holds; the final answer gives back the admission place and
+// drops the notification (which held the state).
+void api_routes::impl::pump(const std::shared_ptr<completion_state> & st) {
+    std::lock_guard<std::mutex> lock(st->m);
+    st->scheduled.store(false); // a notification from here on queues another pump
+    if (!st->finished) {
+        answer(st.get());
+    }
+    // Answered, and the engine is done with it: the place goes back, and the
+    // notification (which holds st) is dropped.
+    const request_channel::state s = st->c->wait_admission(0ms);
+    if (st->finished && (s == request_channel::state::finished || s == request_channel::state::rejected)) {
+        st->place.reset();
+        st->c->set_notify(nullptr);
+    }
+}
+
+// Under st.m: what the channel holds, written; st.finished once the final answer is handed over.
+void api_routes::impl::answer(completion_state * st) {
+    request_channel & c = *st->c;
+    const request_channel::state s = c.wait_admission(0ms);
+    if (s == request_channel::state::pending) {
+        return;
+    }
+    if (!st->admitted) {
+        // The engine copied what it needs: what the request was parsed into, and its body's charge, go.
+        st->admitted = true;
+        st->r = parsed_request();
+        st->ex->release_body();
+    }
+    try {
+        if (s == request_channel::state::rejected) {
+            st->finished = true;
+            st->ex->respond(error_response(rejection(c)));
+        } else if (st->stream) {
+            stream_out(*st);
+        } else {
+            std::string ignored;
+            if (!c.wait_output(0ms, ignored)) {
+                return;
+            }
+            st->finished = true;
+            const specdec::request_result & out = c.result();
+            if (out.output.stop == SPECDEC_STOP_CANCELLED) {
+                throw unavailable("the request was cancelled: the server is shutting down", "shutting_down");
+            }
+            if (out.output.stop == SPECDEC_STOP_ERROR) {
+                throw api_error(500, "server_error", "generation failed (run the server with -v for the reason)", "", "internal_error");
+            }
+            response_info info = st->info;
+            if (st->echo) {
+                info.echo_text = &st->echo_text;
+                info.echo_tokens = &st->echo_tokens;
+            }
+            std::optional<parsed_answer> answer;
+            if (st->chat.parser != nullptr) {
+                answer = st->chat.parser->parse(out.output.text, false);
+                name_tool_calls(*answer);
+                info.answer = &*answer;
+            }
+            st->ex->respond(json_response(200, response_body(info, {&out, c.n_prompt()})));
+        }
+    } catch (const api_error & e) {
+        st->finished = true;
+        st->ex->respond(error_response(e));
+    } catch (const std::exception & e) {
+        st->finished = true;
+        if (st->begun) {
+            svc.sched->cancel(st->c); // its finished event gives the place back
+            if (svc.log) {
+                svc.log("a stream failed: " + std::string(e.what()));
+            }
+            st->ex->stream_end(); // without [DONE]: the stream cannot carry a status any more
+        } else {
+            st->ex->respond(error_response(internal_error(e.what())));
+        }
+    }
+}
+
+// Under st.m: the stream's head at admission, then a chunk per release, then its end.
+void api_routes::impl::stream_out(completion_state & st) {
+    request_channel & c = *st.c;
+    const response_info & info = st.info;
+    if (!st.begun) {
+        st.begun = true;
+        http_response head;
+        head.content_type = "text/event-stream";
+        head.set("Cache-Control", "no-cache");
+        head.set("X-Accel-Buffering", "no");
+        st.ex->stream_begin(std::move(head), ":\n\n"); // its probe: an SSE comment, which clients skip
+    }
+    std::string text = st.first ? std::move(st.echo_text) : std::string(); // the prompt's text, which the first chunk carries (echo)
+    st.echo_text.clear();
+    specdec::sequence_result lp;
+    const bool finished = c.wait_output(0ms, text, info.n_top_logprobs >= 0 ? &lp : nullptr);
+    const bool carries = !text.empty() || !lp.tokens.empty();
+    const std::shared_ptr<const chat_parser> & parser = st.chat.parser;
+    // With tools, what the answer reads as so far; once finished, all of it.
+    std::optional<parsed_answer> answer;
+    nlohmann::json delta = nlohmann::json::object();
+    if (parser != nullptr && (carries || finished)) {
+        st.text += text;
+        answer = parser->parse(st.text, !finished);
+        if (answer) {
+            delta = answer_delta(st.sent, *answer, !finished);
+        }
+    }
+    if (parser != nullptr ? !delta.empty() || !lp.tokens.empty() : carries) {
+        const nlohmann::json logprobs = lp.tokens.empty() ? nlohmann::json() : logprobs_body(info, token_logprobs::of(lp), st.text_offset);
+        st.ex->stream_write(sse_event(parser != nullptr ? delta_chunk_body(info, std::move(delta), st.first, logprobs)
+                                                        : chunk_body(info, text, st.first, logprobs)));
+        st.first = false;
+    }
+    if (!finished) {
+        return;
+    }
+    st.finished = true;
+    const specdec::request_result & out = c.result();
+    std::string tail;
+    if (out.output.stop == SPECDEC_STOP_CANCELLED || out.output.stop == SPECDEC_STOP_ERROR) {
+        const api_error e = out.output.stop == SPECDEC_STOP_CANCELLED
+                                ? unavailable("the request was cancelled: the server is shutting down", "shutting_down")
+                                : api_error(500, "server_error", "generation failed (run the server with -v for the reason)", "",
+                                            "internal_error");
+        tail = sse_event(error_body(e));
+    } else {
+        response_info last = info;
+        if (answer) {
+            for (size_t i = 0; i < answer->tool_calls.size() && i < st.sent.calls.size(); ++i) {
+                answer->tool_calls[i].id = st.sent.calls[i].id;
+            }
+            last.answer = &*answer;
+        }
+        tail = sse_event(final_chunk_body(last, {&out, c.n_prompt()}));
+        if (info.include_usage) {
+            tail += sse_event(usage_chunk_body(info, {&out, c.n_prompt()}));
+        }
+    }
+    tail += sse_done();
+    st.ex->stream_write(std::move(tail));
+    st.ex->stream_end();
+}
+
+api_routes::api_routes(service & svc, const route_options & options) : impl_(std::make_unique<impl>(svc, options)) {}
+
+api_routes::~api_routes() = default;
+
+http_handlers api_routes::handlers() {
+    impl * p = impl_.get();
+    http_handlers h;
+    h.on_headers = [p](const http_request & req, std::shared_ptr<void> & hold) { return p->on_headers(req, hold); };
+    h.on_request = [p](const std::shared_ptr<http_exchange> & ex, std::shared_ptr<void> hold) { p->on_request(ex, std::move(hold)); };
+    h.on_failure = [p](http_failure f, const http_request & req) { return p->on_failure(f, req); };
+    h.decorate = [p](const http_request & req, http_response & res) { p->decorate(req, res); };
+    if (p->svc.log) {
+        h.on_answered = [p](const http_request & req, int status) { p->svc.log(req.method + " " + req.path + " " + std::to_string(status)); };
+    }
+    return h;
+}
+
+void api_routes::begin_shutdown() {
+    impl_->shutting_down.store(true);
+}
+
+} // namespace cli::serve
