@@ -18,7 +18,7 @@ echo "fuzz: building the fuzz targets (compiler output: build-fuzz/build.log)" >
 cmake --build build-fuzz >build-fuzz/build.log 2>&1 || { echo "fuzz: build failed; the end of build-fuzz/build.log:" >&2; tail -n 40 build-fuzz/build.log >&2; exit 1; }
 
 passed=0
-for target in state gguf session cli load; do
+for target in state gguf session cli load serve; do
     mkdir -p "build-fuzz/corpus-$target"
     log="build-fuzz/fuzz-$target.log"
     echo "fuzz-$target: running for $seconds s" >&2

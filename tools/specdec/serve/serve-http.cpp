@@ -84,8 +84,30 @@ bool is_token(std::string_view s) {
     });
 }
 
-// Parses a request's line and headers (`head`, without the blank line
-// ending them) into `req`; false when it is not HTTP/1.0 or 1.1 as RFC 9112 frames it.
+// Whether the request asks that its connection end after its answer (HTTP/1.0 unless it asks to keep it).
+bool wants_close(const http_request & req) {
+    const std::string c = req.value("Connection");
+    std::string lc(c.size(), ' ');
+    std::transform(c.begin(), c.end(), lc.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    if (req.minor_version == 0) {
+        return lc.find("keep-alive") == std::string::npos;
+    }
+    return lc.find("close") != std::string::npos;
+}
+
+std::string chunk(std::string_view bytes) {
+    char size[24];
+    const int n = std::snprintf(size, sizeof(size), "%zx\r\n", bytes.size());
+    std::string out;
+    out.reserve(static_cast<size_t>(n) + bytes.size() + 2);
+    out.append(size, static_cast<size_t>(n));
+    out.append(bytes);
+    out.append("\r\n");
+    return out;
+}
+
+} // namespace
+
 bool parse_head(std::string_view head, http_request & req) {
     size_t eol = head.find("\r\n");
     std::string_view line = head.substr(0, eol);
@@ -117,8 +139,6 @@ bool parse_head(std::string_view head, http_request & req) {
     return true;
 }
 
-// The body's length from Content-Length: nullopt when it is malformed or
-// its copies disagree (a smuggling attempt); 0 when absent.
 std::optional<size_t> content_length(const http_request & req) {
     std::optional<size_t> n;
     for (const http_header & h : req.headers) {
@@ -137,30 +157,6 @@ std::optional<size_t> content_length(const http_request & req) {
     }
     return n.value_or(0);
 }
-
-// Whether the request asks that its connection end after its answer (HTTP/1.0 unless it asks to keep it).
-bool wants_close(const http_request & req) {
-    const std::string c = req.value("Connection");
-    std::string lc(c.size(), ' ');
-    std::transform(c.begin(), c.end(), lc.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-    if (req.minor_version == 0) {
-        return lc.find("keep-alive") == std::string::npos;
-    }
-    return lc.find("close") != std::string::npos;
-}
-
-std::string chunk(std::string_view bytes) {
-    char size[24];
-    const int n = std::snprintf(size, sizeof(size), "%zx\r\n", bytes.size());
-    std::string out;
-    out.reserve(static_cast<size_t>(n) + bytes.size() + 2);
-    out.append(size, static_cast<size_t>(n));
-    out.append(bytes);
-    out.append("\r\n");
-    return out;
-}
-
-} // namespace
 
 const std::string * http_request::find(std::string_view name) const {
     for (const http_header & h : headers) {

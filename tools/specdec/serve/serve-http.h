@@ -38,6 +38,15 @@ struct http_request {
     bool                has(std::string_view name) const { return find(name) != nullptr; }
 };
 
+// Request framing (RFC 9112), as each connection frames its requests; also
+// what fuzz/fuzz-serve.cpp drives. parse_head: a request's line and headers
+// (`head`, without the blank line ending them) into `req`; false when it is
+// not HTTP/1.0 or 1.1. content_length: the body's length from
+// Content-Length; nullopt when it is malformed or its copies disagree (a
+// smuggling attempt); 0 when absent.
+bool                  parse_head(std::string_view head, http_request & req);
+std::optional<size_t> content_length(const http_request & req);
+
 struct http_response {
     int                      status = 200;
     std::string              content_type;    // empty: no Content-Type
