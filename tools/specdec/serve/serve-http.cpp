@@ -344,6 +344,16 @@ public:
     }
     const std::shared_ptr<exchange> & current() const { return ex_; }
 
+    // Runs `f`, part of this connection's work on the io thread; a handler
+    // that throws (out of memory, a bug) ends this connection, not the server.
+    template <class F> void guarded(F && f) {
+        try {
+            f();
+        } catch (const std::exception &) {
+            close_now();
+        }
+    }
+
 private:
     enum class phase {
         head,       // waiting for a request's line and headers (idle between requests)
@@ -359,7 +369,7 @@ private:
         deadline_.expires_after(d);
         deadline_.async_wait([self = shared_from_this(), gen](const std::error_code & ec) {
             if (!ec && gen == self->deadline_gen_) {
-                self->deadline_passed();
+                self->guarded([&] { self->deadline_passed(); });
             }
         });
     }
@@ -405,7 +415,7 @@ private:
         reading_ = true;
         sock_.async_read_some(asio::buffer(buf_), [self = shared_from_this()](const std::error_code & ec, size_t n) {
             self->reading_ = false;
-            self->on_read(ec, n);
+            self->guarded([&] { self->on_read(ec, n); });
         });
     }
 
@@ -703,7 +713,14 @@ private:
     // Writes what is queued, as much as the socket takes at a time: each
     // write (not the whole answer) waits at most write_timeout_s.
     void flush() {
-        if (writing_ || closed_ || out_.empty()) {
+        if (writing_ || closed_) {
+            return;
+        }
+        if (out_.empty()) {
+            if (answer_queued_ && !answer_written_) { // an end that adds no bytes (an unchunked stream's)
+                answer_written_ = true;
+                next();
+            }
             return;
         }
         writing_ = true;
@@ -731,14 +748,7 @@ private:
                 return;
             }
             self->written(n);
-            if (!self->out_.empty()) {
-                self->flush();
-                return;
-            }
-            if (self->answer_queued_) {
-                self->answer_written_ = true;
-                self->next();
-            }
+            self->guarded([&] { self->flush(); }); // the rest, or the answer's end
         });
     }
 
@@ -869,7 +879,7 @@ template <class F> void exchange::on_io(F fn) {
     st_->post([self = shared_from_this(), fn = std::move(fn)]() mutable {
         const std::shared_ptr<connection> c = self->conn_.lock();
         if (c != nullptr && c->current().get() == self.get()) {
-            fn(*c);
+            c->guarded([&] { fn(*c); });
         }
     });
 }
@@ -987,7 +997,15 @@ int http_server::bind() {
 
 void http_server::run() {
     asio::post(impl_->io, [s = impl_.get()] { s->accept(); });
-    impl_->io.run();
+    // What a connection's guard did not catch (a throw while it closes) ends
+    // that handler, not the loop.
+    for (;;) {
+        try {
+            impl_->io.run();
+            return;
+        } catch (const std::exception &) {
+        }
+    }
 }
 
 bool http_server::wait_idle(std::chrono::milliseconds timeout) {
