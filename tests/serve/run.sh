@@ -2,7 +2,7 @@
 # `specdec serve` end to end over real HTTP with the official `openai` npm
 # client: node's own test runner (node:test) runs tests/serve/*.test.mjs,
 # each of which starts and stops its servers (helpers in server.mjs).
-# Usage: run.sh SPECDEC FIXTURE_TOOL [TEST_NAME...]   (names: api errors shutdown demo soak hostile near-ties tools reasoning connections; default api errors shutdown demo)
+# Usage: run.sh SPECDEC FIXTURE_TOOL [TEST_NAME...]   (names: api errors shutdown demo soak hostile near-ties tools reasoning connections native; default api errors shutdown demo)
 # Environment: SPECDEC_SOAK_REQUESTS (soak size, default 240), SPECDEC_CACHE_DIR (default ~/.cache/specdec).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"

@@ -210,6 +210,8 @@ int run_serve(const serve_options & o) {
     svc.stats = &stats;
     svc.model_id = o.alias.empty() ? std::filesystem::path(o.decoder.model).stem().string() : o.alias;
     svc.strict_model = o.strict_model;
+    svc.model_path = o.decoder.model;
+    svc.n_slots = o.n_parallel;
     svc.strategy = d.strategy_name();
     svc.n_ctx = static_cast<int32_t>(o.decoder.n_ctx);
     svc.max_prompt_bytes = max_prompt_bytes(d.target_model.get(), o.decoder.n_ctx);

@@ -85,6 +85,10 @@ bool chat_formatter::writes_tool_calls() const {
     return impl_->tool_calls;
 }
 
+std::string chat_formatter::source() const {
+    return common_chat_templates_source(impl_->templates.get());
+}
+
 namespace {
 
 std::vector<common_chat_msg> to_common(const std::vector<chat_message> & messages) {

@@ -132,6 +132,8 @@ public:
     bool from_model() const;
     // Whether its template writes tool calls (in a format llama.cpp reads or not).
     bool writes_tool_calls() const;
+    // The template's text (the model's, or the ChatML fallback).
+    std::string source() const;
     // The prompt for `messages`, ending with the assistant's turn opened;
     // with tools (and a choice other than none), the grammar and parser of
     // its tool calls; where the template thinks and options.reasoning is

@@ -58,37 +58,6 @@ std::string describe(const json & v) {
     return type_name(v);
 }
 
-// The body as JSON, refused at the first level, value or container past
-// the limits (the callback throws, which ends the parse there).
-json parse_body(std::string_view body, const request_limits & limits) {
-    std::string field; // the top-level key being parsed
-    size_t n_values = 0;
-    size_t n_containers = 0;
-    const json::parser_callback_t bound = [&](int depth, json::parse_event_t event, json & parsed) {
-        const bool opens = event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
-        if (event == json::parse_event_t::key && depth == 1) {
-            field = parsed.get<std::string>().substr(0, 64); // a known field's name is shorter
-        }
-        const std::string at = field.empty() ? "the body" : "'" + field + "'";
-        if (opens && static_cast<size_t>(depth) + 1 > limits.max_json_depth) {
-            throw invalid_request(at + " nests arrays and objects deeper than " + std::to_string(limits.max_json_depth) +
-                                      " levels (the body is the first)",
-                                  field, "json_too_deep");
-        }
-        if ((opens && ++n_containers > limits.max_json_containers) || ((opens || event == json::parse_event_t::value) &&
-                                                                      ++n_values > limits.max_json_values)) {
-            throw invalid_request("the body has more than " +
-                                      (n_containers > limits.max_json_containers
-                                           ? std::to_string(limits.max_json_containers) + " arrays and objects"
-                                           : std::to_string(limits.max_json_values) + " values") +
-                                      " (" + at + " passed the bound)",
-                                  field, "json_too_large");
-        }
-        return true;
-    };
-    return json::parse(body.begin(), body.end(), bound, false);
-}
-
 api_error wrong_type(const std::string & field, const char * want, const json & got) {
     return invalid_request("'" + field + "' must be " + want + ", not " + type_name(got), field, "invalid_type");
 }
@@ -638,6 +607,40 @@ bool parse_include_usage(const json & body, bool stream) {
 
 } // namespace
 
+nlohmann::json parse_json_body(std::string_view body, const request_limits & limits) {
+    using json = nlohmann::json;
+    std::string field; // the top-level key being parsed
+    size_t n_values = 0;
+    size_t n_containers = 0;
+    const json::parser_callback_t bound = [&](int depth, json::parse_event_t event, json & parsed) {
+        const bool opens = event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
+        if (event == json::parse_event_t::key && depth == 1) {
+            field = parsed.get<std::string>().substr(0, 64); // a known field's name is shorter
+        }
+        const std::string at = field.empty() ? "the body" : "'" + field + "'";
+        if (opens && static_cast<size_t>(depth) + 1 > limits.max_json_depth) {
+            throw invalid_request(at + " nests arrays and objects deeper than " + std::to_string(limits.max_json_depth) +
+                                      " levels (the body is the first)",
+                                  field, "json_too_deep");
+        }
+        if ((opens && ++n_containers > limits.max_json_containers) || ((opens || event == json::parse_event_t::value) &&
+                                                                      ++n_values > limits.max_json_values)) {
+            throw invalid_request("the body has more than " +
+                                      (n_containers > limits.max_json_containers
+                                           ? std::to_string(limits.max_json_containers) + " arrays and objects"
+                                           : std::to_string(limits.max_json_values) + " values") +
+                                      " (" + at + " passed the bound)",
+                                  field, "json_too_large");
+        }
+        return true;
+    };
+    json j = json::parse(body.begin(), body.end(), bound, false);
+    if (j.is_discarded()) {
+        throw invalid_request("the body is not valid JSON", "", "invalid_json");
+    }
+    return j;
+}
+
 size_t json_text_depth(std::string_view text) {
     size_t depth = 0;
     size_t deepest = 0;
@@ -657,10 +660,7 @@ size_t json_text_depth(std::string_view text) {
 }
 
 parsed_request parse_request(endpoint kind, std::string_view body, const request_limits & limits) {
-    json j = parse_body(body, limits);
-    if (j.is_discarded()) {
-        throw invalid_request("the body is not valid JSON", "", "invalid_json");
-    }
+    json j = parse_json_body(body, limits);
     if (!j.is_object()) {
         throw invalid_request(std::string("the body must be a JSON object, not ") + type_name(j), "", "invalid_json");
     }
@@ -821,6 +821,15 @@ std::optional<reasoning_format> reasoning_format_from_name(const std::string & n
         }
     }
     return std::nullopt;
+}
+
+const char * reasoning_format_name(reasoning_format f) {
+    for (const auto & [g, n] : reasoning_names) {
+        if (g == f) {
+            return n;
+        }
+    }
+    return "auto";
 }
 
 chat_options chat_options_for(const parsed_request & r, const chat_options & server) {

@@ -69,6 +69,12 @@ struct request_limits {
     size_t      max_json_containers = size_t(1) << 16;
 };
 
+// A request body's JSON, refused while it is parsed past the limits' depth,
+// values or containers (api_error 400 json_too_deep / json_too_large,
+// naming the top-level field where the bound was passed), or when it is not
+// JSON (400 invalid_json). Every route parses its body with it.
+nlohmann::json parse_json_body(std::string_view body, const request_limits & limits);
+
 // The deepest nesting of arrays and objects in JSON text (0 for a scalar),
 // counted without parsing or recursion; strings are skipped. For JSON that
 // a request carries inside a string (a tool call's arguments), which
@@ -150,6 +156,7 @@ parsed_request parse_request(endpoint kind, std::string_view body, const request
 // The reasoning format a name spells, with llama-server's names ("none",
 // "auto", "deepseek", "deepseek-legacy"); nullopt for any other.
 std::optional<reasoning_format> reasoning_format_from_name(const std::string & name);
+const char * reasoning_format_name(reasoning_format f);
 
 // The chat options of a request over the server's (`server`): its
 // reasoning format, its template kwargs over the server's (name by name),

@@ -3,6 +3,7 @@
 #include "cli-common.h"
 #include "json-text.h"
 #include "serve-grammar.h"
+#include "serve-native.h"
 #include "serve-openai.h"
 
 #include <algorithm>
@@ -215,6 +216,16 @@ private:
     std::vector<std::thread>          threads_; // last: started once the rest is built
 };
 
+// A route as llama-server matches it: with or without the /v1 prefix.
+std::string_view route_of(const std::string & path) {
+    return path.rfind("/v1/", 0) == 0 ? std::string_view(path).substr(3) : std::string_view(path);
+}
+
+// llama-server's own POST routes besides completions (serve-native.h).
+bool is_native_post(std::string_view route) {
+    return route == "/tokenize" || route == "/detokenize" || route == "/apply-template";
+}
+
 // A completion's place under route_options::max_completions, given back when the last owner drops it.
 struct admission {
     explicit admission(std::atomic<size_t> & n) : n_(n) { n_.fetch_add(1); }
@@ -376,6 +387,7 @@ struct api_routes::impl {
     void decorate(const http_request & req, http_response & res) const;
 
     void prepare(endpoint kind, const std::shared_ptr<completion_state> & st);
+    void answer_native(http_exchange & ex);
     void pump(const std::shared_ptr<completion_state> & st);
     void answer(completion_state * st);
     void stream_out(completion_state & st);
@@ -425,7 +437,8 @@ std::optional<http_response> api_routes::impl::on_headers(const http_request & r
         }
         return res;
     }
-    const bool completion = req.method == "POST" && (req.path == "/v1/completions" || req.path == "/v1/chat/completions");
+    const std::string_view route = route_of(req.path);
+    const bool completion = req.method == "POST" && (route == "/completions" || route == "/chat/completions");
     if (completion) {
         const std::string * cl = req.find("Content-Length");
         if (cl != nullptr && cl->size() <= 18 && std::all_of(cl->begin(), cl->end(), [](unsigned char ch) { return std::isdigit(ch); }) &&
@@ -436,16 +449,26 @@ std::optional<http_response> api_routes::impl::on_headers(const http_request & r
     if (std::optional<api_error> e = check_key(req)) {
         return error_response(*e);
     }
-    if (req.method == "GET" && req.path == "/health") {
+    if (req.method == "GET" && route == "/health") {
         return shutting_down.load() ? json_response(503, {{"status", "shutting down"}}) : json_response(200, {{"status", "ok"}});
     }
-    if (req.method == "GET" && req.path == "/v1/models") {
-        return json_response(200, {
-                                      {"object", "list"},
-                                      {"data", nlohmann::json::array({{{"id", svc.model_id}, {"object", "model"}, {"created", started}, {"owned_by", "specdec"}}})},
-                                  });
+    if (req.method == "GET" && route == "/models") {
+        return json_response(200, {{"object", "list"}, {"data", nlohmann::json::array({model_object(svc.model_id, started)})}});
     }
-    if (req.method == "GET" && req.path == "/metrics") {
+    if (req.method == "GET" && route.rfind("/models/", 0) == 0) {
+        const std::string id(route.substr(8));
+        if (svc.strict_model && id != svc.model_id) {
+            return error_response(api_error(404, "invalid_request_error", "The model '" + id + "' does not exist", "model", "model_not_found"));
+        }
+        return json_response(200, model_object(id, started)); // any name is served (see strict_model)
+    }
+    if (req.method == "GET" && route == "/props") {
+        return json_response(200, props_answer(svc));
+    }
+    if (req.method == "POST" && is_native_post(route)) {
+        return std::nullopt; // its body is read, then answered by a worker (no engine work: no admission place)
+    }
+    if (req.method == "GET" && route == "/metrics") {
         http_response res;
         res.content_type = "text/plain; version=0.0.4; charset=utf-8";
         res.body = svc.stats->render();
@@ -503,8 +526,35 @@ void api_routes::impl::on_request(const std::shared_ptr<http_exchange> & ex, std
     auto st = std::make_shared<completion_state>();
     st->ex = ex;
     st->place = std::move(hold);
-    const endpoint kind = ex->request().path == "/v1/completions" ? endpoint::completions : endpoint::chat;
+    const std::string_view route = route_of(ex->request().path);
+    if (is_native_post(route)) {
+        workers.post([this, ex] { answer_native(*ex); });
+        return;
+    }
+    const endpoint kind = route == "/completions" ? endpoint::completions : endpoint::chat;
     workers.post([this, kind, st] { prepare(kind, st); });
+}
+
+// A worker: llama-server's /tokenize, /detokenize and /apply-template.
+void api_routes::impl::answer_native(http_exchange & ex) {
+    try {
+        request_limits limits;
+        limits.model_id = svc.model_id;
+        limits.n_ctx = svc.n_ctx;
+        const std::string body = ex.take_body();
+        const std::string_view route = route_of(ex.request().path);
+        const nlohmann::json answer = route == "/tokenize"     ? tokenize_answer(svc, body, limits)
+                                      : route == "/detokenize" ? detokenize_answer(svc, body, limits)
+                                                               : apply_template_answer(svc, body, limits);
+        ex.release_body();
+        ex.respond(json_response(200, answer));
+    } catch (const api_error & e) {
+        ex.release_body();
+        ex.respond(error_response(e));
+    } catch (const std::exception & e) {
+        ex.release_body();
+        ex.respond(error_response(internal_error(e.what())));
+    }
 }
 
 // A worker: parses, templates and tokenizes the request, and hands it to

@@ -32,6 +32,8 @@ struct service {
     std::string            model_id;             // GET /v1/models, and what `model` may name with strict_model
     bool                   strict_model = false; // --strict-model: a request naming another model gets 404
     std::string            strategy = "none";    // the drafter, reported per response
+    std::string            model_path;           // the target's file (GET /props)
+    uint32_t               n_slots = 0;          // sequences decoded together (-np; GET /props)
     int32_t                n_ctx = 0;            // positions per sequence
     size_t                 max_prompt_bytes = 0; // longer prompt text cannot fit n_ctx (checked before tokenizing); 0: no bound
     int32_t                n_draft = 0;          // request_params::n_draft for every request
