@@ -57,6 +57,14 @@ check "plain generate" is_text "$work/plain.txt" "defghijklmnopqrstuvwxyz{|}~aaa
 check "mtp generate" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40
 check "mtp text equals plain" cmp -s "$work/out" "$work/plain.txt"
 check "mtp summary" contains "$work/err" "40 tokens in 11 steps, drafted 29, accepted 29 (100.0%)" # the prompt's token, 9 steps of 4, then 3
+# llama.cpp's model and context options reach it and keep the text.
+check "llama options" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40 -ctk q8_0 -ctv q8_0 -fa on -b 64 -ub 32 \
+    -tb 1 --no-mmap --override-kv general.name=str:renamed --rope-freq-base 10000
+check "llama options keep the text" cmp -s "$work/out" "$work/plain.txt"
+check "a quantized V cache without flash attention is refused" exit_is 1 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 4 -ctv q4_0 -fa off
+check "a malformed --override-kv" exit_is 1 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 4 --override-kv general.name=text:x
+check "a malformed --override-kv names itself" contains "$work/err" "--override-kv general.name=text:x"
+check "an unknown cache type" exit_is 2 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 4 -ctk q3_k
 check "adaptive generate" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40 --n-draft auto
 check "adaptive equals plain" cmp -s "$work/out" "$work/plain.txt"
 check "adaptive with a cap" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40 --n-draft auto --draft-max 2 --json

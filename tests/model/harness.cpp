@@ -63,6 +63,8 @@ llama_context_ptr make_context(llama_model * model, const context_options & o) {
     p.n_rs_seq = o.n_rs_seq;
     p.n_outputs_max_per_seq = o.n_outputs_max_per_seq;
     p.kv_unified = o.kv_unified;
+    p.type_k = o.type_k;
+    p.type_v = o.type_v;
     p.ctx_type = o.type;
     p.ctx_other = o.other;
     // One thread: ctest runs test processes in parallel, and spinning

@@ -29,6 +29,8 @@ struct context_options {
     uint32_t           n_rs_seq  = 0;
     uint32_t           n_outputs_max_per_seq = 0; // 0: no limit below n_outputs_max
     bool               kv_unified = false; // one KV cache shared by every sequence
+    ggml_type          type_k    = GGML_TYPE_F16; // the KV cache's types (-ctk, -ctv): a quantized V needs flash attention, on by default (auto)
+    ggml_type          type_v    = GGML_TYPE_F16;
     llama_context_type type      = LLAMA_CONTEXT_TYPE_DEFAULT;
     llama_context *    other     = nullptr; // ctx_other (e.g. the target of a draft context)
 };

@@ -81,8 +81,10 @@ std::string target_file(trunk t, weight_type type) {
     });
 }
 
-llama_context_ptr target_context(llama_model * model, size_t n_seq, int n_draft) {
+llama_context_ptr target_context(llama_model * model, size_t n_seq, int n_draft, ggml_type kv = GGML_TYPE_F16) {
     context_options o;
+    o.type_k = kv;
+    o.type_v = kv;
     o.n_ctx = 512 * static_cast<uint32_t>(n_seq);
     o.n_seq_max = static_cast<uint32_t>(n_seq);
     o.n_rs_seq = static_cast<uint32_t>(n_draft);
@@ -203,6 +205,57 @@ TEST_P(NearTies, EveryBatchShapeGivesPlainDecodingsTokens) {
         EXPECT_EQ(replay_verification(model.get(), ref, k), "") << "replayed verification, k = " << k;
     }
 }
+
+// A quantized KV cache (-ctk / -ctv q8_0 or q4_0: how long contexts fit a
+// CPU's memory) changes the attention's arithmetic, so it gets the same
+// check: plain decoding batched and MTP speculation (k = 3 over all
+// sequences, k = 8 over one) give each prompt's tokens decoded alone with
+// the same cache, on the dense, MoE and hybrid targets at Q8_0.
+class NearTiesKvCache : public ::testing::TestWithParam<std::tuple<trunk, ggml_type>> {};
+
+TEST_P(NearTiesKvCache, SpeculationAndBatchingGivePlainDecodingsTokens) {
+    const auto [t, kv] = GetParam();
+    auto model = load_model(target_file(t, weight_type::q8_0));
+    generate_params gp = greedy();
+    gp.n_predict = 128;
+    std::vector<std::vector<llama_token>> ref;
+    for (const auto & p : prompts) {
+        auto ctx = target_context(model.get(), 1, 0, kv);
+        ref.push_back(generate_plain(ctx.get(), std::span(&p, 1), gp).sequences[0].tokens);
+        EXPECT_GT(std::set<llama_token>(ref.back().begin(), ref.back().end()).size(), 8u);
+    }
+    {
+        auto ctx = target_context(model.get(), prompts.size(), 0, kv);
+        const generation_result r = generate_plain(ctx.get(), prompts, gp);
+        for (size_t s = 0; s < prompts.size(); ++s) {
+            EXPECT_EQ(first_difference(r.sequences[s].tokens, ref[s]), -1) << "plain, all prompts batched: sequence " << s;
+        }
+    }
+    for (const auto & [k, n_seq] : {std::pair{3, prompts.size()}, std::pair{8, size_t{1}}}) {
+        session_params sp = specdec_session_default_params();
+        sp.strategy = SPECDEC_STRATEGY_MTP;
+        sp.n_draft_max = k;
+        sp.n_seq = static_cast<uint32_t>(n_seq);
+        auto target = target_context(model.get(), n_seq, k, kv);
+        llama_context_params cp = llama_context_default_params();
+        cp.n_threads = 1;
+        cp.n_threads_batch = 1;
+        auto draft = make_draft_context(target.get(), nullptr, sp, cp);
+        session s(target.get(), draft.get(), sp);
+        const generation_result r = generate(s, std::span(prompts.data(), n_seq), gp);
+        for (size_t i = 0; i < n_seq; ++i) {
+            EXPECT_EQ(first_difference(r.sequences[i].tokens, ref[i]), -1) << "MTP k = " << k << ", " << n_seq << " sequence(s): sequence " << i;
+            EXPECT_GT(r.sequences[i].stats.n_drafted, 0u);
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Caches, NearTiesKvCache,
+                         ::testing::Combine(::testing::Values(trunk::dense, trunk::moe, trunk::hybrid),
+                                            ::testing::Values(GGML_TYPE_Q8_0, GGML_TYPE_Q4_0)),
+                         [](const auto & tc) {
+                             return std::string(trunk_name(std::get<0>(tc.param))) + "_kv_" + ggml_type_name(std::get<1>(tc.param));
+                         });
 
 // Three turns of a conversation on one engine with two slots (a stranger's
 // request runs beside the first turn): the second turn's prompt continues

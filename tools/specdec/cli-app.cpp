@@ -27,7 +27,9 @@ void parse(CLI::App & app, const std::vector<std::string> & args) {
     static const std::map<std::string, std::string> long_names = {
         {"-md", "--model-draft"},         {"-ngl", "--n-gpu-layers"}, {"-ngld", "--n-gpu-layers-draft"},
         {"-dev", "--device"},             {"-devd", "--device-draft"}, {"-sm", "--split-mode"},
-        {"-np", "--parallel"},
+        {"-np", "--parallel"},            {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"},
+        {"-fa", "--flash-attn"},          {"-ub", "--ubatch-size"},   {"-tb", "--threads-batch"},
+        {"-lm", "--load-mode"},
     };
     std::vector<std::string> reversed; // CLI11 consumes arguments from the back
     for (auto it = args.rbegin(); it != args.rend(); ++it) {

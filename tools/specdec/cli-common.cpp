@@ -1,6 +1,7 @@
 #include "cli-common.h"
 
 #include "ggml-backend.h"
+#include "ggml-cpu.h"
 
 #include <algorithm>
 #include <cctype>
@@ -113,13 +114,42 @@ std::vector<ggml_backend_dev_t> resolve_devices(const std::string & names) {
 
 } // namespace
 
-llama_model_ptr load_model(const std::string & path, bool load_mtp, const placement & where, bool progress) {
+namespace {
+
+// The KV cache types llama-server takes (-ctk, -ctv).
+const std::vector<std::pair<std::string, ggml_type>> cache_types = {
+    {"f32", GGML_TYPE_F32},   {"f16", GGML_TYPE_F16},   {"bf16", GGML_TYPE_BF16}, {"q8_0", GGML_TYPE_Q8_0},     {"q4_0", GGML_TYPE_Q4_0},
+    {"q4_1", GGML_TYPE_Q4_1}, {"iq4_nl", GGML_TYPE_IQ4_NL}, {"q5_0", GGML_TYPE_Q5_0}, {"q5_1", GGML_TYPE_Q5_1},
+};
+
+ggml_type cache_type(const std::string & name) {
+    for (const auto & [n, t] : cache_types) {
+        if (n == name) {
+            return t;
+        }
+    }
+    return GGML_TYPE_F16; // unreachable: the option's check refused it
+}
+
+} // namespace
+
+llama_model_ptr load_model(const std::string & path, bool load_mtp, const placement & where, const llama_options & lo, bool progress) {
     // Metadata first: llama.cpp's loader (or its first decode) aborts on some malformed files.
     specdec_model_info info{};
     if (const specdec_status st = specdec_inspect(path.c_str(), &info); st != SPECDEC_STATUS_OK) {
         throw specdec::error(st, specdec_last_error());
     }
     llama_model_params mp = llama_model_default_params();
+    std::vector<llama_model_kv_override> overrides; // borrowed by mp until the load returns
+    apply_model_options(lo, mp, overrides);
+    if (!lo.numa.empty()) { // process-wide, once, before the first load
+        static std::once_flag numa_once;
+        std::call_once(numa_once, [&] {
+            llama_numa_init(lo.numa == "distribute" ? GGML_NUMA_STRATEGY_DISTRIBUTE
+                            : lo.numa == "isolate"  ? GGML_NUMA_STRATEGY_ISOLATE
+                                                    : GGML_NUMA_STRATEGY_NUMACTL);
+        });
+    }
     mp.load_mtp = load_mtp;
     mp.n_gpu_layers = where.n_gpu_layers;
     mp.split_mode = where.split_mode == "none" ? LLAMA_SPLIT_MODE_NONE
@@ -161,15 +191,38 @@ llama_model_ptr load_model(const std::string & path, bool load_mtp, const placem
     return llama_model_ptr(model);
 }
 
-llama_context_params context_params(uint32_t n_ctx_per_seq, uint32_t n_seq, int32_t n_threads) {
+llama_context_params context_params(uint32_t n_ctx_per_seq, uint32_t n_seq, int32_t n_threads, const llama_options & lo) {
     const int32_t threads = n_threads > 0 ? n_threads : static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
     llama_context_params cp = llama_context_default_params();
     cp.n_ctx = n_ctx_per_seq * n_seq;
     cp.n_seq_max = n_seq;
-    cp.n_batch = 512;
-    cp.n_ubatch = 512;
+    cp.n_batch = lo.n_batch;
+    cp.n_ubatch = std::min(lo.n_ubatch, lo.n_batch);
     cp.n_threads = threads;
-    cp.n_threads_batch = threads;
+    cp.n_threads_batch = lo.n_threads_batch > 0 ? lo.n_threads_batch : threads;
+    cp.type_k = cache_type(lo.cache_type_k);
+    cp.type_v = cache_type(lo.cache_type_v);
+    cp.flash_attn_type = lo.flash_attn == "on"    ? LLAMA_FLASH_ATTN_TYPE_ENABLED
+                         : lo.flash_attn == "off" ? LLAMA_FLASH_ATTN_TYPE_DISABLED
+                                                  : LLAMA_FLASH_ATTN_TYPE_AUTO;
+    if (!lo.rope_scaling.empty()) {
+        cp.rope_scaling_type = lo.rope_scaling == "none"     ? LLAMA_ROPE_SCALING_TYPE_NONE
+                               : lo.rope_scaling == "linear" ? LLAMA_ROPE_SCALING_TYPE_LINEAR
+                                                             : LLAMA_ROPE_SCALING_TYPE_YARN;
+    }
+    cp.rope_freq_base = lo.rope_freq_base;
+    cp.rope_freq_scale = lo.rope_scale > 0.0f ? 1.0f / lo.rope_scale : lo.rope_freq_scale;
+    cp.yarn_orig_ctx = lo.yarn_orig_ctx;
+    cp.yarn_ext_factor = lo.yarn_ext_factor;
+    if (lo.yarn_attn_factor >= 0.0f) {
+        cp.yarn_attn_factor = lo.yarn_attn_factor;
+    }
+    if (lo.yarn_beta_slow >= 0.0f) {
+        cp.yarn_beta_slow = lo.yarn_beta_slow;
+    }
+    if (lo.yarn_beta_fast >= 0.0f) {
+        cp.yarn_beta_fast = lo.yarn_beta_fast;
+    }
     return cp;
 }
 
@@ -287,6 +340,97 @@ void add_decoder_options(CLI::App * cmd, decoder_options & o) {
     cmd->add_option("--draft-p-min", o.p_min, "stop drafting below this draft probability")->check(CLI::Range(0.0f, 1.0f));
     add_kernels_option(cmd, o.kernels);
     add_device_options(cmd, o.devices);
+    add_llama_options(cmd, o.llama);
+}
+
+void add_llama_options(CLI::App * cmd, llama_options & o) {
+    std::vector<std::string> types;
+    for (const auto & [n, t] : cache_types) {
+        types.push_back(n);
+    }
+    cmd->add_option("--cache-type-k", o.cache_type_k, "-ctk: KV cache type for K")->check(CLI::IsMember(types))->capture_default_str();
+    cmd->add_option("--cache-type-v", o.cache_type_v, "-ctv: KV cache type for V (a quantized one needs flash attention)")
+        ->check(CLI::IsMember(types))
+        ->capture_default_str();
+    cmd->add_option("--flash-attn", o.flash_attn, "-fa: flash attention, on, off or auto")
+        ->check(CLI::IsMember({"on", "off", "auto"}))
+        ->capture_default_str();
+    cmd->add_option("-b,--batch-size", o.n_batch, "logical batch size (tokens)")->check(CLI::Range(1u, 1u << 20))->capture_default_str();
+    cmd->add_option("--ubatch-size", o.n_ubatch, "-ub: physical batch size (tokens)")->check(CLI::Range(1u, 1u << 20))->capture_default_str();
+    cmd->add_option("--threads-batch", o.n_threads_batch, "-tb: threads for prompt batches (0: as -t)")->check(CLI::Range(0, 1024));
+    cmd->add_option("--load-mode", o.load_mode, "-lm: how the weights are loaded, auto, none, mmap, mlock, mmap+mlock or dio")
+        ->check(CLI::IsMember({"auto", "none", "mmap", "mlock", "mmap+mlock", "dio"}))
+        ->capture_default_str();
+    cmd->add_flag("--no-mmap", o.no_mmap, "read the weights instead of mapping the file (-lm none)");
+    cmd->add_flag("--mlock", o.mlock, "keep the weights in RAM, no swapping (-lm mmap+mlock; with --no-mmap, mlock)");
+    cmd->add_option("--numa", o.numa, "NUMA placement: distribute, isolate or numactl")
+        ->check(CLI::IsMember({"distribute", "isolate", "numactl"}));
+    cmd->add_option("--rope-scaling", o.rope_scaling, "RoPE frequency scaling: none, linear or yarn (default: the model's)")
+        ->check(CLI::IsMember({"none", "linear", "yarn"}));
+    cmd->add_option("--rope-scale", o.rope_scale, "RoPE context scaling factor N (rope frequency scale 1/N)")->check(CLI::PositiveNumber);
+    cmd->add_option("--rope-freq-base", o.rope_freq_base, "RoPE base frequency (default: the model's)")->check(CLI::PositiveNumber);
+    cmd->add_option("--rope-freq-scale", o.rope_freq_scale, "RoPE frequency scaling factor (default: the model's)")->check(CLI::PositiveNumber);
+    cmd->add_option("--yarn-orig-ctx", o.yarn_orig_ctx, "YaRN: the model's original context size (default: the model's)");
+    cmd->add_option("--yarn-ext-factor", o.yarn_ext_factor, "YaRN: extrapolation mix factor (negative: the model's)");
+    cmd->add_option("--yarn-attn-factor", o.yarn_attn_factor, "YaRN: magnitude scaling factor (negative: the model's)");
+    cmd->add_option("--yarn-beta-slow", o.yarn_beta_slow, "YaRN: high correction dimension (negative: the model's)");
+    cmd->add_option("--yarn-beta-fast", o.yarn_beta_fast, "YaRN: low correction dimension (negative: the model's)");
+    cmd->add_option("--override-kv", o.override_kv, "override a model metadata key: KEY=TYPE:VALUE (TYPE int, float, bool or str); repeatable");
+}
+
+void apply_model_options(const llama_options & o, llama_model_params & mp, std::vector<llama_model_kv_override> & overrides) {
+    const std::string mode = o.no_mmap ? (o.mlock ? "mlock" : "none") : o.mlock ? "mmap+mlock" : o.load_mode;
+    mp.load_mode = mode == "none"         ? LLAMA_LOAD_MODE_NONE
+                   : mode == "mmap"       ? LLAMA_LOAD_MODE_MMAP
+                   : mode == "mlock"      ? LLAMA_LOAD_MODE_MLOCK
+                   : mode == "mmap+mlock" ? LLAMA_LOAD_MODE_MMAP_MLOCK
+                   : mode == "dio"        ? LLAMA_LOAD_MODE_DIRECT_IO
+                                          : LLAMA_LOAD_MODE_AUTO;
+    overrides.clear();
+    for (const std::string & kv : o.override_kv) {
+        const size_t eq = kv.find('=');
+        const size_t colon = eq == std::string::npos ? eq : kv.find(':', eq);
+        const auto bad = [&](const std::string & why) {
+            return specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, "--override-kv " + kv + ": " + why + " (KEY=TYPE:VALUE, TYPE int, float, bool or str)");
+        };
+        if (colon == std::string::npos || eq == 0 || eq >= 127) {
+            throw bad("malformed");
+        }
+        llama_model_kv_override ov{};
+        std::memcpy(ov.key, kv.data(), eq);
+        const std::string type = kv.substr(eq + 1, colon - eq - 1);
+        const std::string value = kv.substr(colon + 1);
+        char * end = nullptr;
+        if (type == "int") {
+            ov.tag = LLAMA_KV_OVERRIDE_TYPE_INT;
+            ov.val_i64 = std::strtoll(value.c_str(), &end, 10);
+        } else if (type == "float") {
+            ov.tag = LLAMA_KV_OVERRIDE_TYPE_FLOAT;
+            ov.val_f64 = std::strtod(value.c_str(), &end);
+        } else if (type == "bool") {
+            ov.tag = LLAMA_KV_OVERRIDE_TYPE_BOOL;
+            if (value != "true" && value != "false") {
+                throw bad("a bool is true or false");
+            }
+            ov.val_bool = value == "true";
+        } else if (type == "str") {
+            ov.tag = LLAMA_KV_OVERRIDE_TYPE_STR;
+            if (value.size() >= sizeof(ov.val_str)) {
+                throw bad("a string value has at most 127 bytes");
+            }
+            std::memcpy(ov.val_str, value.data(), value.size());
+        } else {
+            throw bad("unknown type '" + type + "'");
+        }
+        if (end != nullptr && (value.empty() || *end != '\0')) {
+            throw bad("not a number: '" + value + "'");
+        }
+        overrides.push_back(ov);
+    }
+    if (!overrides.empty()) {
+        overrides.emplace_back(); // llama.cpp reads up to an empty key
+        mp.kv_overrides = overrides.data();
+    }
 }
 
 void add_kernels_option(CLI::App * cmd, std::string & kernels) {
@@ -406,8 +550,8 @@ decoder load_decoder(const decoder_options & o, uint32_t n_seq) {
     sp.p_min = o.p_min;
 
     add_rpc_servers(o.devices);
-    d.target_model = load_model(o.model, speculative && d.strategy == SPECDEC_STRATEGY_MTP, o.devices.target);
-    llama_context_params tp = context_params(o.n_ctx, n_seq, o.n_threads);
+    d.target_model = load_model(o.model, speculative && d.strategy == SPECDEC_STRATEGY_MTP, o.devices.target, o.llama);
+    llama_context_params tp = context_params(o.n_ctx, n_seq, o.n_threads, o.llama);
     if (speculative && (llama_model_is_recurrent(d.target_model.get()) || llama_model_is_hybrid(d.target_model.get()))) {
         tp.n_rs_seq = static_cast<uint32_t>(n_draft_max); // rejected drafts roll the recurrent state back
     }
@@ -421,10 +565,10 @@ decoder load_decoder(const decoder_options & o, uint32_t n_seq) {
         return d;
     }
     if (!o.draft_model.empty()) {
-        d.draft_model = load_model(o.draft_model, false, o.devices.draft);
+        d.draft_model = load_model(o.draft_model, false, o.devices.draft, o.llama);
     }
     if (specdec_strategy_needs_draft_context(d.strategy)) {
-        d.draft = specdec::make_draft_context(d.target.get(), d.draft_model.get(), sp, context_params(o.n_ctx, n_seq, o.n_threads));
+        d.draft = specdec::make_draft_context(d.target.get(), d.draft_model.get(), sp, context_params(o.n_ctx, n_seq, o.n_threads, o.llama));
     }
     d.session = std::make_unique<specdec::session>(d.target.get(), d.draft.get(), sp);
     // The drafter may have lowered n_draft_max (a DFlash block is shorter, say).

@@ -45,17 +45,51 @@ void add_device_options(CLI::App * cmd, device_options & o);
 // Adds the RPC servers of `o` as devices (a command calls it once, before loading); a no-op without --rpc.
 void add_rpc_servers(const device_options & o);
 
+// llama.cpp's model and context options, with llama-server's names, for
+// every command that loads a model (generate, serve, bench).
+struct llama_options {
+    std::string cache_type_k = "f16";  // -ctk: the K cache's type (f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)
+    std::string cache_type_v = "f16";  // -ctv: the V cache's (a quantized one needs flash attention)
+    std::string flash_attn = "auto";   // -fa: on, off or auto
+    uint32_t    n_batch = 512;         // -b: logical batch, tokens
+    uint32_t    n_ubatch = 512;        // -ub: physical batch, tokens (at most n_batch)
+    int32_t     n_threads_batch = 0;   // -tb: threads for prompt batches (0: as -t)
+    std::string load_mode = "auto";    // -lm: auto, none, mmap, mlock, mmap+mlock or dio (llama.cpp's names)
+    bool        no_mmap = false;       // --no-mmap: the older spelling of -lm none (or mlock with --mlock)
+    bool        mlock = false;         // --mlock: the older spelling of -lm mmap+mlock
+    std::string numa;                  // --numa: distribute, isolate or numactl ("" off)
+    std::string rope_scaling;          // --rope-scaling: none, linear or yarn ("" the model's)
+    float       rope_scale = 0.0f;     // --rope-scale N: context scaled by N (rope_freq_scale 1/N); 0: the model's
+    float       rope_freq_base = 0.0f; // --rope-freq-base; 0: the model's
+    float       rope_freq_scale = 0.0f; // --rope-freq-scale; 0: the model's
+    uint32_t    yarn_orig_ctx = 0;     // --yarn-orig-ctx; 0: the model's
+    float       yarn_ext_factor = -1.0f; // --yarn-ext-factor; negative: the model's
+    float       yarn_attn_factor = -1.0f; // --yarn-attn-factor; negative: the model's
+    float       yarn_beta_slow = -1.0f; // --yarn-beta-slow; negative: the model's
+    float       yarn_beta_fast = -1.0f; // --yarn-beta-fast; negative: the model's
+    std::vector<std::string> override_kv; // --override-kv KEY=TYPE:VALUE (int, float, bool, str), repeatable
+};
+void add_llama_options(CLI::App * cmd, llama_options & o);
+
+// The model parameters `o` changes (load mode, overrides), applied to
+// `mp`; `overrides` receives the parsed --override-kv entries (terminated
+// as llama.cpp wants) and must outlive the load. Throws
+// specdec::error(INVALID_ARGUMENT) for a malformed override.
+void apply_model_options(const llama_options & o, llama_model_params & mp, std::vector<llama_model_kv_override> & overrides);
+
 // Inspects the file (specdec_inspect: the pre-load checks), then loads the
 // model onto the devices `where` names, showing progress on stderr when it
 // is a terminal and `progress` is set. Throws specdec::error: MALFORMED_FILE or IO_ERROR (inspect refused it),
 // INVALID_ARGUMENT (unknown device or split mode), IO_ERROR (llama.cpp could
 // not load it, or the file is unreadable; the message
 // carries the error lines llama.cpp logged while loading).
-llama_model_ptr load_model(const std::string & path, bool load_mtp, const placement & where, bool progress = true);
+llama_model_ptr load_model(const std::string & path, bool load_mtp, const placement & where, const llama_options & lo,
+                           bool progress = true);
 
 // Context parameters for n_seq sequences of n_ctx_per_seq positions each,
-// batches of 512 tokens, and n_threads CPU threads (0: every hardware thread).
-llama_context_params context_params(uint32_t n_ctx_per_seq, uint32_t n_seq, int32_t n_threads);
+// n_threads CPU threads (0: every hardware thread), and `lo`'s cache types,
+// flash attention, batches and rope scaling.
+llama_context_params context_params(uint32_t n_ctx_per_seq, uint32_t n_seq, int32_t n_threads, const llama_options & lo);
 
 // Tokens of a sequence that decoding steps produced: all but the first,
 // which its prompt's own decode yields (in prefill time, nothing drafted).
@@ -114,6 +148,7 @@ struct decoder_options {
     int32_t        n_draft_min = 0;         // shorter proposals are dropped
     float          p_min       = 0.0f;      // drafting stops below this draft probability
     std::string    kernels     = "exact";   // CPU kernels: exact or fast (use_kernels)
+    llama_options  llama;                   // -ctk, -ctv, -fa, -b, -ub, -tb, --no-mmap, rope, --override-kv, ...
 };
 
 // Declares -m, --model-draft, --spec, -c, -t, --n-draft, --draft-max,

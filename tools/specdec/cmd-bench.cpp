@@ -54,6 +54,7 @@ void add_bench_command(CLI::App & app, bench_options & o) {
     });
     cmd->add_option("--model-draft", o.draft_model, "draft model (GGUF) for eagle3, dflash, dspark, draft")->check(CLI::ExistingFile);
     add_kernels_option(cmd, o.kernels);
+    add_llama_options(cmd, o.llama);
     cmd->add_option("--spec", o.specs, "strategies to compare (repeatable); default: the one the files' metadata implies");
     cmd->add_option("--n-draft", o.n_drafts,
                     "draft lengths to sweep (repeatable): a number of tokens, or auto (adaptive, up to the longest "
@@ -492,13 +493,13 @@ int bench_model(const bench_options & o) {
     add_rpc_servers(o.devices);
     progress_line progress("bench", o.quiet);
     progress.step("loading " + o.model);
-    llama_model_ptr target_model = load_model(o.model, any_mtp, o.devices.target, !o.quiet);
+    llama_model_ptr target_model = load_model(o.model, any_mtp, o.devices.target, o.llama, !o.quiet);
     llama_model_ptr draft_model;
     if (!o.draft_model.empty()) {
         progress.step("loading " + o.draft_model);
-        draft_model = load_model(o.draft_model, false, o.devices.draft, !o.quiet);
+        draft_model = load_model(o.draft_model, false, o.devices.draft, o.llama, !o.quiet);
     }
-    llama_context_params cp = context_params(o.n_ctx, static_cast<uint32_t>(n_seq_top), o.n_threads);
+    llama_context_params cp = context_params(o.n_ctx, static_cast<uint32_t>(n_seq_top), o.n_threads, o.llama);
     const int32_t threads = cp.n_threads;
     if (llama_model_is_recurrent(target_model.get()) || llama_model_is_hybrid(target_model.get())) {
         cp.n_rs_seq = static_cast<uint32_t>(n_draft_top);

@@ -21,6 +21,7 @@ struct bench_options {
     uint32_t                 fixture_blocks = 0;       // its trunk blocks; 0: the shape's
     std::string              draft_model;
     std::string              kernels = "exact";        // CPU kernels: exact or fast (use_kernels)
+    llama_options            llama;                    // -ctk, -ctv, -fa, -b, -ub, -tb, --no-mmap, rope, --override-kv, ...
     std::vector<std::string> specs;                    // strategies to compare; empty: detected from the files
     std::vector<std::string> n_drafts = {"1", "2", "4", "8", "auto"}; // draft lengths swept per strategy; "auto": adaptive
     std::vector<int32_t>     n_seqs = {1};             // sequences decoded together, swept
