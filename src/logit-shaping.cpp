@@ -85,8 +85,9 @@ llama_sampler * parse_grammar(const llama_vocab * vocab, const specdec_generate_
         return g;
     }
     llama_sampler_ptr grammar(g);
+    const std::vector<llama_token> prefix = text_tokens(vocab, p.grammar_prefix); // UNREPRESENTABLE_TEXT as it is
     try {
-        for (const llama_token t : text_tokens(vocab, p.grammar_prefix)) {
+        for (const llama_token t : prefix) {
             llama_sampler_accept(grammar.get(), t);
         }
     } catch (const std::exception & e) {

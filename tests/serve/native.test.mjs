@@ -66,6 +66,30 @@ describe('llama-server endpoints', { timeout: 120000 }, () => {
         assert.equal(viaText.json.usage.prompt_tokens, b.json.tokens.length, 'a completion tokenizes with the BOS');
     });
 
+    test('a prompt of token ids, or of ids and text, is decoded as its tokens', async () => {
+        const ids = (await post(s, '/tokenize', { content: 'hello', add_special: true })).json.tokens;
+        const xIds = (await post(s, '/tokenize', { content: 'x' })).json.tokens;
+        const req = { max_tokens: 10, temperature: 0 };
+        const text = await s.client().completions.create({ ...req, prompt: 'hello' });
+        for (const prompt of [ids, [ids]]) {
+            const r = await s.client().completions.create({ ...req, prompt });
+            assert.deepEqual(r.specdec.tokens, text.specdec.tokens, JSON.stringify(prompt));
+            assert.equal(r.usage.prompt_tokens, ids.length);
+        }
+        const mixed = await post(s, '/v1/completions', { ...req, prompt: [...ids, 'x'] });
+        const joined = await post(s, '/v1/completions', { ...req, prompt: [...ids, ...xIds] });
+        assert.equal(mixed.status, 200, mixed.text);
+        assert.deepEqual(mixed.json.specdec.tokens, joined.json.specdec.tokens);
+        assert.equal(mixed.json.usage.prompt_tokens, ids.length + xIds.length);
+        const echo = await post(s, '/v1/completions', { ...req, prompt: ids, echo: true });
+        assert.ok(echo.json.choices[0].text.startsWith(`${(await post(s, '/detokenize', { tokens: ids })).json.content}`), echo.text);
+        for (const [prompt, code] of [[[99999999], 'invalid_value'], [[1, 2.5], 'invalid_type'], [['a', 'b'], 'unsupported_parameter'], [[[1], [2]], 'unsupported_parameter']]) {
+            const r = await post(s, '/v1/completions', { ...req, prompt });
+            assertError(r, 400, code);
+            assert.equal(r.json.error.param, 'prompt', r.text);
+        }
+    });
+
     test('/apply-template gives the prompt a chat completion decodes', async () => {
         const messages = [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'hi' }];
         const a = await post(s, '/apply-template', { messages });

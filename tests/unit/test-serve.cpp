@@ -202,6 +202,13 @@ TEST(ServeParse, UnimplementedFieldsThatChangeTheResultAre400) {
         {R"("function_call": {"name": "f"})", "function_call"},
         {R"("best_of": 2)", "best_of"},
         {R"("n": 2)", "n"},
+        {R"("mirostat": 2)", "mirostat"},
+        {R"("typical_p": 0.9)", "typical_p"},
+        {R"("tfs_z": 0.5)", "tfs_z"},
+        {R"("top_n_sigma": 1.5)", "top_n_sigma"},
+        {R"("xtc_probability": 0.5)", "xtc_probability"},
+        {R"("dry_multiplier": 0.8)", "dry_multiplier"},
+        {R"("dynatemp_range": 0.5)", "dynatemp_range"},
     };
     for (const auto & [field, param] : refused) {
         for (const endpoint kind : {endpoint::completions, endpoint::chat}) {
@@ -222,7 +229,8 @@ TEST(ServeParse, UnimplementedFieldsThatChangeTheResultAre400) {
         R"("logprobs": false)", R"("logprobs": null)", R"("top_logprobs": 0)", R"("echo": false)", R"("suffix": "")",
         R"("logit_bias": {})", R"("response_format": {"type": "text"})", R"("tools": [])", R"("tool_choice": "none")",
         R"("tool_choice": "auto")", R"("presence_penalty": 0)", R"("frequency_penalty": 0.0)", R"("repeat_penalty": 1)",
-        R"("best_of": 1)", R"("n": 1)", R"("user": "u")", R"("frobnicate": [1])",
+        R"("best_of": 1)", R"("n": 1)", R"("user": "u")", R"("frobnicate": [1])", R"("mirostat": 0)", R"("typical_p": 1)",
+        R"("tfs_z": 1.0)", R"("top_n_sigma": -1)", R"("xtc_probability": 0)", R"("dry_multiplier": 0)", R"("dynatemp_range": 0)",
     };
     for (const auto & field : accepted) {
         const std::string body = R"({"prompt": "a", )" + field + "}";

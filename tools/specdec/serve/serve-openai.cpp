@@ -311,12 +311,21 @@ bool is_zero(const json & v) { return v.is_number() && v.get<double>() == 0.0; }
 bool is_one(const json & v) { return v.is_number() && v.get<double>() == 1.0; }
 bool is_empty(const json & v) { return v.is_string() ? v.get_ref<const std::string &>().empty() : (v.is_array() || v.is_object()) && v.empty(); }
 bool is_no_tool_call(const json & v) { return v == "none" || v == "auto"; }
+bool is_off_sigma(const json & v) { return v.is_number() && v.get<double>() <= 0.0; }
 
 constexpr unimplemented_field unimplemented_fields[] = {
     {"suffix", "\"\"", is_empty},
     {"functions", "[] (the legacy form of 'tools', which this server takes)", is_empty},
     {"function_call", "\"none\" or \"auto\" (the legacy form of 'tool_choice', which this server takes)", is_no_tool_call},
     {"best_of", "1", is_one},
+    // llama-server's samplers that specdec does not implement (their defaults turn them off).
+    {"mirostat", "0", is_zero},
+    {"typical_p", "1", is_one},
+    {"tfs_z", "1", is_one},
+    {"top_n_sigma", "-1", is_off_sigma},
+    {"xtc_probability", "0", is_zero},
+    {"dry_multiplier", "0", is_zero},
+    {"dynatemp_range", "0", is_zero},
 };
 
 // OpenAI's logit_bias: {"token id": bias in [-100, 100]}.
@@ -683,12 +692,30 @@ parsed_request parse_request(endpoint kind, std::string_view body, const request
         if (it == j.end() || it->is_null()) {
             throw invalid_request("'prompt' is required", "prompt", "missing_field");
         }
-        if (it->is_array() && it->size() == 1 && (*it)[0].is_string()) {
-            r.prompt = (*it)[0].get<std::string>();
-        } else if (it->is_string()) {
-            r.prompt = it->get<std::string>();
+        const json * p = &*it;
+        if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) {
+            p = &(*p)[0]; // one prompt in a list
+        }
+        if (p->is_string()) {
+            r.prompt = p->get<std::string>();
+        } else if (p->is_array() && !p->empty() &&
+                   std::any_of(p->begin(), p->end(), [](const json & x) { return x.is_number_integer(); })) {
+            for (const json & x : *p) { // token ids, with or without text between them
+                if (x.is_number_integer() && x.get<int64_t>() >= 0 && x.get<int64_t>() <= std::numeric_limits<int32_t>::max()) {
+                    r.prompt_parts.push_back({static_cast<llama_token>(x.get<int64_t>()), ""});
+                } else if (x.is_string()) {
+                    r.prompt_parts.push_back({-1, x.get<std::string>()});
+                    r.prompt += x.get_ref<const std::string &>();
+                } else {
+                    throw invalid_request("'prompt' holds " + describe(x) + "; a prompt of tokens holds token ids (and text)",
+                                          "prompt", "invalid_type");
+                }
+            }
+        } else if (p->is_array() && p->size() > 1) {
+            throw invalid_request("'prompt' holds several prompts; this server answers one prompt per request (send each alone)",
+                                  "prompt", "unsupported_parameter");
         } else {
-            throw wrong_type("prompt", "a string (or an array of one string)", *it);
+            throw wrong_type("prompt", "a string, token ids, or a list of one of them", *it);
         }
     } else {
         r.messages = parse_messages(j, limits);

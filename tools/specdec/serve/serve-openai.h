@@ -84,7 +84,15 @@ size_t json_text_depth(std::string_view text);
 // A validated request. Defaults are OpenAI's where it has one.
 struct parsed_request {
     endpoint                  kind = endpoint::completions;
-    std::string               prompt;            // completions
+    std::string               prompt;            // completions: the prompt's text (with `prompt_parts`, theirs joined)
+    // Completions whose prompt holds token ids (llama-server's shapes: [ids],
+    // [[ids]], or text and ids mixed, [12, "text", 34]): its parts in
+    // order, a token id or a text (token -1); empty for a text prompt.
+    struct prompt_part {
+        llama_token token = -1;
+        std::string text;
+    };
+    std::vector<prompt_part>  prompt_parts;
     std::vector<chat_message> messages;          // chat (at least one)
     bool                      stream = false;
     int32_t                   max_tokens = -1;   // -1: not given (completions: 16, chat: until the context is full)

@@ -642,8 +642,26 @@ void api_routes::impl::prepare(endpoint kind, const std::shared_ptr<completion_s
             }
         }
         std::vector<llama_token> prompt;
+        const llama_vocab * vocab = llama_model_get_vocab(svc.model);
         try {
-            prompt = tokenize(svc.model, text, kind == endpoint::chat); // templates spell special tokens as text
+            if (r.prompt_parts.empty()) {
+                prompt = tokenize(svc.model, text, kind == endpoint::chat); // templates spell special tokens as text
+            }
+            // Token ids as sent; a text part as a text prompt is tokenized (with the vocabulary's BOS only when it comes first).
+            for (size_t i = 0; i < r.prompt_parts.size(); ++i) {
+                const parsed_request::prompt_part & part = r.prompt_parts[i];
+                if (part.token >= llama_vocab_n_tokens(vocab)) {
+                    throw invalid_request("'prompt' holds the token " + std::to_string(part.token) + ", outside the vocabulary [0, " +
+                                              std::to_string(llama_vocab_n_tokens(vocab)) + ")",
+                                          "prompt");
+                }
+                if (part.token >= 0) {
+                    prompt.push_back(part.token);
+                } else {
+                    const std::vector<llama_token> t = specdec::tokenize(vocab, part.text, i == 0, false);
+                    prompt.insert(prompt.end(), t.begin(), t.end());
+                }
+            }
         } catch (const specdec::error & e) {
             throw invalid_request(e.what(), kind == endpoint::chat ? "messages" : "prompt");
         }
@@ -666,7 +684,7 @@ void api_routes::impl::prepare(endpoint kind, const std::shared_ptr<completion_s
         }
         if (r.echo) {
             st->echo = true;
-            st->echo_text = r.prompt;
+            st->echo_text = r.prompt_parts.empty() ? r.prompt : specdec::detokenize(vocab, prompt, false, true);
             st->echo_tokens = prompt;
         }
         const specdec::request_params params = to_engine_params(r, svc.n_ctx, random_seed(), svc.n_draft, svc.accept);
