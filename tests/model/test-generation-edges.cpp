@@ -244,6 +244,30 @@ TEST(SessionMove, GettersOfAMovedFromSessionThrow) {
     EXPECT_EQ(status_of([&] { static_cast<void>(b.params()); }), SPECDEC_STATUS_INVALID_ARGUMENT);
 }
 
+// Plain decoding of `prompt` with `gp`, which MTP speculation (3 tokens a
+// step, drafts rejected where shaping forces another token) must repeat:
+// the same tokens, text and stop. Returns plain decoding's result.
+sequence_result plain_equals_mtp(llama_model * model, const std::vector<std::vector<llama_token>> & prompt, const generate_params & gp) {
+    auto ctx = make_context(model, {});
+    const sequence_result want = generate_plain(ctx.get(), prompt, gp).sequences[0];
+    session_params sp = specdec_session_default_params();
+    sp.strategy = SPECDEC_STRATEGY_MTP;
+    sp.n_draft_max = 3;
+    sp.n_seq = 1;
+    auto target = make_context(model, {});
+    llama_context_params cp = llama_context_default_params();
+    cp.n_threads = 1;
+    cp.n_threads_batch = 1;
+    auto draft = make_draft_context(target.get(), nullptr, sp, cp);
+    session s(target.get(), draft.get(), sp);
+    const sequence_result got = generate(s, prompt, gp).sequences[0];
+    EXPECT_EQ(got.tokens, want.tokens);
+    EXPECT_EQ(got.text, want.text);
+    EXPECT_EQ(got.stop, want.stop);
+    EXPECT_GT(got.stats.n_drafted, 0u);
+    return want;
+}
+
 // A lazy grammar (triggers) and a grammar prefix, as chat templates' tool
 // calls use them: free text until a trigger matches, the grammar from the
 // match on; a prefix the grammar reads before the output. MTP speculation
@@ -254,25 +278,7 @@ TEST(SessionMove, GettersOfAMovedFromSessionThrow) {
 TEST(GrammarModes, ALazyGrammarStartsAtItsTriggerAndAPrefixIsReadFirst) {
     auto model = load_model(mtp_target());
     const std::vector<std::vector<llama_token>> prompt = {{20, 21, 22}}; // "123"
-    const auto both = [&](const generate_params & gp) {
-        auto ctx = make_context(model.get(), {});
-        const sequence_result want = generate_plain(ctx.get(), prompt, gp).sequences[0];
-        session_params sp = specdec_session_default_params();
-        sp.strategy = SPECDEC_STRATEGY_MTP;
-        sp.n_draft_max = 3;
-        sp.n_seq = 1;
-        auto target = make_context(model.get(), {});
-        llama_context_params cp = llama_context_default_params();
-        cp.n_threads = 1;
-        cp.n_threads_batch = 1;
-        auto draft = make_draft_context(target.get(), nullptr, sp, cp);
-        session s(target.get(), draft.get(), sp);
-        const sequence_result got = generate(s, prompt, gp).sequences[0];
-        EXPECT_EQ(got.tokens, want.tokens);
-        EXPECT_EQ(got.stop, want.stop);
-        EXPECT_GT(got.stats.n_drafted, 0u);
-        return want;
-    };
+    const auto both = [&](const generate_params & gp) { return plain_equals_mtp(model.get(), prompt, gp); };
     generate_params base = specdec_generate_default_params();
     base.n_predict = 12;
     const char * seven[] = {"7"};
@@ -332,25 +338,7 @@ TEST(GrammarModes, ALazyGrammarStartsAtItsTriggerAndAPrefixIsReadFirst) {
 TEST(ReasoningBudget, ForcesTheEndOnceSpentAsPlainDecodingDoes) {
     auto model = load_model(mtp_target());
     const std::vector<std::vector<llama_token>> prompt = {{20, 21, 22}}; // "123"
-    const auto both = [&](const generate_params & gp) {
-        auto ctx = make_context(model.get(), {});
-        const sequence_result want = generate_plain(ctx.get(), prompt, gp).sequences[0];
-        session_params sp = specdec_session_default_params();
-        sp.strategy = SPECDEC_STRATEGY_MTP;
-        sp.n_draft_max = 3;
-        sp.n_seq = 1;
-        auto target = make_context(model.get(), {});
-        llama_context_params cp = llama_context_default_params();
-        cp.n_threads = 1;
-        cp.n_threads_batch = 1;
-        auto draft = make_draft_context(target.get(), nullptr, sp, cp);
-        session s(target.get(), draft.get(), sp);
-        const sequence_result got = generate(s, prompt, gp).sequences[0];
-        EXPECT_EQ(got.tokens, want.tokens);
-        EXPECT_EQ(got.text, want.text);
-        EXPECT_GT(got.stats.n_drafted, 0u);
-        return want;
-    };
+    const auto both = [&](const generate_params & gp) { return plain_equals_mtp(model.get(), prompt, gp); };
     generate_params p = specdec_generate_default_params();
     p.n_predict = 22;
     EXPECT_EQ(both(p).text, "456789:;<=>?@ABCDEFGHI") << "unconstrained";

@@ -13,38 +13,13 @@ import net from 'node:net';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { MODEL_ID, metrics, post, rssKiB, sleep, sseEvents, startServer, stopServer, waitForMetrics } from './server.mjs';
+import { MODEL_ID, metrics, post, probeHealth, quantile, rssKiB, sleep, sseEvents, startServer, stopServer, waitForMetrics } from './server.mjs';
 
 // A sanitizer build (tests/CMakeLists.txt): ASan's quarantine holds freed
 // memory, and UBSan's vptr check opens a pipe, which fails out of descriptors.
 const SANITIZED = process.env.SPECDEC_SANITIZED === '1';
 
-function quantile(xs, q) {
-    const s = [...xs].sort((a, b) => a - b);
-    return s[Math.min(s.length - 1, Math.floor(q * s.length))];
-}
 
-// Probes /health every `everyMs` until stop(); every answer must be a 200.
-function probeHealth(server, everyMs = 20) {
-    const latencies = [];
-    const failures = [];
-    let running = true;
-    const done = (async () => {
-        while (running) {
-            const t0 = performance.now();
-            try {
-                const r = await fetch(`${server.url}/health`, { signal: AbortSignal.timeout(10000) });
-                await r.text();
-                if (r.status !== 200) failures.push(`status ${r.status}`);
-            } catch (e) {
-                failures.push(String(e));
-            }
-            latencies.push(performance.now() - t0);
-            await sleep(everyMs);
-        }
-    })();
-    return { latencies, failures, stop: async () => { running = false; await done; } };
-}
 
 // A streamed completion over fetch: its text and its tokens (the last event's).
 async function streamed(server, request, headers = {}) {
@@ -164,7 +139,7 @@ describe('serve connections', { timeout: 240000 }, () => {
                 unread.push(sock);
                 socks.push(sock);
             }
-            const health = probeHealth(crowd);
+            const health = probeHealth(crowd, 20);
             const t0 = performance.now();
             await sleep(1000);
             const got = await streamed(crowd, req);

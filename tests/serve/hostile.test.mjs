@@ -8,7 +8,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { assertError, metrics, post, rawRequest, sleep, sseEvents, startServer, stopServer, waitForMetrics } from './server.mjs';
+import { assertError, metrics, post, probeHealth, quantile, rawRequest, sleep, sseEvents, startServer, stopServer, waitForMetrics } from './server.mjs';
 
 const NP = 4; // the defaults of -np and --max-waiting
 const MAX_WAITING = 64;
@@ -41,32 +41,7 @@ async function stream(server, prompt, maxTokens, timeoutMs = 120000) {
     return out;
 }
 
-// Probes /health every `everyMs` until stop() is called; every answer must be 200.
-function probeHealth(server, everyMs = 25) {
-    const latencies = [];
-    const failures = [];
-    let running = true;
-    const done = (async () => {
-        while (running) {
-            const t0 = performance.now();
-            try {
-                const r = await fetch(`${server.url}/health`, { signal: AbortSignal.timeout(10000) });
-                await r.text();
-                if (r.status !== 200) failures.push(`status ${r.status}`);
-            } catch (e) {
-                failures.push(String(e));
-            }
-            latencies.push(performance.now() - t0);
-            await sleep(everyMs);
-        }
-    })();
-    return { latencies, failures, stop: async () => { running = false; await done; } };
-}
 
-function quantile(xs, q) {
-    const s = [...xs].sort((a, b) => a - b);
-    return s[Math.min(s.length - 1, Math.floor(q * s.length))];
-}
 
 // A socket that sends half a request header, then one header byte a second:
 // each read returns something, so only a deadline on the whole header ends
@@ -110,7 +85,7 @@ describe('serve under hostile clients', { timeout: 240000 }, () => {
         try {
             const want = {};
             for (const p of PROMPTS) want[p] = (await stream(s, p, 256)).text;
-            const health = probeHealth(s);
+            const health = probeHealth(s, 25);
             const t0 = performance.now();
             const results = await Promise.all(Array.from({ length: 4 * BOUND }, (_, i) => stream(s, PROMPTS[i % PROMPTS.length], 256)));
             const wall = performance.now() - t0;

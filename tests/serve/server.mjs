@@ -221,3 +221,31 @@ export function sseEvents(body) {
     }
     return { events, done };
 }
+
+// Probes /health every `everyMs` until stop(); every answer must be a 200
+// (the caller asserts on `failures` and reports `latencies`, in ms).
+export function probeHealth(server, everyMs) {
+    const latencies = [];
+    const failures = [];
+    let running = true;
+    const done = (async () => {
+        while (running) {
+            const t0 = performance.now();
+            try {
+                const r = await fetch(`${server.url}/health`, { signal: AbortSignal.timeout(10000) });
+                await r.text();
+                if (r.status !== 200) failures.push(`status ${r.status}`);
+            } catch (e) {
+                failures.push(String(e));
+            }
+            latencies.push(performance.now() - t0);
+            await sleep(everyMs);
+        }
+    })();
+    return { latencies, failures, stop: async () => { running = false; await done; } };
+}
+
+export function quantile(xs, q) {
+    const s = [...xs].sort((a, b) => a - b);
+    return s[Math.min(s.length - 1, Math.floor(q * s.length))];
+}
