@@ -4,6 +4,9 @@
 // where it reaches them (a baseURL without /v1), else fetch.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { MODEL_ID, assertError, post, startServer, stopServer } from './server.mjs';
 
 const TEMPLATE = '{% for m in messages %}[{{ m.role }}] {{ m.content }} {% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}'; // run.sh's
@@ -98,6 +101,23 @@ describe('llama-server endpoints', { timeout: 120000 }, () => {
         const tokens = (await post(s, '/tokenize', { content: a.json.prompt, add_special: true })).json.tokens;
         const c = await s.client().chat.completions.create({ messages, max_tokens: 4, temperature: 0 });
         assert.equal(c.usage.prompt_tokens, tokens.length);
+    });
+
+    test('--chat-template and --chat-template-file replace the model\'s template (--jinja accepted)', async () => {
+        const tmpl = '{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}<assistant>';
+        const dir = mkdtempSync(join(tmpdir(), 'specdec-template-'));
+        writeFileSync(join(dir, 't.jinja'), tmpl);
+        for (const args of [['--chat-template', tmpl], ['--jinja', '--chat-template-file', join(dir, 't.jinja')]]) {
+            const t = await startServer(args);
+            try {
+                const a = await post(t, '/apply-template', { messages: [{ role: 'user', content: 'hi' }] });
+                assert.equal(a.json.prompt, '<user>hi<assistant>', args.join(' '));
+                assert.equal((await (await fetch(`${t.url}/props`)).json()).chat_template, tmpl);
+            } finally {
+                assert.deepEqual(await stopServer(t), { code: 0, signal: null }, t.log);
+            }
+        }
+        rmSync(dir, { recursive: true });
     });
 
     test('/props: the server\'s settings with llama-server\'s names', async () => {

@@ -115,6 +115,12 @@ void add_serve_command(CLI::App & app, serve_options & o) {
                     "a JSON object of extra chat template variables, e.g. '{\"enable_thinking\": false}'; a request's "
                     "chat_template_kwargs override them name by name")
         ->check(CLI::Validator([](const std::string & v) { return template_kwargs_error(v); }, "JSON"));
+    auto * tmpl = cmd->add_option("--chat-template", o.chat_template, "a Jinja chat template used instead of the model's");
+    cmd->add_option("--chat-template-file", o.chat_template_file, "the same, read from a file")
+        ->check(CLI::ExistingFile)
+        ->excludes(tmpl);
+    cmd->add_flag_function("--jinja", [](int64_t) {},
+                           "accepted as llama-server takes it: chat templates are always rendered by llama.cpp's Jinja engine");
     cmd->add_option("--reasoning-budget", o.reasoning_budget,
                     "tokens a thinking model's answer may spend in its reasoning before the end of it is forced (-1: no "
                     "limit, 0: none); a request may set its own (reasoning_budget_tokens)")
@@ -192,7 +198,7 @@ int run_serve(const serve_options & o) {
     const std::vector<std::string> keys = api_keys(o);
 
     decoder d = load_decoder(o.decoder, o.n_parallel);
-    serve::chat_formatter chat(d.target_model.get());
+    serve::chat_formatter chat(d.target_model.get(), o.chat_template_file.empty() ? o.chat_template : read_file(o.chat_template_file));
     serve::metrics stats;
 
     specdec::engine_params ep = specdec_engine_default_params();

@@ -33,6 +33,8 @@ struct serve_options {
     std::vector<std::string> cors_origins;      // --cors-origin: web page origins allowed to call from a browser ("*": any)
     std::string     reasoning_format = "auto";  // --reasoning-format: none | auto | deepseek | deepseek-legacy (a request may name its own)
     std::string     chat_template_kwargs;       // --chat-template-kwargs: a JSON object of template variables ("" none)
+    std::string     chat_template;              // --chat-template: Jinja text used instead of the model's ("" the model's)
+    std::string     chat_template_file;         // --chat-template-file: the same, read from a file
     int32_t         reasoning_budget = -1;      // --reasoning-budget: tokens an answer may think (-1: no limit)
     std::string     reasoning_budget_message;   // --reasoning-budget-message: forced before the end of thinking
     int             verbosity = 0;              // set by main from -v

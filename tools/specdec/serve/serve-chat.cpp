@@ -60,9 +60,9 @@ struct chat_formatter::impl {
     mutable std::mutex        m; // rendering is not documented as thread-safe upstream
 };
 
-chat_formatter::chat_formatter(const llama_model * model) : impl_(std::make_unique<impl>()) {
+chat_formatter::chat_formatter(const llama_model * model, const std::string & override_template) : impl_(std::make_unique<impl>()) {
     try {
-        impl_->templates = common_chat_templates_init(model, "");
+        impl_->templates = common_chat_templates_init(model, override_template);
     } catch (const std::exception & e) {
         throw std::runtime_error(std::string("the model's chat template cannot be parsed: ") + e.what());
     }

@@ -121,9 +121,10 @@ struct chat_prompt {
 
 class chat_formatter {
 public:
-    // Reads the template from `model` (borrowed; must outlive this). Throws
+    // Reads the template from `model` (borrowed; must outlive this), or uses
+    // `override_template` (Jinja text) when it is not empty. Throws
     // std::runtime_error when llama.cpp cannot parse it.
-    explicit chat_formatter(const llama_model * model);
+    explicit chat_formatter(const llama_model * model, const std::string & override_template = "");
     ~chat_formatter();
     chat_formatter(const chat_formatter &) = delete;
     chat_formatter & operator=(const chat_formatter &) = delete;
