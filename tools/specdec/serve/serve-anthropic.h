@@ -80,11 +80,11 @@ nlohmann::json anthropic_count_tokens_body(size_t n_input);
 std::string anthropic_sse_event(const nlohmann::json & j);
 
 // What a streamed message has sent so far: the chat deltas (answer_delta's
-// state) and the content block open (-1 none) with its kind.
+// state) and its content blocks (the last started is the open one, if any).
 struct anthropic_stream {
     answer_stream sent;
-    int           n_blocks = 0;     // blocks started
-    std::string   open;             // the open block's type ("" none): "thinking", "text" or "tool_use"
+    int           n_blocks = 0; // blocks started; the open one's index is n_blocks - 1
+    std::string   open;         // the open block's type ("" none): "thinking", "text" or "tool_use"
 };
 
 // The stream's first event: message_start, its message with no content, stop_reason null, usage {input_tokens, output_tokens 0}.
