@@ -33,7 +33,10 @@ std::string block_text(const ojson & v, const std::string & field) {
         if (!b.is_object() || b.value("type", "") != "text" || !b.contains("text") || !b["text"].is_string()) {
             throw bad_field(at, "must be a text block {\"type\": \"text\", \"text\": ...} (this server takes text only)");
         }
-        out += (i > 0 ? "\n" : "") + b["text"].get<std::string>();
+        if (i > 0) {
+            out += '\n';
+        }
+        out += b["text"].get_ref<const std::string &>();
     }
     return out;
 }
@@ -82,7 +85,10 @@ void translate_message(const ojson & m, const std::string & where, ojson & out) 
             if (s == nullptr || !s->is_string()) {
                 throw bad_field(at + ".text", "must be a string");
             }
-            text += (text.empty() ? "" : "\n") + s->get<std::string>();
+            if (!text.empty()) {
+                text += '\n';
+            }
+            text += s->get_ref<const std::string &>();
         } else if (t == "tool_use" && !user) {
             const ojson * id = find(b, "id");
             const ojson * name = find(b, "name");
@@ -309,7 +315,9 @@ json anthropic_error_body(const api_error & e) {
 }
 
 std::string new_tool_use_id() {
-    return "toolu_" + new_tool_call_id().substr(5); // the same 24 random letters and digits after "call_"
+    std::string id = "toolu_";
+    id += std::string_view(new_tool_call_id()).substr(5); // the same 24 random letters and digits after "call_"
+    return id;
 }
 
 anthropic_stop anthropic_stop_of(const finished_request & f, const parsed_answer & a, const std::vector<std::string> & stop,
