@@ -2,7 +2,8 @@
 # `specdec serve` end to end over real HTTP with the official `openai` npm
 # client: node's own test runner (node:test) runs tests/serve/*.test.mjs,
 # each of which starts and stops its servers (helpers in server.mjs).
-# Usage: run.sh SPECDEC FIXTURE_TOOL [TEST_NAME...]   (names: api errors shutdown demo soak hostile near-ties tools reasoning connections native; default api errors shutdown demo)
+# Usage: run.sh SPECDEC FIXTURE_TOOL [TEST_NAME...]   (names: api errors shutdown demo soak hostile near-ties tools reasoning connections native anthropic; default api errors shutdown demo)
+# The anthropic test uses the official `@anthropic-ai/sdk` client, installed the same way.
 # Environment: SPECDEC_SOAK_REQUESTS (soak size, default 240), SPECDEC_CACHE_DIR (default ~/.cache/specdec).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -27,6 +28,18 @@ if [ ! -f "$openai_dir/node_modules/openai/package.json" ]; then
     mv -T "$tmp" "$openai_dir" 2>/dev/null || rm -rf "$tmp"
 fi
 
+# Anthropic's official client, at a pinned version, the same way.
+readonly ANTHROPIC_VERSION="1.17.0"
+anthropic_dir="$cache_dir/node-anthropic-$ANTHROPIC_VERSION"
+if [[ " ${tests[*]} " == *" anthropic "* ]] && [ ! -f "$anthropic_dir/node_modules/@anthropic-ai/sdk/package.json" ]; then
+    command -v npm >/dev/null 2>&1 || { echo "serve tests: npm is missing (scripts/bootstrap.sh installs it)" >&2; exit 1; }
+    mkdir -p "$cache_dir"
+    tmp="$(mktemp -d "$cache_dir/node-anthropic-tmp.XXXXXX")"
+    timeout 300 npm install --prefix "$tmp" --no-audit --no-fund --no-package-lock --silent "@anthropic-ai/sdk@$ANTHROPIC_VERSION" >&2 \
+        || { rm -rf "$tmp"; echo "serve tests: npm could not install @anthropic-ai/sdk@$ANTHROPIC_VERSION" >&2; exit 1; }
+    mv -T "$tmp" "$anthropic_dir" 2>/dev/null || rm -rf "$tmp"
+fi
+
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 # The controlled glm4moe MTP fixture: the target continues a known cycle and
@@ -49,14 +62,14 @@ fi
 
 # The exact fixture with a chat template in a tool-call format llama.cpp
 # recognises (tools-template.jinja), after which the target calls a tool.
-if [[ " ${tests[*]} " == *" tools "* ]]; then
+if [[ " ${tests[*]} " == *" tools "* || " ${tests[*]} " == *" anthropic "* ]]; then
     "$fixture" glm4moe-mtp "$work/tools.gguf" --chat-template "$(cat "$here/tools-template.jinja")" >/dev/null
     export SPECDEC_TOOLS_MODEL="$work/tools.gguf"
 fi
 
 # The exact fixture with chat templates that think (thinking-*.jinja): the
 # target writes the markers, its reasoning and its answer.
-if [[ " ${tests[*]} " == *" reasoning "* ]]; then
+if [[ " ${tests[*]} " == *" reasoning "* || " ${tests[*]} " == *" anthropic "* ]]; then
     for style in qwen deepseek tools; do
         "$fixture" glm4moe-mtp "$work/think-$style.gguf" --chat-template "$(cat "$here/thinking-$style.jinja")" >/dev/null
     done
@@ -80,7 +93,8 @@ if [[ " ${tests[*]} " == *" demo "* ]]; then
     export SPECDEC_DEMO_CHAT_REQUEST
 fi
 
-export SPECDEC_BIN="$specdec" SPECDEC_MODEL="$work/exact.gguf" SPECDEC_BAD_MODEL="$work/bad-rope.gguf" SPECDEC_OPENAI_DIR="$openai_dir"
+export SPECDEC_BIN="$specdec" SPECDEC_MODEL="$work/exact.gguf" SPECDEC_BAD_MODEL="$work/bad-rope.gguf" SPECDEC_OPENAI_DIR="$openai_dir" \
+    SPECDEC_ANTHROPIC_DIR="$anthropic_dir"
 # Worker threads sleep instead of spinning: ctest runs other test processes beside this one.
 export OMP_WAIT_POLICY=PASSIVE
 # One file at a time (these machines have two cores; Node 18 has no --test-concurrency).

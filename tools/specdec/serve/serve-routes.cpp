@@ -2,6 +2,7 @@
 
 #include "cli-common.h"
 #include "json-text.h"
+#include "serve-anthropic.h"
 #include "serve-grammar.h"
 #include "serve-native.h"
 #include "serve-openai.h"
@@ -34,8 +35,9 @@ http_response json_response(int status, const nlohmann::json & body) {
     return r;
 }
 
-http_response error_response(const api_error & e) {
-    http_response r = json_response(e.status(), error_body(e));
+// An error in the shape of the API family the request came in by.
+http_response error_response(const api_error & e, api_family api = api_family::openai) {
+    http_response r = json_response(e.status(), api == api_family::anthropic ? anthropic_error_body(e) : error_body(e));
     if (e.status() == 503) {
         r.set("Retry-After", "1");
     }
@@ -221,9 +223,24 @@ std::string_view route_of(const std::string & path) {
     return path.rfind("/v1/", 0) == 0 ? std::string_view(path).substr(3) : std::string_view(path);
 }
 
-// llama-server's own POST routes besides completions (serve-native.h).
+// llama-server's own POST routes besides completions (serve-native.h), and
+// Anthropic's count_tokens: answered by a worker without engine work.
 bool is_native_post(std::string_view route) {
-    return route == "/tokenize" || route == "/detokenize" || route == "/apply-template";
+    return route == "/tokenize" || route == "/detokenize" || route == "/apply-template" || route == "/messages/count_tokens";
+}
+
+// The text of `tokens` piece by piece: past a stop string, the text that completed it.
+std::string pieces_of(const response_info & info, const std::vector<llama_token> & tokens) {
+    std::string out;
+    for (const llama_token t : tokens) {
+        out += info.piece(t);
+    }
+    return out;
+}
+
+// Anthropic's routes answer in its shapes (serve-anthropic.h); every other in OpenAI's.
+api_family api_of(std::string_view route) {
+    return route.rfind("/messages", 0) == 0 ? api_family::anthropic : api_family::openai;
 }
 
 // A completion's place under route_options::max_completions, given back when the last owner drops it.
@@ -247,6 +264,8 @@ struct completion_state {
     std::atomic<bool>                scheduled{false}; // a pump is queued and has not begun
     // Under m:
     std::shared_ptr<request_channel> c;
+    api_family                       api = api_family::openai; // the formatter of its answer
+    std::vector<std::string>         stop_sequences;           // anthropic: the client's stop strings (which one ended the answer)
     parsed_request                   r;       // the engine's parameters point into it (and chat) until admitted
     chat_prompt                      chat;
     bool                             stream = false;
@@ -262,6 +281,7 @@ struct completion_state {
     size_t                           text_offset = 0; // of the next token with log-probabilities (completions)
     std::string                      text;            // with a chat parser: the answer's text so far, read again at each piece
     answer_stream                    sent;            // and what its deltas sent
+    anthropic_stream                 events;          // anthropic: what its events sent
 };
 
 } // namespace
@@ -386,11 +406,13 @@ struct api_routes::impl {
     http_response on_failure(http_failure f, const http_request & req);
     void decorate(const http_request & req, http_response & res) const;
 
-    void prepare(endpoint kind, const std::shared_ptr<completion_state> & st);
+    void prepare(endpoint kind, api_family api, const std::shared_ptr<completion_state> & st);
     void answer_native(http_exchange & ex);
+    nlohmann::json count_tokens_answer(std::string_view body, const request_limits & limits) const;
     void pump(const std::shared_ptr<completion_state> & st);
     void answer(completion_state * st);
     void stream_out(completion_state & st);
+    void stream_anthropic(completion_state & st);
     api_error rejection(const request_channel & c) const;
 };
 
@@ -413,6 +435,8 @@ api_error api_routes::impl::rejection(const request_channel & c) const {
 // key, the engine's bound), so that no refused request costs a body read,
 // a parse or a tokenization; the GET routes are answered here too.
 std::optional<http_response> api_routes::impl::on_headers(const http_request & req, std::shared_ptr<void> & hold) {
+    const api_family api = api_of(route_of(req.path));
+    const auto error_response = [api](const api_error & e) { return serve::error_response(e, api); };
     const origin_verdict origin = judge_origin(req, opt.cors_origins);
     if (origin == origin_verdict::refused) {
         return error_response(origin_refused(req.value("Origin")));
@@ -438,7 +462,7 @@ std::optional<http_response> api_routes::impl::on_headers(const http_request & r
         return res;
     }
     const std::string_view route = route_of(req.path);
-    const bool completion = req.method == "POST" && (route == "/completions" || route == "/chat/completions");
+    const bool completion = req.method == "POST" && (route == "/completions" || route == "/chat/completions" || route == "/messages");
     if (completion) {
         const std::string * cl = req.find("Content-Length");
         if (cl != nullptr && cl->size() <= 18 && std::all_of(cl->begin(), cl->end(), [](unsigned char ch) { return std::isdigit(ch); }) &&
@@ -489,7 +513,8 @@ std::optional<http_response> api_routes::impl::on_headers(const http_request & r
     return std::nullopt;
 }
 
-http_response api_routes::impl::on_failure(http_failure f, const http_request &) {
+http_response api_routes::impl::on_failure(http_failure f, const http_request & req) {
+    const auto error_response = [api = api_of(route_of(req.path))](const api_error & e) { return serve::error_response(e, api); };
     switch (f) {
         case http_failure::timeout:
             return error_response(request_timeout());
@@ -532,7 +557,7 @@ void api_routes::impl::on_request(const std::shared_ptr<http_exchange> & ex, std
         return;
     }
     const endpoint kind = route == "/completions" ? endpoint::completions : endpoint::chat;
-    workers.post([this, kind, st] { prepare(kind, st); });
+    workers.post([this, kind, api = api_of(route), st] { prepare(kind, api, st); });
 }
 
 // A worker: llama-server's /tokenize, /detokenize and /apply-template.
@@ -543,23 +568,41 @@ void api_routes::impl::answer_native(http_exchange & ex) {
         limits.n_ctx = svc.n_ctx;
         const std::string body = ex.take_body();
         const std::string_view route = route_of(ex.request().path);
-        const nlohmann::json answer = route == "/tokenize"     ? tokenize_answer(svc, body, limits)
-                                      : route == "/detokenize" ? detokenize_answer(svc, body, limits)
-                                                               : apply_template_answer(svc, body, limits);
+        const nlohmann::json answer = route == "/tokenize"               ? tokenize_answer(svc, body, limits)
+                                      : route == "/detokenize"           ? detokenize_answer(svc, body, limits)
+                                      : route == "/messages/count_tokens" ? count_tokens_answer(body, limits)
+                                                                         : apply_template_answer(svc, body, limits);
         ex.release_body();
         ex.respond(json_response(200, answer));
     } catch (const api_error & e) {
         ex.release_body();
-        ex.respond(error_response(e));
+        ex.respond(error_response(e, api_of(route_of(ex.request().path))));
     } catch (const std::exception & e) {
         ex.release_body();
-        ex.respond(error_response(internal_error(e.what())));
+        ex.respond(error_response(internal_error(e.what()), api_of(route_of(ex.request().path))));
+    }
+}
+
+// Anthropic's count_tokens: the tokens of the prompt the same body's
+// message would be given (its template, tools and thinking), as prepare() counts them.
+nlohmann::json api_routes::impl::count_tokens_answer(std::string_view body, const request_limits & limits) const {
+    const parsed_request r = parse_anthropic_request(body, limits, true);
+    chat_prompt chat;
+    try {
+        chat = svc.chat->apply(r.messages, r.tools, chat_options_for(r, svc.chat_defaults));
+    } catch (const std::exception & e) {
+        throw invalid_request(e.what(), r.tools.functions.empty() ? "messages" : "tools");
+    }
+    try {
+        return anthropic_count_tokens_body(tokenize(svc.model, chat.prompt, true).size());
+    } catch (const specdec::error & e) {
+        throw invalid_request(e.what(), "messages");
     }
 }
 
 // A worker: parses, templates and tokenizes the request, and hands it to
 // the scheduler; its answer follows from pump(). A failure here is answered at once.
-void api_routes::impl::prepare(endpoint kind, const std::shared_ptr<completion_state> & st) {
+void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_ptr<completion_state> & st) {
     std::unique_lock<std::mutex> lock(st->m);
     http_exchange & ex = *st->ex;
     try {
@@ -571,7 +614,13 @@ void api_routes::impl::prepare(endpoint kind, const std::shared_ptr<completion_s
         limits.model_id = svc.model_id;
         limits.strict_model = svc.strict_model;
         limits.n_ctx = svc.n_ctx;
-        st->r = parse_request(kind, ex.take_body(), limits);
+        st->api = api;
+        if (api == api_family::anthropic) {
+            st->r = parse_anthropic_request(ex.take_body(), limits);
+            st->stop_sequences = st->r.stop;
+        } else {
+            st->r = parse_request(kind, ex.take_body(), limits);
+        }
         parsed_request & r = st->r;
         // No position holds more than max_prompt_bytes / n_ctx bytes of text:
         // a longer text cannot fit, and is refused before it is templated or tokenized.
@@ -700,7 +749,7 @@ void api_routes::impl::prepare(endpoint kind, const std::shared_ptr<completion_s
         st->stream = r.stream;
         response_info & info = st->info;
         info.kind = kind;
-        info.id = (kind == endpoint::completions ? "cmpl-" : "chatcmpl-") + std::to_string(next_id.fetch_add(1));
+        info.id = (api == api_family::anthropic ? "msg_" : kind == endpoint::completions ? "cmpl-" : "chatcmpl-") + std::to_string(next_id.fetch_add(1));
         info.created = static_cast<int64_t>(std::time(nullptr));
         info.model = svc.model_id;
         info.strategy = svc.strategy;
@@ -725,13 +774,13 @@ void api_routes::impl::prepare(endpoint kind, const std::shared_ptr<completion_s
         ex.on_gone([sched = svc.sched, c = st->c] { sched->cancel(c); });
     } catch (const api_error & e) {
         st->finished = true;
-        ex.respond(error_response(e));
+        ex.respond(error_response(e, api));
     } catch (const specdec::error & e) {
         st->finished = true;
-        ex.respond(error_response(e.kind() == SPECDEC_STATUS_KIND_CONFIGURATION ? invalid_request(e.what()) : internal_error(e.what())));
+        ex.respond(error_response(e.kind() == SPECDEC_STATUS_KIND_CONFIGURATION ? invalid_request(e.what()) : internal_error(e.what()), api));
     } catch (const std::exception & e) {
         st->finished = true;
-        ex.respond(error_response(internal_error(e.what())));
+        ex.respond(error_response(internal_error(e.what()), api));
     }
     if (st->finished) {
         ex.release_body();
@@ -773,7 +822,9 @@ void api_routes::impl::answer(completion_state * st) {
     try {
         if (s == request_channel::state::rejected) {
             st->finished = true;
-            st->ex->respond(error_response(rejection(c)));
+            st->ex->respond(error_response(rejection(c), st->api));
+        } else if (st->stream && st->api == api_family::anthropic) {
+            stream_anthropic(*st);
         } else if (st->stream) {
             stream_out(*st);
         } else {
@@ -797,14 +848,23 @@ void api_routes::impl::answer(completion_state * st) {
             std::optional<parsed_answer> answer;
             if (st->chat.parser != nullptr) {
                 answer = st->chat.parser->parse(out.output.text, false);
-                name_tool_calls(*answer);
+                if (st->api == api_family::openai) {
+                    name_tool_calls(*answer);
+                }
                 info.answer = &*answer;
             }
-            st->ex->respond(json_response(200, response_body(info, {&out, c.n_prompt()})));
+            if (st->api == api_family::anthropic) {
+                const parsed_answer a = answer ? *answer : parsed_answer{out.output.text, {}, {}};
+                const finished_request f{&out, c.n_prompt()};
+                const anthropic_stop stop = anthropic_stop_of(f, a, st->stop_sequences, pieces_of(info, out.output.tokens));
+                st->ex->respond(json_response(200, anthropic_message_body(info, f, a, stop)));
+            } else {
+                st->ex->respond(json_response(200, response_body(info, {&out, c.n_prompt()})));
+            }
         }
     } catch (const api_error & e) {
         st->finished = true;
-        st->ex->respond(error_response(e));
+        st->ex->respond(error_response(e, st->api));
     } catch (const std::exception & e) {
         st->finished = true;
         if (st->begun) {
@@ -814,7 +874,7 @@ void api_routes::impl::answer(completion_state * st) {
             }
             st->ex->stream_end(); // without [DONE]: the stream cannot carry a status any more
         } else {
-            st->ex->respond(error_response(internal_error(e.what())));
+            st->ex->respond(error_response(internal_error(e.what()), st->api));
         }
     }
 }
@@ -880,6 +940,51 @@ void api_routes::impl::stream_out(completion_state & st) {
     }
     tail += sse_done();
     st.ex->stream_write(std::move(tail));
+    st.ex->stream_end();
+}
+
+// Under st.m: Anthropic's stream (serve-anthropic.h): message_start at
+// admission, the events of what each release adds to the answer, then its end.
+void api_routes::impl::stream_anthropic(completion_state & st) {
+    request_channel & c = *st.c;
+    const response_info & info = st.info;
+    if (!st.begun) {
+        st.begun = true;
+        http_response head;
+        head.content_type = "text/event-stream";
+        head.set("Cache-Control", "no-cache");
+        head.set("X-Accel-Buffering", "no");
+        st.ex->stream_begin(std::move(head), ":\n\n");
+        st.ex->stream_write(anthropic_stream_start(info, c.n_prompt()));
+    }
+    std::string text;
+    const bool finished = c.wait_output(0ms, text);
+    st.text += text;
+    // Without a parser (no tools, no reasoning), the text is the content.
+    std::optional<parsed_answer> answer =
+        st.chat.parser != nullptr ? st.chat.parser->parse(st.text, !finished) : parsed_answer{st.text, {}, {}};
+    if (answer && (!text.empty() || finished)) {
+        if (std::string events = anthropic_stream_events(st.events, *answer, !finished); !events.empty()) {
+            st.ex->stream_write(std::move(events));
+        }
+    }
+    if (!finished) {
+        return;
+    }
+    st.finished = true;
+    const specdec::request_result & out = c.result();
+    if (out.output.stop == SPECDEC_STOP_CANCELLED || out.output.stop == SPECDEC_STOP_ERROR) {
+        const api_error e = out.output.stop == SPECDEC_STOP_CANCELLED
+                                ? unavailable("the request was cancelled: the server is shutting down", "shutting_down")
+                                : api_error(500, "server_error", "generation failed (run the server with -v for the reason)", "",
+                                            "internal_error");
+        st.ex->stream_write(anthropic_sse_event(anthropic_error_body(e)));
+    } else {
+        parsed_answer a = answer ? *answer : parsed_answer{};
+        const finished_request f{&out, c.n_prompt()};
+        const anthropic_stop stop = anthropic_stop_of(f, a, st.stop_sequences, pieces_of(info, out.output.tokens));
+        st.ex->stream_write(anthropic_stream_end(st.events, info, f, stop));
+    }
     st.ex->stream_end();
 }
 
