@@ -151,7 +151,12 @@ TEST(ServeScheduler, TheNotificationTellsOfEveryChange) {
         finished = c->wait_output(0ms, text);
     }
     EXPECT_EQ(text, want);
-    EXPECT_GE(seen, 3u) << "admitted, text, finished";
+    {
+        // The finished state is visible to wait_output before its notification
+        // has run (it is called after the channel's lock is released): wait for it.
+        std::unique_lock<std::mutex> lock(mu);
+        EXPECT_TRUE(cv.wait_for(lock, 10s, [&] { return n_notified >= 3; })) << "admitted, text, finished: " << n_notified;
+    }
     EXPECT_EQ(c->result().output.stop, waited->result().output.stop);
 
     const auto quiet = request(greedy(8));
@@ -160,7 +165,10 @@ TEST(ServeScheduler, TheNotificationTellsOfEveryChange) {
         ++n_notified;
     });
     quiet->set_notify(nullptr);
-    const size_t before = n_notified;
+    const size_t before = [&] {
+        std::lock_guard<std::mutex> lock(mu);
+        return n_notified;
+    }();
     ASSERT_TRUE(r.sched.submit(quiet));
     std::string ignored;
     while (!quiet->wait_output(1s, ignored)) {
