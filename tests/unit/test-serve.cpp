@@ -238,6 +238,16 @@ TEST(ServeParse, UnimplementedFieldsThatChangeTheResultAre400) {
     }
 }
 
+TEST(ServeParse, FunctionNamesUpTo128Characters) {
+    const auto tools = [](size_t n) {
+        return R"({"messages": [{"role": "user", "content": "a"}], "tools": [{"type": "function", "function": {"name": ")" +
+               std::string(n, 'f') + R"("}}]})";
+    };
+    EXPECT_EQ(failure(endpoint::chat, tools(128)).first, 0) << "as long as Anthropic's (MCP tools' names)";
+    EXPECT_EQ(failure(endpoint::chat, tools(129)), (std::pair<int, std::string>{400, "tools[0].function.name"}));
+    EXPECT_EQ(failure(endpoint::chat, tools(0)).first, 400);
+}
+
 TEST(ServeParse, AnyModelIsServedUnlessStrict) {
     EXPECT_EQ(failure(endpoint::completions, R"({"prompt": "a", "model": "gpt-4"})").first, 0) << "as llama-server: any name";
     request_limits strict = limits();

@@ -146,18 +146,22 @@ std::string optional_string(const json & obj, const char * field, const std::str
     return it->get<std::string>();
 }
 
-// A function's name as OpenAI takes it: 1 to 64 of a-z, A-Z, 0-9, _ and -.
+// Anthropic's bound (OpenAI's is 64): MCP tools' names (server and tool joined) run longer.
+constexpr size_t max_function_name = 128;
+
+// A function's name as OpenAI and Anthropic take it: 1 to 128 of a-z, A-Z, 0-9, _ and -.
 std::string function_name(const json & obj, const std::string & where) {
     const auto it = obj.find("name");
     if (it == obj.end() || !it->is_string()) {
         throw wrong_type(where + ".name", "a string", it == obj.end() ? json() : *it);
     }
     const std::string name = it->get<std::string>();
-    const bool ok = !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](unsigned char c) {
+    const bool ok = !name.empty() && name.size() <= max_function_name && std::all_of(name.begin(), name.end(), [](unsigned char c) {
         return std::isalnum(c) || c == '_' || c == '-';
     });
     if (!ok) {
-        throw invalid_request("'" + where + ".name' is " + describe(name) + "; a function's name is 1 to 64 letters, digits, _ or -",
+        throw invalid_request("'" + where + ".name' is " + describe(name) + "; a function's name is 1 to " +
+                                  std::to_string(max_function_name) + " letters, digits, _ or -",
                               where + ".name");
     }
     return name;
