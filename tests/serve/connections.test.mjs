@@ -118,7 +118,9 @@ describe('serve connections', { timeout: 240000 }, () => {
         const socks = [];
         try {
             const req = { prompt: 'abc', max_tokens: 200, temperature: 0 };
+            let t = performance.now();
             const want = await streamed(crowd, req);
+            const idleMs = performance.now() - t;
             const before = await metrics(crowd);
             const cancelled = (m) => m.get('specdec:requests_finished_total{reason="cancelled"}');
             for (let i = 0; i < 500; i++) socks.push(connect(crowd)); // silent
@@ -142,7 +144,9 @@ describe('serve connections', { timeout: 240000 }, () => {
             const health = probeHealth(crowd, 20);
             const t0 = performance.now();
             await sleep(1000);
+            t = performance.now();
             const got = await streamed(crowd, req);
+            const crowdMs = performance.now() - t;
             assert.deepEqual(got.tokens, want.tokens, 'the stream beside the crowd equals the idle one, token for token');
             assert.equal(got.text, want.text);
             // The unread streams are cancelled once their queue is full; their places
@@ -160,6 +164,9 @@ describe('serve connections', { timeout: 240000 }, () => {
             console.log(`connections: /health beside 500 silent + 500 slowloris sockets and 3 unread streams: ${health.latencies.length} probes, ` +
                 `p50 ${quantile(health.latencies, 0.5).toFixed(1)} ms, p99 ${p99.toFixed(1)} ms, max ${Math.max(...health.latencies).toFixed(1)} ms`);
             assert.ok(p99 <= 200, `/health p99 ${p99.toFixed(1)} ms (the issue's bound: 200 ms)`);
+            // Reported, not asserted (speed is measured in benchmarks; one stream of a tiny model is noisy).
+            console.log(`connections: a ${req.max_tokens}-token stream took ${idleMs.toFixed(0)} ms idle and ${crowdMs.toFixed(0)} ms beside the ` +
+                `crowd: ${(idleMs / crowdMs).toFixed(2)}x its idle speed`);
         } finally {
             socks.forEach((x) => x.destroy());
             assert.deepEqual(await stopServer(crowd), { code: 0, signal: null }, crowd.log);

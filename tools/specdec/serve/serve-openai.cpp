@@ -620,38 +620,79 @@ bool parse_include_usage(const json & body, bool stream) {
 
 } // namespace
 
-nlohmann::json parse_json_body(std::string_view body, const request_limits & limits) {
-    using json = nlohmann::json;
-    std::string field; // the top-level key being parsed
-    size_t n_values = 0;
-    size_t n_containers = 0;
-    const json::parser_callback_t bound = [&](int depth, json::parse_event_t event, json & parsed) {
-        const bool opens = event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
-        if (event == json::parse_event_t::key && depth == 1) {
-            field = parsed.get<std::string>().substr(0, 64); // a known field's name is shorter
-        }
-        const std::string at = field.empty() ? "the body" : "'" + field + "'";
-        if (opens && static_cast<size_t>(depth) + 1 > limits.max_json_depth) {
-            throw invalid_request(at + " nests arrays and objects deeper than " + std::to_string(limits.max_json_depth) +
-                                      " levels (the body is the first)",
-                                  field, "json_too_deep");
-        }
-        if ((opens && ++n_containers > limits.max_json_containers) || ((opens || event == json::parse_event_t::value) &&
-                                                                      ++n_values > limits.max_json_values)) {
-            throw invalid_request("the body has more than " +
-                                      (n_containers > limits.max_json_containers
-                                           ? std::to_string(limits.max_json_containers) + " arrays and objects"
-                                           : std::to_string(limits.max_json_values) + " values") +
-                                      " (" + at + " passed the bound)",
-                                  field, "json_too_large");
+namespace {
+
+// A SAX pass that only counts: it throws the 400 at the first level, value
+// or container past the limits, before any tree is built. (nlohmann's
+// callback parser would do it in one pass, but it scans an array for a
+// discarded element at the end of each object in it: quadratic, 23 s for
+// 100k chat messages under AddressSanitizer.)
+class body_bounds {
+public:
+    explicit body_bounds(const request_limits & limits) : limits_(limits) {}
+
+    bool null() { return value(); }
+    bool boolean(bool) { return value(); }
+    bool number_integer(nlohmann::json::number_integer_t) { return value(); }
+    bool number_unsigned(nlohmann::json::number_unsigned_t) { return value(); }
+    bool number_float(nlohmann::json::number_float_t, const std::string &) { return value(); }
+    bool string(std::string &) { return value(); }
+    bool binary(nlohmann::json::binary_t &) { return value(); }
+    bool start_object(std::size_t) { return open(); }
+    bool start_array(std::size_t) { return open(); }
+    bool end_object() { return close(); }
+    bool end_array() { return close(); }
+    bool key(std::string & k) {
+        if (depth_ == 1) {
+            field_ = k.substr(0, 64); // a known field's name is shorter
         }
         return true;
-    };
-    json j = json::parse(body.begin(), body.end(), bound, false);
-    if (j.is_discarded()) {
+    }
+    bool parse_error(std::size_t, const std::string &, const nlohmann::detail::exception &) {
         throw invalid_request("the body is not valid JSON", "", "invalid_json");
     }
-    return j;
+
+private:
+    std::string where() const { return field_.empty() ? "the body" : "'" + field_ + "'"; }
+    bool value() {
+        if (++n_values_ > limits_.max_json_values) {
+            throw invalid_request("the body has more than " + std::to_string(limits_.max_json_values) + " values (" + where() +
+                                      " passed the bound)",
+                                  field_, "json_too_large");
+        }
+        return true;
+    }
+    bool open() {
+        if (++depth_ > limits_.max_json_depth) {
+            throw invalid_request(where() + " nests arrays and objects deeper than " + std::to_string(limits_.max_json_depth) +
+                                      " levels (the body is the first)",
+                                  field_, "json_too_deep");
+        }
+        if (++n_containers_ > limits_.max_json_containers) {
+            throw invalid_request("the body has more than " + std::to_string(limits_.max_json_containers) +
+                                      " arrays and objects (" + where() + " passed the bound)",
+                                  field_, "json_too_large");
+        }
+        return value();
+    }
+    bool close() {
+        --depth_;
+        return true;
+    }
+
+    const request_limits & limits_;
+    std::string            field_; // the top-level key being read
+    size_t                 depth_ = 0;
+    size_t                 n_values_ = 0;
+    size_t                 n_containers_ = 0;
+};
+
+} // namespace
+
+nlohmann::json parse_json_body(std::string_view body, const request_limits & limits) {
+    body_bounds bounds(limits);
+    nlohmann::json::sax_parse(body.begin(), body.end(), &bounds); // throws the 400s
+    return nlohmann::json::parse(body.begin(), body.end()); // within the bounds, and valid: the tree
 }
 
 size_t json_text_depth(std::string_view text) {
