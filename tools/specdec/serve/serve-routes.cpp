@@ -879,17 +879,23 @@ void api_routes::impl::answer(completion_state * st) {
     }
 }
 
+// Under st.m: a stream's head, once: server-sent events, not cached, not
+// buffered by proxies; its probe is an SSE comment, which clients skip.
+void begin_sse(completion_state & st) {
+    st.begun = true;
+    http_response head;
+    head.content_type = "text/event-stream";
+    head.set("Cache-Control", "no-cache");
+    head.set("X-Accel-Buffering", "no");
+    st.ex->stream_begin(std::move(head), ":\n\n");
+}
+
 // Under st.m: the stream's head at admission, then a chunk per release, then its end.
 void api_routes::impl::stream_out(completion_state & st) {
     request_channel & c = *st.c;
     const response_info & info = st.info;
     if (!st.begun) {
-        st.begun = true;
-        http_response head;
-        head.content_type = "text/event-stream";
-        head.set("Cache-Control", "no-cache");
-        head.set("X-Accel-Buffering", "no");
-        st.ex->stream_begin(std::move(head), ":\n\n"); // its probe: an SSE comment, which clients skip
+        begin_sse(st);
     }
     std::string text = st.first ? std::move(st.echo_text) : std::string(); // the prompt's text, which the first chunk carries (echo)
     st.echo_text.clear();
@@ -949,12 +955,7 @@ void api_routes::impl::stream_anthropic(completion_state & st) {
     request_channel & c = *st.c;
     const response_info & info = st.info;
     if (!st.begun) {
-        st.begun = true;
-        http_response head;
-        head.content_type = "text/event-stream";
-        head.set("Cache-Control", "no-cache");
-        head.set("X-Accel-Buffering", "no");
-        st.ex->stream_begin(std::move(head), ":\n\n");
+        begin_sse(st);
         st.ex->stream_write(anthropic_stream_start(info, c.n_prompt()));
     }
     std::string text;
