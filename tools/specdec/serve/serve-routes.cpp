@@ -881,7 +881,7 @@ void api_routes::impl::answer(completion_state * st) {
 
 // Under st.m: a stream's head, once: server-sent events, not cached, not
 // buffered by proxies; its probe is an SSE comment, which clients skip.
-void begin_sse(completion_state & st) {
+static void begin_sse(completion_state & st) {
     st.begun = true;
     http_response head;
     head.content_type = "text/event-stream";
