@@ -13,7 +13,7 @@ import net from 'node:net';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { MODEL_ID, metrics, post, probeHealth, quantile, rssKiB, sleep, sseEvents, startServer, stopServer, waitForMetrics } from './server.mjs';
+import { MODEL_ID, metrics, parseResponses, post, probeHealth, quantile, rssKiB, sleep, sseEvents, startServer, stopServer, waitForMetrics } from './server.mjs';
 
 // A sanitizer build (tests/CMakeLists.txt): ASan's quarantine holds freed
 // memory, and UBSan's vptr check opens a pipe, which fails out of descriptors.
@@ -40,43 +40,6 @@ function connect(server) {
     const sock = net.connect(Number(new URL(server.url).port), '127.0.0.1');
     sock.on('error', () => {});
     return sock;
-}
-
-// Every HTTP/1.1 response in `buf`, in order (interim 1xx ones left out):
-// status, headers (lower-case names), body (de-chunked).
-function parseResponses(buf) {
-    const out = [];
-    let at = 0;
-    for (;;) {
-        const end = buf.indexOf('\r\n\r\n', at);
-        if (end < 0) return out;
-        const lines = buf.subarray(at, end).toString().split('\r\n');
-        const status = Number(lines[0].split(' ')[1]);
-        const headers = {};
-        for (const l of lines.slice(1)) {
-            const i = l.indexOf(':');
-            headers[l.slice(0, i).trim().toLowerCase()] = l.slice(i + 1).trim();
-        }
-        at = end + 4;
-        if (status >= 100 && status < 200) continue;
-        let body = '';
-        if ((headers['transfer-encoding'] ?? '').includes('chunked')) {
-            for (;;) {
-                const eol = buf.indexOf('\r\n', at);
-                const n = parseInt(buf.subarray(at, eol).toString(), 16);
-                at = eol + 2;
-                if (n === 0) { at += 2; break; }
-                body += buf.subarray(at, at + n).toString();
-                at += n + 2;
-            }
-        } else {
-            // Without Content-Length (an HTTP/1.0 stream): the rest of the connection.
-            const n = headers['content-length'] !== undefined ? Number(headers['content-length']) : buf.length - at;
-            body = buf.subarray(at, at + n).toString();
-            at += n;
-        }
-        out.push({ status, headers, body });
-    }
 }
 
 // Writes `bytes` on a new socket (nothing more), reads until the server closes it.

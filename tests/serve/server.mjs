@@ -172,15 +172,17 @@ export function rawRequest(server, { method = 'POST', path = '/v1/completions', 
     });
 }
 
-// An HTTP/1.1 response read to the end of its connection: interim (1xx)
-// statuses before it, its status, headers (lower-case names), body
-// (de-chunked), and the body's JSON when it is JSON.
-export function parseResponse(buf) {
-    const interim = [];
+// Every HTTP/1.1 response in `buf`, in order: the interim (1xx) statuses
+// before it, its status, headers (lower-case names), body (de-chunked; with
+// neither chunks nor Content-Length, the rest of the connection), and the
+// body's JSON when it is JSON. A response cut short ends the list.
+export function parseResponses(buf) {
+    const out = [];
+    let interim = [];
     let at = 0;
     for (;;) {
         const end = buf.indexOf('\r\n\r\n', at);
-        if (end < 0) return { status: 0, interim, headers: {}, body: '', json: null, raw: buf.toString() };
+        if (end < 0) return out;
         const lines = buf.subarray(at, end).toString().split('\r\n');
         const status = Number(lines[0].split(' ')[1]);
         const headers = {};
@@ -194,19 +196,28 @@ export function parseResponse(buf) {
         if ((headers['transfer-encoding'] ?? '').includes('chunked')) {
             for (;;) {
                 const eol = buf.indexOf('\r\n', at);
-                if (eol < 0) break;
+                if (eol < 0) { at = buf.length; break; }
                 const n = parseInt(buf.subarray(at, eol).toString(), 16);
-                if (!(n > 0)) break;
-                body += buf.subarray(eol + 2, eol + 2 + n).toString();
-                at = eol + 2 + n + 2;
+                at = eol + 2;
+                if (!(n > 0)) { at += 2; break; }
+                body += buf.subarray(at, at + n).toString();
+                at += n + 2;
             }
         } else {
-            body = buf.subarray(at, at + Number(headers['content-length'] ?? buf.length - at)).toString();
+            const n = headers['content-length'] !== undefined ? Number(headers['content-length']) : buf.length - at;
+            body = buf.subarray(at, at + n).toString();
+            at += n;
         }
         let json = null;
         try { json = JSON.parse(body); } catch { /* not JSON */ }
-        return { status, interim, headers, body, json };
+        out.push({ status, interim, headers, body, json });
+        interim = [];
     }
+}
+
+// The first response of a connection (parseResponses), or status 0 and the raw bytes when none came whole.
+export function parseResponse(buf) {
+    return parseResponses(buf)[0] ?? { status: 0, interim: [], headers: {}, body: '', json: null, raw: buf.toString() };
 }
 
 // The `data:` events of a server-sent event body: the JSON objects in
