@@ -16,12 +16,12 @@ namespace specdec::detail {
 
 namespace {
 
-bool has_grammar(const specdec_generate_params & p) {
-    return p.grammar != nullptr && p.grammar[0] != '\0';
-}
-
 bool is_set(const char * text) {
     return text != nullptr && text[0] != '\0';
+}
+
+bool has_grammar(const specdec_generate_params & p) {
+    return is_set(p.grammar);
 }
 
 bool has_reasoning(const specdec_generate_params & p) {
@@ -81,7 +81,7 @@ llama_sampler * parse_grammar(const llama_vocab * vocab, const specdec_generate_
         fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the grammar is not valid GBNF with a rule 'root', or a trigger is not a valid "
              "regular expression (llama.cpp could not parse them)");
     }
-    if (p.grammar_prefix == nullptr || p.grammar_prefix[0] == '\0') {
+    if (!is_set(p.grammar_prefix)) {
         return g;
     }
     llama_sampler_ptr grammar(g);
@@ -133,7 +133,7 @@ void logit_shaper::validate(const specdec_generate_params & p, const llama_vocab
     if (has_grammar(p)) {
         check_grammar_limits(p.grammar);
     }
-    const bool prefixed = p.grammar_prefix != nullptr && p.grammar_prefix[0] != '\0';
+    const bool prefixed = is_set(p.grammar_prefix);
     if ((p.n_grammar_triggers > 0 || prefixed) && !has_grammar(p)) {
         fail(SPECDEC_STATUS_INVALID_ARGUMENT, "grammar triggers and a grammar prefix need a grammar");
     }
@@ -163,24 +163,14 @@ logit_shaper::logit_shaper(const specdec_generate_params & p, const llama_vocab 
     : bias_(p.logit_bias, p.logit_bias + p.n_logit_bias), presence_(p.presence_penalty), frequency_(p.frequency_penalty),
       repeat_(p.repeat_penalty), repeat_last_n_(p.repeat_last_n), n_vocab_(n_vocab), shaped_(static_cast<size_t>(n_vocab)) {
     if (has_grammar(p)) {
-        grammar_ = parse_grammar(vocab, p);
+        grammar_.reset(parse_grammar(vocab, p));
         lazy_ = p.n_grammar_triggers > 0;
         candidates_.resize(static_cast<size_t>(n_vocab));
     }
     if (has_reasoning(p)) {
         candidates_.resize(static_cast<size_t>(n_vocab));
-        try {
-            budget_ = make_budget(vocab, p);
-        } catch (...) {
-            llama_sampler_free(grammar_);
-            throw;
-        }
+        budget_.reset(make_budget(vocab, p));
     }
-}
-
-logit_shaper::~logit_shaper() {
-    llama_sampler_free(grammar_);
-    llama_sampler_free(budget_);
 }
 
 // As llama.cpp's common sampler: a lazy grammar does not apply inside a reasoning block.
@@ -191,7 +181,7 @@ bool logit_shaper::grammar_applies() const {
     if (budget_ == nullptr || !lazy_) {
         return true;
     }
-    const common_reasoning_budget_state st = common_reasoning_budget_get_state(budget_);
+    const common_reasoning_budget_state st = common_reasoning_budget_get_state(budget_.get());
     return st == REASONING_BUDGET_IDLE || st == REASONING_BUDGET_DONE;
 }
 
@@ -210,13 +200,13 @@ const float * logit_shaper::shape(const float * logits) {
         float & l = shaped_[static_cast<size_t>(t)];
         l = l > 0.0f ? l / repeat_ : l * repeat_;
     }
-    if (budget_ != nullptr && common_reasoning_budget_get_state(budget_) == REASONING_BUDGET_FORCING) {
+    if (budget_ != nullptr && common_reasoning_budget_get_state(budget_.get()) == REASONING_BUDGET_FORCING) {
         // Every token but the forced one: -infinity (the sampler's own apply, over the whole vocabulary).
         for (llama_token t = 0; t < n_vocab_; ++t) {
             candidates_[static_cast<size_t>(t)] = {t, shaped_[static_cast<size_t>(t)], 0.0f};
         }
         llama_token_data_array arr = {candidates_.data(), candidates_.size(), -1, false};
-        llama_sampler_apply(budget_, &arr);
+        llama_sampler_apply(budget_.get(), &arr);
         for (size_t i = 0; i < arr.size; ++i) {
             shaped_[static_cast<size_t>(arr.data[i].id)] = arr.data[i].logit;
         }
@@ -230,7 +220,7 @@ bool logit_shaper::allows(llama_token t) {
     }
     llama_token_data one = {t, shaped_[static_cast<size_t>(t)], 0.0f};
     llama_token_data_array arr = {&one, 1, -1, false};
-    llama_sampler_apply(grammar_, &arr);
+    llama_sampler_apply(grammar_.get(), &arr);
     return one.logit != -INFINITY;
 }
 
@@ -242,7 +232,7 @@ const float * logit_shaper::mask() {
         candidates_[static_cast<size_t>(t)] = {t, shaped_[static_cast<size_t>(t)], 0.0f};
     }
     llama_token_data_array arr = {candidates_.data(), candidates_.size(), -1, false};
-    llama_sampler_apply(grammar_, &arr);
+    llama_sampler_apply(grammar_.get(), &arr);
     bool any = false;
     for (size_t i = 0; i < arr.size; ++i) {
         shaped_[static_cast<size_t>(arr.data[i].id)] = arr.data[i].logit;
@@ -275,11 +265,11 @@ void logit_shaper::accept(llama_token token) {
     }
     const bool to_grammar = grammar_applies(); // decided before the budget reads the token, as llama.cpp does
     if (budget_ != nullptr) {
-        llama_sampler_accept(budget_, token);
+        llama_sampler_accept(budget_.get(), token);
     }
     if (to_grammar && !left_grammar_) {
         try { // a lazy grammar reads the text of a trigger's token, which was chosen before it applied
-            llama_sampler_accept(grammar_, token);
+            llama_sampler_accept(grammar_.get(), token);
         } catch (const std::exception &) {
             left_grammar_ = true; // the next apply() ends the request
         }

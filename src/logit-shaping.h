@@ -9,11 +9,12 @@
 
 #include "specdec/specdec.h"
 
+#include "llama-cpp.h"
+
 #include <deque>
 #include <map>
 #include <vector>
 
-struct llama_sampler;
 struct llama_vocab;
 
 namespace specdec::detail {
@@ -31,7 +32,6 @@ public:
     // Throws error(INVALID_ARGUMENT) when the grammar or a trigger does not
     // parse, or the grammar refuses its prefix.
     logit_shaper(const specdec_generate_params & p, const llama_vocab * vocab, int32_t n_vocab);
-    ~logit_shaper();
     logit_shaper(const logit_shaper &) = delete;
     logit_shaper & operator=(const logit_shaper &) = delete;
 
@@ -61,9 +61,9 @@ private:
     float                           repeat_;
     int32_t                         repeat_last_n_;
     int32_t                         n_vocab_;
-    llama_sampler *                 grammar_ = nullptr; // lazy when the request has grammar triggers
+    llama_sampler_ptr               grammar_;           // lazy when the request has grammar triggers
     bool                            lazy_ = false;      // the grammar waits for a trigger
-    llama_sampler *                 budget_ = nullptr;  // llama.cpp's reasoning budget, with both markers
+    llama_sampler_ptr               budget_;            // llama.cpp's reasoning budget, with both markers
     bool                            left_grammar_ = false; // a trigger started it on text it refuses
     std::map<llama_token, int32_t>  counts_;  // generated tokens and how often
     std::deque<llama_token>         recent_;  // the last repeat_last_n generated
