@@ -109,15 +109,16 @@ json props_answer(const service & svc) {
     const llama_vocab * vocab = llama_model_get_vocab(svc.model);
     const auto special = [&](llama_token t) { return t < 0 ? std::string() : specdec::token_to_piece(vocab, t); };
     const chat_options & c = svc.chat_defaults;
+    const parsed_request defaults; // a request's sampling when it names none
     return {
         {"default_generation_settings",
          {{"n_ctx", svc.n_ctx},
           {"params",
            {{"n_predict", -1},
-            {"temperature", 1.0},
-            {"top_k", 0},
-            {"top_p", 1.0},
-            {"min_p", 0.0},
+            {"temperature", defaults.temperature},
+            {"top_k", defaults.top_k},
+            {"top_p", defaults.top_p},
+            {"min_p", defaults.min_p},
             {"speculative.n_max", svc.n_draft},
             {"reasoning_format", reasoning_format_name(c.reasoning)},
             {"reasoning_budget_tokens", c.reasoning_budget}}}}},
