@@ -271,6 +271,10 @@ void engine::cancel(request_id id) {
     impl_->core.cancel(id);
 }
 
+void engine::pause(request_id id, bool paused) {
+    impl_->core.pause(id, paused);
+}
+
 void engine::step() {
     impl_->core.step();
 }

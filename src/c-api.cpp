@@ -628,6 +628,13 @@ specdec_status specdec_engine_cancel(specdec_engine * engine, specdec_request_id
     });
 }
 
+specdec_status specdec_engine_pause(specdec_engine * engine, specdec_request_id id, bool paused) {
+    return guard([&] {
+        require(engine, "engine");
+        engine->engine.pause(id, paused);
+    });
+}
+
 specdec_status specdec_engine_step(specdec_engine * engine) {
     return guard([&] {
         require(engine, "engine");

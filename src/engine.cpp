@@ -139,7 +139,11 @@ struct request_state {
     const bool           rejection = p.accept == SPECDEC_ACCEPT_REJECTION && sampler.samples() && n_draft > 0 && !synthetic;
     const specdec_draft_sampling draft_sampling{p.temperature, p.top_k, p.top_p, p.min_p, p.seed};
     std::vector<specdec_token_prob> dist, residual; // the verifier's p and scratch
-    bool scores_prompt() const { return p.prompt_logprobs && p.n_top_logprobs >= 0; }
+    // Its prompt's rows are scored the first time it is read (not when it is read again after an eviction).
+    bool scores_prompt() const { return p.prompt_logprobs && p.n_top_logprobs >= 0 && resumed.empty(); }
+    // What its slot is to hold before it decodes: the prompt, or after an
+    // eviction the prompt and every emitted token but the last (which is id_last).
+    const std::vector<llama_token> & input() const { return resumed.empty() ? prompt : resumed; }
     std::mt19937         synthetic_draws;
     text_stream          text;      // becomes result.output.text as it leaves
     specdec_token_logprob logprob{}; // the last emitted token's, for its event
@@ -150,6 +154,8 @@ struct request_state {
     llama_pos   n_past = 0;         // tokens in the target
     llama_token id_last = 0;        // next token to decode
     bool        done = false;       // finished; leaves at the end of the step
+    bool        paused = false;     // neither prefilled nor decoded, nor admitted from the queue (see specdec_engine_pause)
+    std::vector<llama_token> resumed; // set when evicted with output: input() (empty: never evicted, or evicted before its first token)
     request_result result;
 };
 
@@ -210,9 +216,11 @@ request_id engine_core::add(std::span<const llama_token> prompt, const request_p
     }
     // Queued requests that the next step's admission puts into free slots do
     // not wait for a slot: a burst that fits the free slots is never refused.
+    // Paused requests do not count: they wait for their reader, not for a slot.
     const size_t n_free = static_cast<size_t>(std::count(slots_.begin(), slots_.end(), nullptr));
-    if (waiting_.size() >= n_free + p_.max_waiting) {
-        fail(SPECDEC_STATUS_QUEUE_FULL, waiting_.size() - std::min(n_free, waiting_.size()),
+    const auto n_waiting = static_cast<size_t>(std::count_if(waiting_.begin(), waiting_.end(), [](const auto & r) { return !r->paused; }));
+    if (n_waiting >= n_free + p_.max_waiting) {
+        fail(SPECDEC_STATUS_QUEUE_FULL, n_waiting - std::min(n_free, n_waiting),
              " requests wait for a slot already (max_waiting) and no slot is free; try again after a step");
     }
     const request_id id = next_id_.load();
@@ -229,18 +237,38 @@ void engine_core::cancel(request_id id) {
     cancelled_.push_back(id);
 }
 
+void engine_core::pause(request_id id, bool paused) {
+    if (id == 0 || id >= next_id_.load()) {
+        fail(SPECDEC_STATUS_UNKNOWN_REQUEST, "request ", id, " was never issued by this engine");
+    }
+    std::lock_guard<std::mutex> lock(cancel_mutex_);
+    pauses_.emplace_back(id, paused);
+}
+
+// Whether a step would do anything: a cancellation or pause to apply, a
+// waiting request that is not paused and a slot free or held by a paused
+// one, or a request in a slot that is not paused.
 bool engine_core::has_work() const {
-    return !waiting_.empty() || std::any_of(slots_.begin(), slots_.end(), [](const auto & r) { return r != nullptr; });
+    {
+        std::lock_guard<std::mutex> lock(cancel_mutex_);
+        if (!cancelled_.empty() || !pauses_.empty()) {
+            return true;
+        }
+    }
+    const bool room = std::any_of(slots_.begin(), slots_.end(), [](const auto & r) { return r == nullptr || (r->paused && !r->done); });
+    const bool waits = std::any_of(waiting_.begin(), waiting_.end(), [](const auto & r) { return !r->paused; });
+    return (waits && room) || std::any_of(slots_.begin(), slots_.end(), [](const auto & r) { return r != nullptr && !r->paused; });
 }
 
 bool engine_core::decoding(const request_state * r) const {
-    return r != nullptr && r->prefilled && !r->done;
+    return r != nullptr && r->prefilled && !r->done && !r->paused;
 }
 
 void engine_core::step() {
     const auto t0 = clock_type::now();
     try {
         apply_cancellations();
+        apply_pauses();
         admit();
         compact();
         prefill();
@@ -292,26 +320,58 @@ void engine_core::apply_cancellations() {
     retire();
 }
 
+// Pauses and resumptions, in the order they were asked, to the requests
+// they name wherever those are (a finished one is gone: nothing happens).
+void engine_core::apply_pauses() {
+    std::vector<std::pair<request_id, bool>> asked;
+    {
+        std::lock_guard<std::mutex> lock(cancel_mutex_);
+        asked.swap(pauses_);
+    }
+    for (const auto & [id, paused] : asked) {
+        for (auto & r : slots_) {
+            if (r != nullptr && r->result.id == id) {
+                r->paused = paused;
+            }
+        }
+        for (auto & r : waiting_) {
+            if (r->result.id == id) {
+                r->paused = paused;
+            }
+        }
+    }
+}
+
 // Waiting requests take free slots in arrival order (see choose_slot). With
 // prompt reuse a request keeps what its slot holds of its prompt, as far as
 // the backend can cut the slot's memory back, and decodes only the rest.
 void engine_core::admit() {
-    while (!waiting_.empty() && std::count(slots_.begin(), slots_.end(), nullptr) > 0) {
-        std::unique_ptr<request_state> r = std::move(waiting_.front());
-        waiting_.pop_front();
+    for (;;) {
+        const auto next = std::find_if(waiting_.begin(), waiting_.end(), [](const auto & r) { return !r->paused; });
+        if (next == waiting_.end()) {
+            return;
+        }
+        if (std::count(slots_.begin(), slots_.end(), nullptr) == 0 && !evict_paused()) {
+            return;
+        }
+        std::unique_ptr<request_state> r = std::move(*next);
+        waiting_.erase(next);
         // A scored prompt needs every row's logits: it reuses nothing.
         const bool reuse = p_.reuse_prompts && !r->scores_prompt();
-        const auto [s, prefix] = choose_slot(reuse ? std::span<const llama_token>(r->prompt) : std::span<const llama_token>());
+        const std::vector<llama_token> & input = r->input();
+        const auto [s, prefix] = choose_slot(reuse ? std::span<const llama_token>(input) : std::span<const llama_token>());
         const auto seq = static_cast<llama_seq_id>(s);
         r->result.seq_id = seq;
         std::vector<llama_token> & held = held_[s];
         if (reuse) {
-            // At least the prompt's last token is decoded: its logits give the first token.
-            const size_t n = std::min(prefix, r->prompt.size() - 1);
+            // At least the input's last token is decoded: its logits give the first token.
+            const size_t n = std::min(prefix, input.size() - 1);
             const int32_t kept = b_.keep(seq, static_cast<int32_t>(n), static_cast<int32_t>(held.size()));
             held.resize(static_cast<size_t>(kept));
             r->n_prefilled = static_cast<size_t>(kept);
-            r->result.n_prompt_cached = static_cast<size_t>(kept);
+            if (r->resumed.empty()) {
+                r->result.n_prompt_cached = static_cast<size_t>(kept);
+            }
         } else {
             b_.clear(seq);
             held.clear();
@@ -321,6 +381,30 @@ void engine_core::admit() {
         }
         slots_[s] = std::move(r);
     }
+}
+
+// A request waits and no slot is free: a paused request gives up its slot
+// (the lowest such) and waits at the queue's head. Its positions stay in the
+// slot for whoever takes it; when it goes on, it reads its prompt and output
+// so far again (input()) and continues from its last token, its sampler,
+// grammar and text where they were. false: none is paused.
+bool engine_core::evict_paused() {
+    const auto it = std::find_if(slots_.begin(), slots_.end(), [](const auto & r) { return r != nullptr && r->paused && !r->done; });
+    if (it == slots_.end()) {
+        return false;
+    }
+    std::unique_ptr<request_state> r = std::move(*it);
+    const std::vector<llama_token> & out = r->result.output.tokens;
+    if (r->prefilled && !out.empty()) {
+        std::vector<llama_token> input = r->prompt;
+        input.insert(input.end(), out.begin(), out.end() - 1);
+        r->resumed = std::move(input);
+    }
+    r->prefilled = false;
+    r->n_prefilled = 0;
+    r->result.seq_id = -1;
+    waiting_.push_front(std::move(r));
+    return true;
 }
 
 // A free slot and how many of its tokens begin `prompt`. Without prompt
@@ -423,11 +507,12 @@ void engine_core::prefill() {
     };
     batch_->clear();
     for (auto & r : slots_) {
-        if (r == nullptr || r->prefilled) {
+        if (r == nullptr || r->prefilled || r->paused) {
             continue;
         }
         any = true;
-        const size_t end = r->prompt.size();
+        const std::vector<llama_token> & input = r->input();
+        const size_t end = input.size();
         const size_t until = p_.n_prefill_chunk > 0 ? std::min(end, r->n_prefilled + static_cast<size_t>(p_.n_prefill_chunk)) : end;
         for (; r->n_prefilled < until; ++r->n_prefilled) {
             if (batch_->room() == 0) {
@@ -437,11 +522,11 @@ void engine_core::prefill() {
             if (last) {
                 ending.emplace_back(r.get(), batch_->size());
             } else if (r->scores_prompt()) {
-                scored.push_back({r.get(), batch_->size(), r->prompt[r->n_prefilled + 1]});
+                scored.push_back({r.get(), batch_->size(), input[r->n_prefilled + 1]});
             }
-            batch_->add(r->prompt[r->n_prefilled], static_cast<llama_pos>(r->n_prefilled), r->result.seq_id,
+            batch_->add(input[r->n_prefilled], static_cast<llama_pos>(r->n_prefilled), r->result.seq_id,
                         last || r->scores_prompt());
-            held_[static_cast<size_t>(r->result.seq_id)].push_back(r->prompt[r->n_prefilled]);
+            held_[static_cast<size_t>(r->result.seq_id)].push_back(input[r->n_prefilled]);
         }
     }
     if (batch_->size() > 0) {
@@ -456,9 +541,13 @@ void engine_core::prefill() {
 // `row`: the drafter begins, and the target's first token is drawn (counted
 // as a step: one target decode, nothing drafted) and emitted.
 void engine_core::start(request_state & r, int32_t row) {
-    b_.begin(r.result.seq_id, r.prompt);
+    b_.begin(r.result.seq_id, r.input());
     r.prefilled = true;
-    r.n_past = static_cast<llama_pos>(r.prompt.size());
+    r.n_past = static_cast<llama_pos>(r.input().size());
+    if (!r.resumed.empty()) {
+        r.id_last = r.result.output.tokens.back(); // drawn before its eviction: decoded next, as then
+        return;
+    }
     if (r.p.n_predict == 0) {
         finish(r, SPECDEC_STOP_BUDGET);
         return;

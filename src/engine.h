@@ -36,6 +36,7 @@ public:
 
     request_id add(std::span<const llama_token> prompt, const request_params & params);
     void       cancel(request_id id); // any thread
+    void       pause(request_id id, bool paused); // any thread; see specdec_engine_pause
     void       step();
     bool       has_work() const;
     const specdec_generation_times & times() const { return times_; }
@@ -46,7 +47,9 @@ private:
 
     // The phases of a step, in order.
     void apply_cancellations();
+    void apply_pauses();
     void admit();
+    bool evict_paused();
     std::pair<size_t, size_t> choose_slot(std::span<const llama_token> prompt) const; // a free slot, and its common prefix
     void compact();
     void prefill();
@@ -80,8 +83,9 @@ private:
     std::deque<std::unique_ptr<request_state>>  waiting_; // FIFO, at most p_.max_waiting + free slots
 
     std::atomic<request_id>  next_id_{1};
-    mutable std::mutex       cancel_mutex_; // guards cancelled_, the only state other threads touch
+    mutable std::mutex       cancel_mutex_; // guards cancelled_ and pauses_, the only state other threads touch
     std::vector<request_id>  cancelled_;
+    std::vector<std::pair<request_id, bool>> pauses_; // in the order asked
 
     struct token_batch;
     std::unique_ptr<token_batch> batch_;

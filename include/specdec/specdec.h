@@ -916,7 +916,7 @@ SPECDEC_API specdec_generation_times specdec_generation_get_times(const specdec_
  * tokens (the lossless guarantee, that each token is what the target's
  * logits in that batch give, always holds).
  *
- * Threads: specdec_engine_cancel may be called from any thread at any time
+ * Threads: specdec_engine_cancel and specdec_engine_pause may be called from any thread at any time
  * while the engine lives. Every other engine function, and the callback,
  * run on one thread at a time (the engine's); add may also be called from
  * inside the callback, step and run_until_idle may not.
@@ -1037,6 +1037,18 @@ SPECDEC_API specdec_status specdec_engine_add(specdec_engine * engine, const lla
 SPECDEC_API specdec_status specdec_engine_cancel(specdec_engine * engine, specdec_request_id id);
 
 /*
+ * Holds request `id` (paused = true) or lets it go on (false); any thread;
+ * takes effect at the start of the next step, in the order asked. A paused
+ * request keeps its slot, its positions and its place in the queue (a
+ * waiting one still takes a slot when its turn comes), but nothing of it is
+ * decoded, drafted or emitted until it goes on: its output is what it would
+ * have been unpaused. For a reader that cannot keep up (a server's client
+ * whose socket is full): the step's work goes to the others. OK also for a
+ * request that has finished (nothing happens). UNKNOWN_REQUEST: never issued here.
+ */
+SPECDEC_API specdec_status specdec_engine_pause(specdec_engine * engine, specdec_request_id id, bool paused);
+
+/*
  * Runs one step (see above); OK with nothing to do. When it fails (a decode
  * failed or was aborted, the drafter failed, NaN logits): every request in a
  * slot finishes with SPECDEC_STOP_ERROR (FINISHED events with their output
@@ -1045,10 +1057,13 @@ SPECDEC_API specdec_status specdec_engine_cancel(specdec_engine * engine, specde
  */
 SPECDEC_API specdec_status specdec_engine_step(specdec_engine * engine);
 
-/* Steps until no request is running or waiting; stops at the first failing step. */
+/* Steps while specdec_engine_has_work; stops at the first failing step. */
 SPECDEC_API specdec_status specdec_engine_run_until_idle(specdec_engine * engine);
 
-/* Whether a request is running or waiting (NULL: false). */
+/* Whether a step would do anything (NULL: false): a cancellation or pause to
+ * apply, a request waiting while a slot is free, or a request in a slot that
+ * is not paused. Paused requests alone (or waiting behind them) are no work:
+ * run_until_idle returns with them still in the engine. */
 SPECDEC_API bool specdec_engine_has_work(const specdec_engine * engine);
 
 /*

@@ -220,7 +220,7 @@ using event_callback = std::function<bool(const engine_event & event)>;
 // context (plain decoding). Events are pushed through the callback rather
 // than polled: the step already holds each token's text, a callback sees it
 // without a copy or a queue, and a server forwards it to its own queue.
-// Threads: cancel() from any thread; everything else on one thread at a time,
+// Threads: cancel() and pause() from any thread; everything else on one thread at a time,
 // add() also from inside the callback. Neither copyable nor movable (other
 // threads may hold a reference for cancel()).
 class SPECDEC_API engine {
@@ -238,11 +238,15 @@ public:
     // Any thread. Throws error(UNKNOWN_REQUEST) for an id never issued here;
     // a finished request is left as it is.
     void cancel(request_id id);
+    // Any thread: holds a request (paused) or lets it go on; see
+    // specdec_engine_pause. Throws error(UNKNOWN_REQUEST) as cancel() does.
+    void pause(request_id id, bool paused);
     // One step; see specdec_engine_step. Throws the failure's error after
     // failing the requests in slots; the engine stays usable.
     void step();
     // step() until has_work() is false.
     void run_until_idle();
+    // Whether a step would do anything; see specdec_engine_has_work.
     bool has_work() const;
     // Sums over every step so far (t_total_us: time inside step()).
     specdec_generation_times times() const;

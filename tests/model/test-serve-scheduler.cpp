@@ -1,7 +1,7 @@
 // `specdec serve`'s scheduler (the bridge between the HTTP layer and the
 // engine thread) on a generated fixture, plain decoding: shutdown() sees
 // every request handed in, wherever it is on its way to the engine; a
-// channel's notification tells of every change.
+// channel's notification tells of every change; a paused request.
 #include "harness.h"
 #include "serve-metrics.h"
 #include "serve-scheduler.h"
@@ -175,6 +175,65 @@ TEST(ServeScheduler, TheNotificationTellsOfEveryChange) {
     }
     std::lock_guard<std::mutex> lock(mu);
     EXPECT_EQ(n_notified, before);
+}
+
+// A client that stops reading: its request is paused (marked before or after
+// its admission), the others go on and one takes its slot; resumed, it ends
+// with the tokens it would have had unpaused. Paused alone, the engine thread
+// sleeps (nothing decodes: the request emits nothing), and a pause, a
+// resumption or a shutdown wakes it.
+TEST(ServeScheduler, APausedRequestWaitsForItsReaderAndOthersTakeItsSlot) {
+    fixture_context f;
+    cli::serve::metrics m;
+    running_scheduler r(f.ctx.get(), two_slots(), m);
+    const auto drain = [](const std::shared_ptr<request_channel> & c) {
+        std::string text;
+        while (!c->wait_output(1s, text)) {
+        }
+        return c->result().output.tokens;
+    };
+    const auto solo = request(greedy(64));
+    ASSERT_TRUE(r.sched.submit(solo));
+    const std::vector<llama_token> want = drain(solo);
+    ASSERT_EQ(want.size(), 64u);
+
+    for (const bool before_admission : {true, false}) {
+        SCOPED_TRACE(before_admission);
+        const auto held = request(greedy(64));
+        if (before_admission) {
+            r.sched.pause(held, true);
+        }
+        ASSERT_TRUE(r.sched.submit(held));
+        std::string text;
+        if (!before_admission) {
+            ASSERT_FALSE(held->wait_output(10s, text)) << "a first token"; // admitted and decoding
+            r.sched.pause(held, true);
+        }
+        // Three others on two slots: one of them takes the paused request's.
+        std::vector<std::shared_ptr<request_channel>> others;
+        for (int i = 0; i < 3; ++i) {
+            others.push_back(request(greedy(16)));
+            ASSERT_TRUE(r.sched.submit(others.back()));
+        }
+        for (const auto & o : others) {
+            EXPECT_EQ(drain(o), std::vector<llama_token>(want.begin(), want.begin() + 16));
+        }
+        held->wait_output(200ms, text);
+        const size_t seen = text.size();
+        EXPECT_FALSE(held->wait_output(300ms, text)) << "paused: not finished";
+        EXPECT_EQ(text.size(), seen) << "paused: nothing more emitted";
+        r.sched.pause(held, false);
+        EXPECT_EQ(drain(held), want) << "resumed: its tokens are those it would have had";
+    }
+    // Paused when the server stops: cancelled (the engine thread is woken for it).
+    const auto last = request(greedy(200));
+    ASSERT_TRUE(r.sched.submit(last));
+    std::string text;
+    ASSERT_FALSE(last->wait_output(10s, text));
+    r.sched.pause(last, true);
+    EXPECT_EQ(r.sched.shutdown(0ms), 1u);
+    ASSERT_TRUE(last->wait_output(0ms, text));
+    EXPECT_EQ(last->result().output.stop, SPECDEC_STOP_CANCELLED);
 }
 
 } // namespace

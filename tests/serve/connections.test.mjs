@@ -77,7 +77,7 @@ describe('serve connections', { timeout: 240000 }, () => {
     });
 
     test('1,000 silent and slowloris sockets and streams nobody reads: /health answers, a stream meanwhile is exact', async () => {
-        const crowd = await startServer(['-c', '65536']); // -np 4, --max-waiting 64
+        const crowd = await startServer(['-c', '65536', '--timeout', '5']); // -np 4, --max-waiting 64; unread streams gone after 5 s
         const socks = [];
         try {
             const req = { prompt: 'abc', max_tokens: 200, temperature: 0 };
@@ -112,7 +112,7 @@ describe('serve connections', { timeout: 240000 }, () => {
             const crowdMs = performance.now() - t;
             assert.deepEqual(got.tokens, want.tokens, 'the stream beside the crowd equals the idle one, token for token');
             assert.equal(got.text, want.text);
-            // The unread streams are cancelled once their queue is full; their places
+            // The unread streams are paused, then cancelled when their writes wait past --timeout; their places
             // go back while their sockets stay open, and a new request is answered.
             await waitForMetrics(crowd, (m) => cancelled(m) === cancelled(before) + 3, 60000);
             await waitForMetrics(crowd, (m) => m.get('llamacpp:requests_processing') === 0 && m.get('llamacpp:requests_deferred') === 0);
@@ -133,6 +133,45 @@ describe('serve connections', { timeout: 240000 }, () => {
         } finally {
             socks.forEach((x) => x.destroy());
             assert.deepEqual(await stopServer(crowd), { code: 0, signal: null }, crowd.log);
+        }
+    });
+
+    test('a stream its client stops reading is paused: nothing decoded for it, its slot lent to a waiting request; read again, it ends as the idle stream', async () => {
+        const one = await startServer(['-np', '1', '-c', '8192', '--timeout', '60']);
+        const sock = connect(one);
+        try {
+            const req = { prompt: 'xyz', max_tokens: 1500, temperature: 0, logprobs: 5 }; // large chunks: 16 KiB backlog within a few hundred tokens
+            const want = await streamed(one, req);
+            const predicted = async () => (await metrics(one)).get('llamacpp:tokens_predicted_total');
+            sock.pause();
+            const chunks = [];
+            sock.on('data', (d) => chunks.push(d));
+            const body = JSON.stringify({ ...req, stream: true });
+            sock.write(`POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+            await waitForMetrics(one, (m) => m.get('specdec:requests_paused') === 1, 60000);
+            const before = await predicted();
+            // The only slot is the paused request's: a request that comes takes it, and is exact.
+            const other = await post(one, '/v1/completions', { prompt: 'abc', max_tokens: 40, temperature: 0 });
+            assert.equal(other.status, 200, other.text);
+            const ref = await post(one, '/v1/completions', { prompt: 'abc', max_tokens: 40, temperature: 0 });
+            assert.deepEqual(other.json.specdec.tokens, ref.json.specdec.tokens);
+            await sleep(300);
+            assert.equal(await predicted(), before + 80, 'while paused, only the other requests were decoded');
+            assert.equal((await metrics(one)).get('specdec:requests_paused'), 1);
+            // Read again: the rest comes, token for token the idle stream's.
+            sock.resume();
+            const t0 = performance.now();
+            while (!Buffer.concat(chunks).includes('data: [DONE]') && performance.now() - t0 < 60000) await sleep(50);
+            const [res] = parseResponses(Buffer.concat(chunks));
+            assert.equal(res.status, 200);
+            const { events, done } = sseEvents(res.body);
+            assert.ok(done, 'the stream ends with [DONE]');
+            assert.deepEqual(events.at(-1).specdec.tokens, want.tokens);
+            assert.equal(events.map((e) => e.choices[0]?.text ?? '').join(''), want.text);
+            await waitForMetrics(one, (m) => m.get('specdec:requests_paused') === 0);
+        } finally {
+            sock.destroy();
+            assert.deepEqual(await stopServer(one), { code: 0, signal: null }, one.log);
         }
     });
 

@@ -174,6 +174,147 @@ TEST(Engine, CancelFromAnotherThreadStopsAtTheNextStepAndFreesTheSlot) {
     }
 }
 
+TEST(Engine, APausedRequestHoldsItsSlotEmitsNothingAndResumesWithItsSoloTokens) {
+    for (const bool sampling : {false, true}) {
+        SCOPED_TRACE(sampling);
+        const std::function<void(llama_token, float *)> logits = sampling ? spread : std::function<void(llama_token, float *)>{};
+        fake_backend spec(4, chained_drafter(3));
+        if (logits) {
+            spec.logits_for = logits;
+        }
+        event_log log;
+        engine_core engine(spec, slots(2), log.callback());
+        const request_params pa = sampling ? sampled(40, 3) : greedy(40);
+        const request_params pb = sampling ? sampled(12, 4) : greedy(12);
+        const request_id a = engine.add({{1, 2}}, pa);
+        const request_id b = engine.add({{5}}, pb);
+        engine.step();
+        engine.step();
+        const int before = log.n_tokens[a];
+        EXPECT_GT(before, 0);
+        std::thread other([&] { engine.pause(a, true); });
+        other.join();
+        EXPECT_TRUE(engine.has_work()) << "the pause waits for a step";
+        while (engine.has_work()) {
+            engine.step();
+        }
+        EXPECT_EQ(log.n_tokens[a], before) << "paused: nothing emitted";
+        EXPECT_FALSE(log.finished.count(a));
+        ASSERT_TRUE(log.finished.count(b)) << "the other request ran to its end";
+        EXPECT_EQ(log.finished.at(b).output.tokens, solo({5}, pb, 4, logits).tokens);
+        // A request that waits behind the paused one, in the only other slot's place: taken, and run.
+        const request_id c = engine.add({{7, 8}}, greedy(6));
+        EXPECT_TRUE(engine.has_work());
+        while (engine.has_work()) {
+            engine.step();
+        }
+        ASSERT_TRUE(log.finished.count(c));
+        EXPECT_EQ(log.finished.at(c).output.tokens, solo({7, 8}, greedy(6), 4, logits).tokens);
+        engine.pause(a, false);
+        EXPECT_TRUE(engine.has_work());
+        while (engine.has_work()) {
+            engine.step();
+        }
+        ASSERT_TRUE(log.finished.count(a));
+        EXPECT_EQ(log.finished.at(a).output.tokens, solo({1, 2}, pa, 4, logits).tokens)
+            << "its output is what it would have been unpaused";
+        EXPECT_EQ(log.streamed[a], log.finished.at(a).output.text);
+        // Pausing a finished request changes nothing; an id never issued is an error.
+        EXPECT_NO_THROW(engine.pause(a, true));
+        engine.step();
+        EXPECT_FALSE(engine.has_work());
+        try {
+            engine.pause(c + 1, true);
+            ADD_FAILURE() << "no error";
+        } catch (const error & e) {
+            EXPECT_EQ(e.code(), SPECDEC_STATUS_UNKNOWN_REQUEST);
+        }
+    }
+}
+
+TEST(Engine, APausedRequestInTheQueueLetsOthersPassAndGoesOnLater) {
+    fake_backend spec(4, chained_drafter());
+    event_log log;
+    engine_core engine(spec, slots(1, 0, 1), log.callback());
+    const request_id a = engine.add({{1}}, greedy(5));
+    const request_id b = engine.add({{2, 3}}, greedy(7));
+    engine.pause(b, true);
+    engine.step(); // the pause is applied
+    const request_id c = engine.add({{4}}, greedy(3)); // a paused request does not count against max_waiting
+    while (engine.has_work()) {
+        engine.step();
+    }
+    ASSERT_TRUE(log.finished.count(a));
+    ASSERT_TRUE(log.finished.count(c)) << "c passed b, which is paused";
+    EXPECT_FALSE(log.finished.count(b));
+    EXPECT_EQ(log.n_tokens[b], 0);
+    engine.pause(b, false);
+    engine.pause(b, true);
+    engine.pause(b, false); // the last one asked wins
+    while (engine.has_work()) {
+        engine.step();
+    }
+    EXPECT_EQ(log.finished.at(b).output.tokens, solo({2, 3}, greedy(7)).tokens);
+    EXPECT_EQ(log.finished.at(c).output.tokens, solo({4}, greedy(3)).tokens);
+    // A paused request is cancelled as any other.
+    const request_id d = engine.add({{5}}, greedy(50));
+    engine.step();
+    engine.pause(d, true);
+    engine.step();
+    engine.cancel(d);
+    EXPECT_TRUE(engine.has_work());
+    engine.step();
+    ASSERT_TRUE(log.finished.count(d));
+    EXPECT_EQ(log.finished.at(d).output.stop, SPECDEC_STOP_CANCELLED);
+}
+
+// A paused request gives up its slot to a request that waits for one, then
+// reads its prompt and output again and goes on: token for token what it
+// would have given unpaused (greedy and seeded sampling, with and without
+// prompt reuse, paused before, while and after its prompt is read).
+TEST(Engine, APausedRequestGivesItsSlotToAWaitingOneAndResumesExactly) {
+    for (const bool sampling : {false, true}) {
+        for (const bool reuse : {false, true}) {
+            for (const int steps_before : {0, 1, 4}) {
+                SCOPED_TRACE(testing::Message() << "sampling " << sampling << " reuse " << reuse << " steps " << steps_before);
+                const std::function<void(llama_token, float *)> logits = sampling ? spread : std::function<void(llama_token, float *)>{};
+                fake_backend spec(4, chained_drafter(2));
+                if (logits) {
+                    spec.logits_for = logits;
+                }
+                event_log log;
+                engine_core engine(spec, slots(1, 2, 8, reuse), log.callback());
+                const request_params pa = sampling ? sampled(30, 9) : greedy(30);
+                const request_params pb = sampling ? sampled(10, 2) : greedy(10);
+                const request_id a = engine.add({{1, 2, 3, 4, 5}}, pa);
+                for (int i = 0; i < steps_before; ++i) {
+                    engine.step();
+                }
+                engine.pause(a, true);
+                const request_id b = engine.add({{6, 7}}, pb);
+                while (engine.has_work()) {
+                    engine.step();
+                }
+                ASSERT_TRUE(log.finished.count(b)) << "b took a's slot";
+                EXPECT_FALSE(log.finished.count(a));
+                EXPECT_EQ(log.finished.at(b).output.tokens, solo({6, 7}, pb, 4, logits).tokens);
+                const int before = log.n_tokens[a];
+                engine.pause(a, false);
+                while (engine.has_work()) {
+                    engine.step();
+                }
+                ASSERT_TRUE(log.finished.count(a));
+                const request_result & ra = log.finished.at(a);
+                EXPECT_EQ(ra.output.tokens, solo({1, 2, 3, 4, 5}, pa, 4, logits).tokens);
+                EXPECT_EQ(log.streamed[a], ra.output.text) << "each token emitted once";
+                EXPECT_EQ(log.n_tokens[a], static_cast<int>(ra.output.tokens.size()));
+                EXPECT_EQ(before > 0, steps_before == 4) << "1 step: evicted while its prompt is read (2 tokens a step)";
+                EXPECT_TRUE(spec.pending.empty());
+            }
+        }
+    }
+}
+
 TEST(Engine, ARequestCancelledWhileWaitingNeverRuns) {
     fake_backend spec(4, chained_drafter());
     event_log log;

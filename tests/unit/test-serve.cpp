@@ -448,7 +448,7 @@ TEST(ServeFormat, ToolCalls) {
     specdec::request_result r = sample_result();
     r.output.stop = SPECDEC_STOP_EOG;
     response_info info = info_of(endpoint::chat, "chatcmpl-3", 1, "tiny", "none");
-    parsed_answer called{"", {{"call_a", "add", R"({"a": 1})"}}};
+    parsed_answer called{"", {{"call_a", "add", R"({"a": 1})"}}, ""};
     info.answer = &called;
     json m = response_body(info, {&r, 2})["choices"][0];
     EXPECT_TRUE(m["message"]["content"].is_null());
@@ -458,7 +458,7 @@ TEST(ServeFormat, ToolCalls) {
     EXPECT_EQ(final_chunk_body(info, {&r, 2})["choices"][0]["finish_reason"], "tool_calls");
     r.output.stop = SPECDEC_STOP_BUDGET;
     EXPECT_EQ(response_body(info, {&r, 2})["choices"][0]["finish_reason"], "length") << "cut short";
-    parsed_answer said{"hello", {}};
+    parsed_answer said{"hello", {}, ""};
     info.answer = &said;
     r.output.stop = SPECDEC_STOP_EOG;
     m = response_body(info, {&r, 2})["choices"][0];
@@ -469,19 +469,19 @@ TEST(ServeFormat, ToolCalls) {
     EXPECT_EQ(id.size(), 29u);
     EXPECT_EQ(id.substr(0, 5), "call_");
     EXPECT_TRUE(std::all_of(id.begin() + 5, id.end(), [](unsigned char c) { return std::isalnum(c) != 0; })) << id;
-    parsed_answer unnamed{"", {{"", "f", "{}"}, {"kept", "g", "{}"}}};
+    parsed_answer unnamed{"", {{"", "f", "{}"}, {"kept", "g", "{}"}}, ""};
     name_tool_calls(unnamed);
     EXPECT_EQ(unnamed.tool_calls[0].id.size(), 29u);
     EXPECT_EQ(unnamed.tool_calls[1].id, "kept");
 
     // The answer as a stream reads it, piece by piece; the last read is whole.
     const std::vector<std::pair<parsed_answer, bool>> reads = {
-        {{"Let", {}}, true},
-        {{"Let me", {{"", "get", ""}}}, true},                         // the name may still grow
-        {{"Let me", {{"", "get_weather", R"({"ci)"}}}, true},          // its arguments began: the name is whole
-        {{"Let me", {{"", "get_weather", R"({"city": "P"})"}}}, true},
-        {{"Let me", {{"", "get_weather", R"({"city": "P"})"}, {"", "add", ""}}}, true},
-        {{"Let me", {{"", "get_weather", R"({"city": "P"})"}, {"", "add", "{}"}}}, false},
+        {{"Let", {}, ""}, true},
+        {{"Let me", {{"", "get", ""}}, ""}, true},                         // the name may still grow
+        {{"Let me", {{"", "get_weather", R"({"ci)"}}, ""}, true},          // its arguments began: the name is whole
+        {{"Let me", {{"", "get_weather", R"({"city": "P"})"}}, ""}, true},
+        {{"Let me", {{"", "get_weather", R"({"city": "P"})"}, {"", "add", ""}}, ""}, true},
+        {{"Let me", {{"", "get_weather", R"({"city": "P"})"}, {"", "add", "{}"}}, ""}, false},
     };
     answer_stream st;
     std::vector<json> deltas;
@@ -700,7 +700,7 @@ TEST(ServeMetrics, CountersUseLlamaServerNames) {
     r.ttft_s = -1;
     r.itl_s = -1;
     m.add_finished(r);
-    m.set_load(2, 1);
+    m.set_load(2, 1, 5);
     m.add_rejected();
     const std::string t = m.render();
     EXPECT_EQ(series_value(t, "llamacpp:prompt_tokens_total"), 7);
@@ -715,6 +715,7 @@ TEST(ServeMetrics, CountersUseLlamaServerNames) {
     EXPECT_EQ(series_value(t, "specdec:spec_decode_num_drafts_per_pos_total{position=\"1\"}"), 4);
     EXPECT_EQ(series_value(t, "llamacpp:requests_processing"), 2);
     EXPECT_EQ(series_value(t, "llamacpp:requests_deferred"), 1);
+    EXPECT_EQ(series_value(t, "specdec:requests_paused"), 5);
     EXPECT_EQ(series_value(t, "specdec:requests_finished_total{reason=\"length\"}"), 1);
     EXPECT_EQ(series_value(t, "specdec:requests_finished_total{reason=\"cancelled\"}"), 1);
     EXPECT_EQ(series_value(t, "specdec:requests_rejected_total"), 1);

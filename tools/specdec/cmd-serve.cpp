@@ -85,6 +85,11 @@ void add_serve_command(CLI::App & app, serve_options & o) {
     cmd->add_option("--shutdown-timeout", o.shutdown_timeout, "seconds requests in flight may take after SIGINT/SIGTERM")
         ->check(CLI::Range(0.0, 3600.0))
         ->capture_default_str();
+    cmd->add_option("--timeout", o.write_timeout,
+                    "-to: seconds a client may leave its answer unread before it is taken as gone (its request cancelled); "
+                    "a stream it does not read meanwhile is paused, and gives its slot to a waiting request")
+        ->check(CLI::Range(1, 86400))
+        ->capture_default_str();
     cmd->add_option("--max-body", o.max_body, "largest request body in bytes (beyond: 413)")
         ->check(CLI::Range(size_t(1024), size_t(1) << 30))
         ->capture_default_str();
@@ -244,6 +249,7 @@ int run_serve(const serve_options & o) {
     ho.max_connections = o.max_connections;
     ho.max_body = o.max_body;
     ho.body_budget = o.body_budget;
+    ho.write_timeout_s = o.write_timeout;
     serve::http_server http(routes.handlers(), ho);
     const int port = http.bind();
 

@@ -24,6 +24,7 @@ struct serve_options {
     std::string     alias;                      // the model id; empty: the file name without .gguf
     bool            strict_model = false;       // --strict-model: `model` must name the alias (else 404); default: any
     double          shutdown_timeout = 10.0;    // seconds requests in flight may take after SIGINT/SIGTERM
+    int             write_timeout = 60;         // --timeout: seconds a client may leave its answer unread (then: gone)
     size_t          max_body = size_t(8) << 20; // bytes of a request body at most; more: 413
     size_t          body_budget = size_t(64) << 20; // bytes of request bodies being read and parsed at once; more: 503
     size_t          max_connections = 0;        // connections open at once; 0: the descriptor limit less a reserve

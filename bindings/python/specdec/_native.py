@@ -410,6 +410,7 @@ SPECDEC_FUNCTIONS = {
         [_P, POINTER(llama_token), c_size_t, POINTER(specdec_generate_params), POINTER(specdec_request_id)],
     ),
     "specdec_engine_cancel": (_status, [_P, specdec_request_id]),
+    "specdec_engine_pause": (_status, [_P, specdec_request_id, c_bool]),
     "specdec_engine_step": (_status, [_P]),
     "specdec_engine_run_until_idle": (_status, [_P]),
     "specdec_engine_has_work": (c_bool, [_P]),

@@ -122,6 +122,12 @@ class Engine(_Handle):
         at the start of the next step. Unknown ids raise UnknownRequestError."""
         check(lib.specdec_engine_cancel(self.handle, request_id))
 
+    def pause(self, request_id: int, paused: bool = True) -> None:
+        """Holds a request (paused=True: it keeps its slot, nothing of it is decoded or
+        emitted) or lets it go on (False); any thread, from the next step. Its output
+        is what it would have been unpaused. Unknown ids raise UnknownRequestError."""
+        check(lib.specdec_engine_pause(self.handle, request_id, paused))
+
     def _run(self, fn) -> List[Event]:
         self._enter()
         try:
@@ -144,11 +150,12 @@ class Engine(_Handle):
         return self._run(lib.specdec_engine_step)
 
     def run_until_idle(self) -> List[Event]:
-        """Steps until no request runs or waits; returns every event."""
+        """Steps while has_work; returns every event."""
         return self._run(lib.specdec_engine_run_until_idle)
 
     @property
     def has_work(self) -> bool:
+        """Whether a step would do anything: paused requests alone are no work."""
         return bool(lib.specdec_engine_has_work(self.handle))
 
     def close(self) -> None:

@@ -1,12 +1,13 @@
 """The GIL is released during native calls, so another Python thread runs
 while one decodes, and an engine request can be cancelled from another
-thread while a step runs."""
+thread while a step runs, or paused from one."""
 
 from __future__ import annotations
 
 import threading
 import time
 
+import pytest
 from conftest import fixture_path
 
 import specdec
@@ -109,3 +110,30 @@ def _raises(fn):
     except Exception as e:  # noqa: BLE001
         return e
     return None
+
+
+def test_a_request_paused_from_another_thread_waits_then_ends_as_plain_decoding(opened):
+    """pause() from another thread holds the request from the next step on:
+    run_until_idle returns with it unfinished, and once it goes on its tokens
+    are plain decoding's."""
+    o = opened("eagle3")
+    ref = o.plain(n_predict=48)[0]
+    with specdec.Engine(o.session) as engine:
+        rid = engine.add(o.prompts[0], n_predict=48)
+        events = engine.step() + engine.step()
+        other = threading.Thread(target=lambda: engine.pause(rid))
+        other.start()
+        other.join()
+        events += engine.run_until_idle()
+        assert not engine.has_work
+        assert not [e for e in events if isinstance(e, specdec.FinishedEvent)]
+        emitted = len([e for e in events if isinstance(e, specdec.TokenEvent)])
+        assert 0 < emitted < 48
+        assert engine.step() == []  # paused: a step emits nothing
+        engine.pause(rid, False)
+        events += engine.run_until_idle()
+        with pytest.raises(specdec.UnknownRequestError):
+            engine.pause(rid + 1)
+    (done,) = [e for e in events if isinstance(e, specdec.FinishedEvent)]
+    assert done.completion.tokens == ref.tokens
+    assert [e.token for e in events if isinstance(e, specdec.TokenEvent) and e.token >= 0] == ref.tokens

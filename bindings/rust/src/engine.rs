@@ -182,6 +182,14 @@ impl<'s> Engine<'s> {
         check(unsafe { sys::specdec_engine_cancel(self.raw, id) })
     }
 
+    /// Holds request `id` (`paused`: it keeps its slot, nothing of it is
+    /// decoded or emitted) or lets it go on, from the next step; its output
+    /// is what it would have been unpaused (`specdec_engine_pause`).
+    pub fn pause(&self, id: u64, paused: bool) -> Result<()> {
+        // SAFETY: alive.
+        check(unsafe { sys::specdec_engine_pause(self.raw, id, paused) })
+    }
+
     /// A handle that cancels from any thread.
     pub fn canceller(&self) -> Canceller {
         Canceller(self.shared.clone())

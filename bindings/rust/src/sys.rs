@@ -636,6 +636,7 @@ extern "C" {
         id: *mut specdec_request_id,
     ) -> specdec_status;
     pub fn specdec_engine_cancel(engine: *mut specdec_engine, id: specdec_request_id) -> specdec_status;
+    pub fn specdec_engine_pause(engine: *mut specdec_engine, id: specdec_request_id, paused: bool) -> specdec_status;
     pub fn specdec_engine_step(engine: *mut specdec_engine) -> specdec_status;
     pub fn specdec_engine_run_until_idle(engine: *mut specdec_engine) -> specdec_status;
     pub fn specdec_engine_has_work(engine: *const specdec_engine) -> bool;

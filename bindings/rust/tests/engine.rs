@@ -1,5 +1,5 @@
 //! The higher layer: the engine (requests that come and go, cancellation
-//! from another thread while a step runs, prompt reuse) against plain decoding.
+//! from another thread while a step runs, pausing, prompt reuse) against plain decoding.
 
 mod common;
 
@@ -50,6 +50,17 @@ fn engine_requests_equal_plain_decoding() {
     }
     // Unknown ids and a full queue are their variants.
     assert!(matches!(engine.cancel(999).unwrap_err(), Error::UnknownRequest { .. }));
+    // A paused request holds its slot and emits nothing until it goes on; its tokens stay plain decoding's.
+    let id = engine.add(&prompts()[0], &p).unwrap();
+    let mut events = engine.step().unwrap();
+    engine.pause(id, true).unwrap();
+    events.extend(engine.run_until_idle().unwrap());
+    assert!(!engine.has_work());
+    assert!(finished(&events).is_empty());
+    engine.pause(id, false).unwrap();
+    events.extend(engine.run_until_idle().unwrap());
+    assert_eq!(finished(&events)[0].1.tokens, want[0]);
+    assert!(matches!(engine.pause(999, true).unwrap_err(), Error::UnknownRequest { .. }));
     drop(engine);
     let mut engine = Engine::new(&mut session, EngineParams { max_waiting: 1, n_seq: 1, ..EngineParams::default() }).unwrap();
     engine.add(&toks(&[20]), &p).unwrap();

@@ -213,11 +213,14 @@ public:
     void stream_write(std::string bytes) override;
     void stream_end() override;
     void on_gone(std::function<void()> fn) override;
+    void on_backlog(std::function<void(bool)> fn) override;
 
     // The io thread only, from here on.
     enum class phase { answering, done, gone };
-    phase                 state = phase::answering;
-    std::function<void()> gone_fn;
+    phase                     state = phase::answering;
+    std::function<void()>     gone_fn;
+    std::function<void(bool)> backlog_fn;
+    bool                      backlogged = false; // backlog_fn(true) was the last call
     http_request          head_req; // the request's line and headers (for decorate and logs), the body left out
 
 private:
@@ -329,6 +332,9 @@ public:
         if (queued_ > opt_.max_queued) {
             close_now(); // a client that does not read: gone
             return;
+        }
+        if (queued_ > opt_.backlog_queued) {
+            backlog(true);
         }
         flush();
     }
@@ -752,8 +758,21 @@ private:
         });
     }
 
+    // Tells the exchange's backlog_fn when its stream's state changes.
+    void backlog(bool full) {
+        if (ex_ != nullptr && ex_->backlogged != full) {
+            ex_->backlogged = full;
+            if (ex_->backlog_fn) {
+                ex_->backlog_fn(full);
+            }
+        }
+    }
+
     void written(size_t n) {
         queued_ -= n;
+        if (queued_ == 0 && streaming_) {
+            backlog(false);
+        }
         while (n > 0) {
             const size_t left = out_.front().size() - out_off_;
             if (n < left) {
@@ -774,6 +793,7 @@ private:
         if (ex_ != nullptr) {
             ex_->state = exchange::phase::done;
             ex_->gone_fn = nullptr;
+            ex_->backlog_fn = nullptr;
             if (srv_.handlers.on_answered) {
                 srv_.handlers.on_answered(ex_->head_req, status_);
             }
@@ -831,6 +851,7 @@ private:
         const std::shared_ptr<exchange> ex = std::move(ex_);
         ex->state = exchange::phase::gone;
         srv_.answering_changed(-1);
+        ex->backlog_fn = nullptr;
         if (ex->gone_fn) {
             std::function<void()> fn = std::move(ex->gone_fn);
             fn();
@@ -906,6 +927,14 @@ void exchange::on_gone(std::function<void()> fn) {
             fn();
         } else if (self->state == phase::answering) {
             self->gone_fn = std::move(fn);
+        }
+    });
+}
+
+void exchange::on_backlog(std::function<void(bool)> fn) {
+    st_->post([self = shared_from_this(), fn = std::move(fn)]() mutable {
+        if (self->state == phase::answering) {
+            self->backlog_fn = std::move(fn);
         }
     });
 }

@@ -103,6 +103,13 @@ public:
     // `probe` in a stream) and a client that closed its socket answers it
     // with a reset. Set it before the first answer call; it holds what it captures until the exchange ends.
     virtual void on_gone(std::function<void()> fn) = 0;
+    // Runs `fn(true)` on the io thread when a stream's bytes waiting to be
+    // written (past the kernel's send buffer) rise above
+    // http_options::backlog_queued, and `fn(false)` once they are all
+    // written again: a client reading slower than the stream is written
+    // (what it is sent should then wait for it). Set it before stream_begin;
+    // it holds what it captures until the exchange ends.
+    virtual void on_backlog(std::function<void(bool)> fn) = 0;
 };
 
 struct http_handlers {
@@ -143,10 +150,11 @@ struct http_options {
     size_t      body_budget = size_t(64) << 20;
     size_t      max_head = 16 << 10;              // bytes of a request's line and headers at most; more: 431
     size_t      max_queued = 256 << 10;           // bytes of a stream waiting to be written (past the kernel's send buffer); more: the client is gone
+    size_t      backlog_queued = 16 << 10;        // more waiting than this: the stream is backlogged (http_exchange::on_backlog)
     // Deadlines, in seconds; each is a timer, never a thread:
     int         header_timeout_s = 10;            // a request's line and headers arrive within this of its first byte; a new connection's first byte within this of accept
     int         body_timeout_s = 60;              // its body within this after its headers
-    int         write_timeout_s = 5;              // a write waits at most this (a client that stops reading is gone)
+    int         write_timeout_s = 60;             // a write waits at most this (a client that stops reading is gone)
     int         keep_alive_s = 5;                 // an idle kept-alive connection closes after exactly this (advertised as Keep-Alive: timeout=N)
     // Kernel send buffer of each connection, in bytes (Linux doubles it; 0:
     // the kernel's, which grows to megabytes): what a client that stops

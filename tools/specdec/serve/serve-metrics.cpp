@@ -57,10 +57,11 @@ metrics::metrics()
     : ttft_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}),
       itl_({0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}) {}
 
-void metrics::set_load(size_t running, size_t waiting) {
+void metrics::set_load(size_t running, size_t waiting, size_t paused) {
     std::lock_guard<std::mutex> lock(m_);
     running_ = running;
     waiting_ = waiting;
+    paused_ = paused;
 }
 
 void metrics::add_generated(uint64_t n_tokens) {
@@ -125,6 +126,9 @@ std::string metrics::render() const {
            "Speculative: Total speculative decoding verification steps", d(n_drafts_));
     scalar(out, "llamacpp:requests_processing", "gauge", "Number of requests processing", static_cast<double>(running_));
     scalar(out, "llamacpp:requests_deferred", "gauge", "Number of requests deferred", static_cast<double>(waiting_));
+    scalar(out, "specdec:requests_paused", "gauge",
+           "Requests whose clients are not reading their streams: not decoded, their slots free for others",
+           static_cast<double>(paused_));
     scalar(out, "specdec:exact_kernels", "gauge",
            "1: each row of a batch is computed as alone, so output equals plain decoding; 0: --kernels fast",
            specdec_exact_kernels() ? 1.0 : 0.0);

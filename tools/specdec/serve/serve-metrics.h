@@ -48,7 +48,9 @@ public:
     metrics();
 
     // The engine thread, as requests come and go.
-    void set_load(size_t running, size_t waiting);
+    // Requests in slots being decoded, waiting for one, and paused (their
+    // clients not reading: see scheduler::pause), each counted once.
+    void set_load(size_t running, size_t waiting, size_t paused);
     void add_generated(uint64_t n_tokens);
     void add_finished(const request_metrics & r);
     // HTTP threads: a request refused with 503 (queue full or shutting down).
@@ -70,7 +72,7 @@ private:
     std::array<uint64_t, SPECDEC_MAX_DRAFT> accepted_at_{};  // proposals whose token i was kept
     size_t   n_pos_ = 0;                                     // positions seen (the longest proposal)
     uint64_t n_stop_ = 0, n_length_ = 0, n_cancelled_ = 0, n_error_ = 0, n_rejected_ = 0;
-    size_t   running_ = 0, waiting_ = 0;
+    size_t   running_ = 0, waiting_ = 0, paused_ = 0;
     histogram ttft_;
     histogram itl_;
 };

@@ -772,6 +772,8 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
         }
         // A client gone cancels it; its finished event follows (and ends the answer, to no one).
         ex.on_gone([sched = svc.sched, c = st->c] { sched->cancel(c); });
+        // A client that reads slower than it is sent holds its slot but no step's work until it catches up.
+        ex.on_backlog([sched = svc.sched, c = st->c](bool full) { sched->pause(c, full); });
     } catch (const api_error & e) {
         st->finished = true;
         ex.respond(error_response(e, api));

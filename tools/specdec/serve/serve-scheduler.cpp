@@ -70,8 +70,9 @@ void request_channel::on_admitted(specdec::request_id id) {
     }
 }
 
-void request_channel::on_rejected(specdec_status code, std::string message) {
+bool request_channel::on_rejected(specdec_status code, std::string message) {
     std::lock_guard<std::mutex> lock(m_);
+    const bool was_paused = std::exchange(paused_, false);
     status_ = code;
     message_ = std::move(message);
     state_ = state::rejected;
@@ -79,6 +80,7 @@ void request_channel::on_rejected(specdec_status code, std::string message) {
     if (notify_) {
         notify_();
     }
+    return was_paused;
 }
 
 void request_channel::on_token(const specdec::engine_event & e, clock_type::time_point now) {
@@ -103,14 +105,16 @@ void request_channel::on_token(const specdec::engine_event & e, clock_type::time
     }
 }
 
-void request_channel::on_finished(const specdec::request_result & r) {
+bool request_channel::on_finished(const specdec::request_result & r) {
     std::lock_guard<std::mutex> lock(m_);
+    const bool was_paused = std::exchange(paused_, false);
     result_ = r;
     state_ = state::finished;
     cv_.notify_all();
     if (notify_) {
         notify_();
     }
+    return was_paused;
 }
 
 void request_channel::set_notify(std::function<void()> fn) {
@@ -153,6 +157,21 @@ void scheduler::cancel(const std::shared_ptr<request_channel> & c) {
         engine_->cancel(id); // thread-safe; a finished request is left alone
     }
     // Not admitted yet: admit() sees the mark and cancels it right after add().
+    kick();
+}
+
+void scheduler::pause(const std::shared_ptr<request_channel> & c, bool paused) {
+    // Not admitted yet: admit() applies the mark right after add().
+    if (c->mark_paused(paused, [this](specdec::request_id id, bool p) { engine_->pause(id, p); })) {
+        paused ? n_paused_.fetch_add(1) : n_paused_.fetch_sub(1);
+        kick();
+    }
+}
+
+void scheduler::kick() {
+    std::lock_guard<std::mutex> lock(m_);
+    kicked_ = true;
+    wake_.notify_one();
 }
 
 size_t scheduler::n_in_flight() const {
@@ -176,6 +195,8 @@ size_t scheduler::shutdown(std::chrono::milliseconds deadline) {
         for (specdec::request_id id : live_) {
             engine_->cancel(id);
         }
+        kicked_ = true; // the engine may be idle with paused requests only
+        wake_.notify_one();
         n_cancelled += live_.size();
         live_.clear(); // their finished events still come; on_event tolerates the missing entry
         idle_.wait_for(lock, std::chrono::milliseconds(50));
@@ -204,15 +225,28 @@ void scheduler::admit(const std::shared_ptr<request_channel> & c) {
             metrics_.add_rejected();
         }
         settle_taken(0);
-        c->on_rejected(e.code(), e.what());
+        if (c->on_rejected(e.code(), e.what())) {
+            n_paused_.fetch_sub(1);
+        }
         return;
     } catch (const std::exception & e) {
         settle_taken(0);
-        c->on_rejected(SPECDEC_STATUS_NATIVE_FAILURE, e.what());
+        if (c->on_rejected(SPECDEC_STATUS_NATIVE_FAILURE, e.what())) {
+            n_paused_.fetch_sub(1);
+        }
         return;
     }
     by_id_[id] = c;
     settle_taken(id);
+    {
+        // Admitted and told the engine under the channel's lock: a pause
+        // marked before it is applied here, one marked after by pause().
+        std::lock_guard<std::mutex> lock(c->m_);
+        c->id_ = id;
+        if (c->paused_) {
+            engine_->pause(id, true);
+        }
+    }
     c->on_admitted(id);
     if (c->cancel_requested()) {
         engine_->cancel(id);
@@ -220,9 +254,10 @@ void scheduler::admit(const std::shared_ptr<request_channel> & c) {
 }
 
 void scheduler::publish_load() {
-    const size_t live = by_id_.size();
+    const size_t paused = std::min(n_paused_.load(), by_id_.size());
+    const size_t live = by_id_.size() - paused;
     const size_t running = std::min(live, n_slots_);
-    metrics_.set_load(running, live - running);
+    metrics_.set_load(running, live - running, paused);
 }
 
 bool scheduler::on_event(const specdec::engine_event & e) {
@@ -252,7 +287,9 @@ bool scheduler::on_event(const specdec::engine_event & e) {
         }
     }
     metrics_.add_finished(rm);
-    c->on_finished(*e.result);
+    if (c->on_finished(*e.result)) {
+        n_paused_.fetch_sub(1);
+    }
     const specdec::request_id id = e.id;
     by_id_.erase(it);
     {
@@ -271,7 +308,8 @@ void scheduler::run() {
     running_ = true;
     bool busy = false;
     for (;;) {
-        wake_.wait(lock, [&] { return busy || !inbox_.empty() || stop_; });
+        wake_.wait(lock, [&] { return busy || kicked_ || !inbox_.empty() || stop_; });
+        kicked_ = false;
         std::deque<std::shared_ptr<request_channel>> arrived;
         arrived.swap(inbox_);
         n_taken_ = arrived.size(); // shutdown() sees them until admit() settles each

@@ -79,11 +79,27 @@ private:
 
     // Engine side (the scheduler's engine thread).
     void on_admitted(specdec::request_id id);
-    void on_rejected(specdec_status code, std::string message);
+    // These two return whether it was marked paused (the mark is cleared with the state's change).
+    bool on_rejected(specdec_status code, std::string message);
     void on_token(const specdec::engine_event & e, clock_type::time_point now);
-    void on_finished(const specdec::request_result & r);
+    bool on_finished(const specdec::request_result & r);
     // Any thread: marks it cancelled; returns its engine id (0: not admitted yet).
     specdec::request_id mark_cancelled();
+    // Any thread: marks it paused or not and, once admitted, has `apply`
+    // tell the engine, under the channel's lock (so that the engine hears
+    // the marks in the order they were made).
+    // Returns whether the mark changed (never once finished or rejected).
+    template <class F> bool mark_paused(bool paused, F apply) {
+        std::lock_guard<std::mutex> lock(m_);
+        if (paused_ == paused || state_ == state::finished || state_ == state::rejected) {
+            return false;
+        }
+        paused_ = paused;
+        if (id_ != 0 && state_ == state::admitted) {
+            apply(id_, paused);
+        }
+        return true;
+    }
 
     const std::vector<llama_token>  prompt_;
     specdec::request_params         params_;
@@ -101,6 +117,7 @@ private:
     specdec::sequence_result        logprobs_;  // tokens with log-probabilities not yet handed out
     specdec::request_result         result_;
     std::atomic<bool>               cancel_requested_{false};
+    bool                            paused_ = false; // under m_
     std::function<void()>           notify_;    // under m_
     // Engine thread only.
     std::optional<clock_type::time_point> t_first_, t_last_;
@@ -129,6 +146,10 @@ public:
     // Cancels a request wherever it is (inbox, waiting, running); its
     // finished event follows with SPECDEC_STOP_CANCELLED. Idempotent.
     void cancel(const std::shared_ptr<request_channel> & c);
+    // Holds a request (paused) or lets it go on, wherever it is: a paused
+    // one keeps its slot and is not decoded (specdec_engine_pause). For a
+    // client that is not reading its stream. The last call wins.
+    void pause(const std::shared_ptr<request_channel> & c, bool paused);
     // Stops accepting, lets the requests in flight (every one handed in:
     // in the inbox, being added, waiting, running) finish until `deadline`
     // from now, cancels the rest (their channels finish with
@@ -151,6 +172,8 @@ private:
     // A request taken from the inbox is added (id: its engine id) or refused (0).
     void settle_taken(specdec::request_id id);
     void publish_load();
+    // Wakes the engine thread for a step (a cancellation or pause to apply).
+    void kick();
 
     metrics &                                    metrics_;
     std::function<void(const std::string &)>     log_;
@@ -166,6 +189,8 @@ private:
     bool                                         accepting_ = true;
     bool                                         stop_ = false;    // set by shutdown() once nothing is left: run() returns, later shutdowns return 0
     bool                                         running_ = false; // run() is looping
+    bool                                         kicked_ = false;  // a cancellation or pause for the engine: step even if it was idle
+    std::atomic<size_t>                          n_paused_{0};     // channels marked paused and not finished
     // Engine thread only.
     std::unordered_map<specdec::request_id, std::shared_ptr<request_channel>> by_id_;
 };
