@@ -1,6 +1,7 @@
 // The event-driven transport under many connections (issue 43), on
-// 127.0.0.1 only: 1,000 silent and slowloris sockets and streams nobody
-// reads while /health is probed and a valid stream runs; pipelined
+// 127.0.0.1 only: 1,000 silent and slowloris sockets and 100 slow readers
+// while /health is probed and a valid stream runs; a stream its client
+// stops reading, paused and resumed; pipelined
 // requests; keep-alive held for the advertised timeout; connection storms
 // past the descriptor limit; 100 concurrent large bodies against the body
 // memory budget; the Host allow-list; API key files and headers.
@@ -76,16 +77,17 @@ describe('serve connections', { timeout: 240000 }, () => {
         rmSync(dir, { recursive: true, force: true });
     });
 
-    test('1,000 silent and slowloris sockets and streams nobody reads: /health answers, a stream meanwhile is exact', async () => {
-        const crowd = await startServer(['-c', '65536', '--timeout', '5']); // -np 4, --max-waiting 64; unread streams gone after 5 s
+    test('1,000 silent and slowloris sockets and 100 slow readers: /health answers, a stream meanwhile is exact and at its idle speed', async () => {
+        // Each slow reader holds an admission place (-np + --max-waiting): room for the 100 and the stream measured.
+        const crowd = await startServer(['-c', '65536', '--max-waiting', '128']); // -np 4
         const socks = [];
+        const timers = [];
         try {
             const req = { prompt: 'abc', max_tokens: 200, temperature: 0 };
+            await streamed(crowd, req); // the first decode allocates and warms up
             let t = performance.now();
             const want = await streamed(crowd, req);
             const idleMs = performance.now() - t;
-            const before = await metrics(crowd);
-            const cancelled = (m) => m.get('specdec:requests_finished_total{reason="cancelled"}');
             for (let i = 0; i < 500; i++) socks.push(connect(crowd)); // silent
             for (let i = 0; i < 500; i++) {
                 const sock = connect(crowd);
@@ -94,43 +96,48 @@ describe('serve connections', { timeout: 240000 }, () => {
                 sock.on('close', () => clearInterval(timer));
                 socks.push(sock);
             }
-            // Three streams that are never read (their chunks carry log-probabilities: large), beside them.
-            const unread = [];
-            for (let i = 0; i < 3; i++) {
+            // 100 streams read at 256 bytes a second (their chunks carry log-probabilities: large). Each
+            // runs until its client's buffers are full, then is paused and lends its slot.
+            const readers = [];
+            for (let i = 0; i < 100; i++) {
                 const sock = connect(crowd);
                 sock.pause();
-                const body = JSON.stringify({ prompt: 'xyz', max_tokens: 30000, temperature: 0, logprobs: 5, stream: true });
+                const body = JSON.stringify({ prompt: `xyz ${i}`, max_tokens: 30000, temperature: 0, logprobs: 5, stream: true });
                 sock.write(`POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
-                unread.push(sock);
+                timers.push(setInterval(() => { if (!sock.destroyed) sock.read(256); }, 1000));
+                readers.push(sock);
                 socks.push(sock);
             }
+            const fillStart = performance.now();
+            await waitForMetrics(crowd, (m) => m.get('specdec:requests_paused') === 100, 180000);
+            const fillS = (performance.now() - fillStart) / 1000;
             const health = probeHealth(crowd, 20);
             const t0 = performance.now();
-            await sleep(1000);
+            const before = await metrics(crowd);
             t = performance.now();
             const got = await streamed(crowd, req);
             const crowdMs = performance.now() - t;
             assert.deepEqual(got.tokens, want.tokens, 'the stream beside the crowd equals the idle one, token for token');
             assert.equal(got.text, want.text);
-            // The unread streams are paused, then cancelled when their writes wait past --timeout; their places
-            // go back while their sockets stay open, and a new request is answered.
-            await waitForMetrics(crowd, (m) => cancelled(m) === cancelled(before) + 3, 60000);
-            await waitForMetrics(crowd, (m) => m.get('llamacpp:requests_processing') === 0 && m.get('llamacpp:requests_deferred') === 0);
-            assert.ok(unread.every((x) => !x.destroyed));
-            const r = await post(crowd, '/v1/completions', req);
-            assert.equal(r.status, 200, r.text);
-            assert.deepEqual(r.json.specdec.tokens, want.tokens);
-            while (performance.now() - t0 < 6000) await sleep(100);
+            // Readers that caught up with 16 KiB go on for a while (reported: they read, so they are served).
+            const m = await metrics(crowd);
+            const theirs = m.get('llamacpp:tokens_predicted_total') - before.get('llamacpp:tokens_predicted_total') - req.max_tokens;
+            assert.ok(readers.every((x) => !x.destroyed));
+            while (performance.now() - t0 < 3000) await sleep(100);
             await health.stop();
             assert.deepEqual(health.failures, []);
             const p99 = quantile(health.latencies, 0.99);
-            console.log(`connections: /health beside 500 silent + 500 slowloris sockets and 3 unread streams: ${health.latencies.length} probes, ` +
-                `p50 ${quantile(health.latencies, 0.5).toFixed(1)} ms, p99 ${p99.toFixed(1)} ms, max ${Math.max(...health.latencies).toFixed(1)} ms`);
+            const rss = rssKiB(crowd.proc.pid) / 1024;
+            console.log(`connections: /health beside 500 silent + 500 slowloris sockets and 100 slow readers: ${health.latencies.length} probes, ` +
+                `p50 ${quantile(health.latencies, 0.5).toFixed(1)} ms, p99 ${p99.toFixed(1)} ms, max ${Math.max(...health.latencies).toFixed(1)} ms; ` +
+                `the readers paused ${fillS.toFixed(1)} s after they began, ${m.get('specdec:requests_paused')} paused and ${theirs} of their ` +
+                `tokens decoded while the stream ran; RSS ${rss.toFixed(0)} MiB`);
             assert.ok(p99 <= 200, `/health p99 ${p99.toFixed(1)} ms (the issue's bound: 200 ms)`);
             // Reported, not asserted (speed is measured in benchmarks; one stream of a tiny model is noisy).
             console.log(`connections: a ${req.max_tokens}-token stream took ${idleMs.toFixed(0)} ms idle and ${crowdMs.toFixed(0)} ms beside the ` +
                 `crowd: ${(idleMs / crowdMs).toFixed(2)}x its idle speed`);
         } finally {
+            timers.forEach((x) => clearInterval(x));
             socks.forEach((x) => x.destroy());
             assert.deepEqual(await stopServer(crowd), { code: 0, signal: null }, crowd.log);
         }

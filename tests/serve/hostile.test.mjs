@@ -201,7 +201,7 @@ describe('serve under hostile clients', { timeout: 240000 }, () => {
     });
 
     test('a client that never reads its stream holds up no one, and the server ends it', async () => {
-        const s = await startServer(['-c', '65536']);
+        const s = await startServer(['-c', '65536', '--timeout', '5']);
         let sock = null;
         try {
             const req = { prompt: 'xyz', max_tokens: 64, temperature: 0 };
@@ -210,8 +210,9 @@ describe('serve under hostile clients', { timeout: 240000 }, () => {
             const ended = (m) => m.get('specdec:requests_finished_total{reason="cancelled"}') + m.get('specdec:requests_finished_total{reason="length"}');
             const t0 = performance.now();
             sock = neverReader(s, { prompt: 'abc', max_tokens: 60000, temperature: 0, stream: true });
-            await waitForMetrics(s, (m) => m.get('llamacpp:requests_processing') === 1);
-            // While it holds its slot and its connection, the others are served, token for token.
+            // Once its client's buffers are full it is paused: it holds its connection and no step's work.
+            await waitForMetrics(s, (m) => m.get('specdec:requests_paused') === 1, 60000);
+            // Meanwhile the others are served, token for token.
             for (let i = 0; i < 3; i++) {
                 await sleep(500);
                 const r = await post(s, '/v1/completions', req);
@@ -219,8 +220,9 @@ describe('serve under hostile clients', { timeout: 240000 }, () => {
                 assert.deepEqual(r.json.specdec.tokens, want);
                 assert.equal((await fetch(`${s.url}/health`, { signal: AbortSignal.timeout(5000) })).status, 200);
             }
-            // It ends: its writes wait 5 s at most, then it is cancelled (bounded wait: 60 s).
-            const m = await waitForMetrics(s, (x) => ended(x) === ended(before) + 4 && x.get('llamacpp:requests_processing') === 0, 60000);
+            // It ends: its write waits --timeout (5 s) at most, then it is cancelled (bounded wait: 60 s).
+            const m = await waitForMetrics(s, (x) => ended(x) === ended(before) + 4 && x.get('llamacpp:requests_processing') === 0 &&
+                x.get('specdec:requests_paused') === 0, 60000);
             assert.equal(m.get('specdec:requests_finished_total{reason="cancelled"}'), before.get('specdec:requests_finished_total{reason="cancelled"}') + 1,
                 'the stream nobody read was cancelled, not run to its end');
             assert.ok(m.get('llamacpp:tokens_predicted_total') < before.get('llamacpp:tokens_predicted_total') + 60000 + 3 * 64);
