@@ -5,7 +5,7 @@ Options are read from `specdec COMMAND --help` (long names and llama.cpp's
 short spellings such as -ngl, which the help text names); each must appear
 in docs/cli.md as `--name` or `-x`. Routes are read from the server's
 sources (every `route == "/..."` comparison, and the routes of
-serve-routes.cpp's dispatch); each must appear in docs/serving.md.
+serve-routes.cpp's dispatch); each must appear in docs/server.md. README.md stays at most 200 lines.
 Usage: documented.py SPECDEC_BINARY REPOSITORY_ROOT
 """
 import re
@@ -42,7 +42,7 @@ def routes(root):
 def main():
     binary, root = sys.argv[1], Path(sys.argv[2])
     cli_doc = (root / "docs/cli.md").read_text()
-    serving_doc = (root / "docs/serving.md").read_text()
+    server_doc = (root / "docs/server.md").read_text()
     missing = []
     for cmd in commands(binary):
         for name in sorted(options(help_text(binary, cmd))):
@@ -52,8 +52,11 @@ def main():
     if not found:
         missing.append("no route found in tools/specdec/serve/*.cpp: the pattern is out of date")
     for route in sorted(found):
-        if route not in serving_doc:
-            missing.append(f"docs/serving.md lacks the route {route}")
+        if route not in server_doc:
+            missing.append(f"docs/server.md lacks the route {route}")
+    n_readme = len((root / "README.md").read_text().splitlines())
+    if n_readme > 200:
+        missing.append(f"README.md has {n_readme} lines; the front door stays within 200 (reference material goes to docs/)")
     for m in missing:
         print(m)
     print(f"documented: {len(commands(binary))} commands, {len(found)} routes checked; {len(missing)} missing")
