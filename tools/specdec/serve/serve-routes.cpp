@@ -6,6 +6,7 @@
 #include "serve-grammar.h"
 #include "serve-native.h"
 #include "serve-openai.h"
+#include "serve-responses.h"
 
 #include <algorithm>
 #include <atomic>
@@ -229,18 +230,29 @@ bool is_native_post(std::string_view route) {
     return route == "/tokenize" || route == "/detokenize" || route == "/apply-template" || route == "/messages/count_tokens";
 }
 
-// The text of `tokens` piece by piece: past a stop string, the text that completed it.
-std::string pieces_of(const response_info & info, const std::vector<llama_token> & tokens) {
-    std::string out;
+// Each token's text.
+std::vector<std::string> token_pieces(const response_info & info, const std::vector<llama_token> & tokens) {
+    std::vector<std::string> out;
+    out.reserve(tokens.size());
     for (const llama_token t : tokens) {
-        out += info.piece(t);
+        out.push_back(info.piece(t));
     }
     return out;
 }
 
-// Anthropic's routes answer in its shapes (serve-anthropic.h); every other in OpenAI's.
+// The text of `tokens` piece by piece: past a stop string, the text that completed it.
+std::string pieces_of(const response_info & info, const std::vector<llama_token> & tokens) {
+    std::string out;
+    for (const std::string & p : token_pieces(info, tokens)) {
+        out += p;
+    }
+    return out;
+}
+
+// Anthropic's routes answer in its shapes (serve-anthropic.h), /responses in
+// the Responses API's (serve-responses.h); every other in OpenAI's.
 api_family api_of(std::string_view route) {
-    return route.rfind("/messages", 0) == 0 ? api_family::anthropic : api_family::openai;
+    return route.rfind("/messages", 0) == 0 ? api_family::anthropic : route == "/responses" ? api_family::responses : api_family::openai;
 }
 
 // A completion's place under route_options::max_completions, given back when the last owner drops it.
@@ -282,6 +294,7 @@ struct completion_state {
     std::string                      text;            // with a chat parser: the answer's text so far, read again at each piece
     answer_stream                    sent;            // and what its deltas sent
     anthropic_stream                 events;          // anthropic: what its events sent
+    responses_stream                 response;        // responses: what its events sent, and what its response repeats
 };
 
 } // namespace
@@ -413,6 +426,7 @@ struct api_routes::impl {
     void answer(completion_state * st);
     void stream_out(completion_state & st);
     void stream_anthropic(completion_state & st);
+    void stream_responses(completion_state & st);
     api_error rejection(const request_channel & c) const;
 };
 
@@ -462,7 +476,8 @@ std::optional<http_response> api_routes::impl::on_headers(const http_request & r
         return res;
     }
     const std::string_view route = route_of(req.path);
-    const bool completion = req.method == "POST" && (route == "/completions" || route == "/chat/completions" || route == "/messages");
+    const bool completion = req.method == "POST" && (route == "/completions" || route == "/chat/completions" || route == "/messages" ||
+                                                   route == "/responses");
     if (completion) {
         const std::string * cl = req.find("Content-Length");
         if (cl != nullptr && cl->size() <= 18 && std::all_of(cl->begin(), cl->end(), [](unsigned char ch) { return std::isdigit(ch); }) &&
@@ -618,6 +633,11 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
         if (api == api_family::anthropic) {
             st->r = parse_anthropic_request(ex.take_body(), limits);
             st->stop_sequences = st->r.stop;
+        } else if (api == api_family::responses) {
+            responses_request rr = parse_responses_request(ex.take_body(), limits);
+            st->r = std::move(rr.chat);
+            st->response.echo = std::move(rr.echo);
+            st->response.encrypted_reasoning = rr.encrypted_reasoning;
         } else {
             st->r = parse_request(kind, ex.take_body(), limits);
         }
@@ -749,7 +769,11 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
         st->stream = r.stream;
         response_info & info = st->info;
         info.kind = kind;
-        info.id = (api == api_family::anthropic ? "msg_" : kind == endpoint::completions ? "cmpl-" : "chatcmpl-") + std::to_string(next_id.fetch_add(1));
+        info.id = (api == api_family::anthropic   ? "msg_"
+                   : api == api_family::responses ? "resp_"
+                   : kind == endpoint::completions ? "cmpl-"
+                                                   : "chatcmpl-") +
+                  std::to_string(next_id.fetch_add(1));
         info.created = static_cast<int64_t>(std::time(nullptr));
         info.model = svc.model_id;
         info.strategy = svc.strategy;
@@ -825,6 +849,8 @@ void api_routes::impl::answer(completion_state * st) {
             st->ex->respond(error_response(rejection(c), st->api));
         } else if (st->stream && st->api == api_family::anthropic) {
             stream_anthropic(*st);
+        } else if (st->stream && st->api == api_family::responses) {
+            stream_responses(*st);
         } else if (st->stream) {
             stream_out(*st);
         } else {
@@ -858,6 +884,12 @@ void api_routes::impl::answer(completion_state * st) {
                 const finished_request f{&out, c.n_prompt()};
                 const anthropic_stop stop = anthropic_stop_of(f, a, st->stop_sequences, pieces_of(info, out.output.tokens));
                 st->ex->respond(json_response(200, anthropic_message_body(info, f, a, stop)));
+            } else if (st->api == api_family::responses) {
+                const parsed_answer a = answer ? *answer : parsed_answer{out.output.text, {}, {}};
+                const finished_request f{&out, c.n_prompt()};
+                const size_t n_reasoning = responses_reasoning_tokens(a, token_pieces(info, out.output.tokens), st->chat.reasoning_end);
+                st->ex->respond(json_response(200, responses_body(info, st->response.echo, st->response.encrypted_reasoning, f,
+                                                                  responses_items_of(a), n_reasoning)));
             } else {
                 st->ex->respond(json_response(200, response_body(info, {&out, c.n_prompt()})));
             }
@@ -979,12 +1011,53 @@ void api_routes::impl::stream_anthropic(completion_state & st) {
                                 ? unavailable("the request was cancelled: the server is shutting down", "shutting_down")
                                 : api_error(500, "server_error", "generation failed (run the server with -v for the reason)", "",
                                             "internal_error");
-        st.ex->stream_write(anthropic_sse_event(anthropic_error_body(e)));
+        st.ex->stream_write(typed_sse_event(anthropic_error_body(e)));
     } else {
         parsed_answer a = answer ? *answer : parsed_answer{};
         const finished_request f{&out, c.n_prompt()};
         const anthropic_stop stop = anthropic_stop_of(f, a, st.stop_sequences, pieces_of(info, out.output.tokens));
         st.ex->stream_write(anthropic_stream_end(st.events, info, f, stop));
+    }
+    st.ex->stream_end();
+}
+
+// Under st.m: the Responses API's stream (serve-responses.h):
+// response.created and response.in_progress at admission, the events of
+// what each release adds to the answer, then response.completed (or
+// incomplete, or failed).
+void api_routes::impl::stream_responses(completion_state & st) {
+    request_channel & c = *st.c;
+    const response_info & info = st.info;
+    if (!st.begun) {
+        begin_sse(st);
+        st.ex->stream_write(responses_stream_start(st.response, info));
+    }
+    std::string text;
+    const bool finished = c.wait_output(0ms, text);
+    st.text += text;
+    // Without a parser (no tools, no reasoning), the text is the content.
+    std::optional<parsed_answer> answer =
+        st.chat.parser != nullptr ? st.chat.parser->parse(st.text, !finished) : parsed_answer{st.text, {}, {}};
+    if (answer && (!text.empty() || finished)) {
+        if (std::string events = responses_stream_events(st.response, *answer, !finished); !events.empty()) {
+            st.ex->stream_write(std::move(events));
+        }
+    }
+    if (!finished) {
+        return;
+    }
+    st.finished = true;
+    const specdec::request_result & out = c.result();
+    if (out.output.stop == SPECDEC_STOP_CANCELLED || out.output.stop == SPECDEC_STOP_ERROR) {
+        const api_error e = out.output.stop == SPECDEC_STOP_CANCELLED
+                                ? unavailable("the request was cancelled: the server is shutting down", "shutting_down")
+                                : api_error(500, "server_error", "generation failed (run the server with -v for the reason)", "",
+                                            "internal_error");
+        st.ex->stream_write(responses_stream_failure(st.response, info, e));
+    } else {
+        const parsed_answer a = answer ? *answer : parsed_answer{};
+        const size_t n_reasoning = responses_reasoning_tokens(a, token_pieces(info, out.output.tokens), st.chat.reasoning_end);
+        st.ex->stream_write(responses_stream_end(st.response, info, {&out, c.n_prompt()}, n_reasoning));
     }
     st.ex->stream_end();
 }
