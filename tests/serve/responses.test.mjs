@@ -8,7 +8,7 @@
 // BadRequestError.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { OpenAI, startServer, stopServer } from './server.mjs';
+import { OpenAI, assertError, post, startServer, stopServer } from './server.mjs';
 
 const base = { model: 'exact', input: 'hi', max_output_tokens: 24, temperature: 0 };
 const chatOf = (extra = {}) => ({ model: 'exact', messages: [{ role: 'user', content: 'hi' }], max_tokens: 24, temperature: 0, ...extra });
@@ -181,6 +181,32 @@ describe('responses', { timeout: 240000 }, () => {
         assert.deepEqual(ok.metadata, { k: 'v' });
         // Nothing stored, nothing to fetch.
         await assert.rejects(c.responses.retrieve(first.id), (e) => e instanceof OpenAI.NotFoundError);
+    });
+
+    test('deep and wide JSON in its fields: 400 naming the field, at once; the server goes on', async () => {
+        const deep = (n) => '['.repeat(n) + ']'.repeat(n);
+        const body = (o) => JSON.stringify({ model: 'exact', input: 'hi', max_output_tokens: 4, ...o });
+        const deepIn = (json) => json.replace('"@"', deep(100000));
+        const cases = [
+            ['input 100k deep', `{"input": ${deep(100000)}}`, 'json_too_deep', 'input'],
+            ['content 100k deep', deepIn(body({ input: [{ role: 'user', content: '@' }] })), 'json_too_deep', 'input'],
+            ['tool parameters 100k deep', deepIn(body({ tools: [{ type: 'function', name: 'f', parameters: '@' }] })), 'json_too_deep', 'tools'],
+            ['schema 100k deep', deepIn(body({ text: { format: { type: 'json_schema', name: 'x', schema: '@' } } })), 'json_too_deep', 'text'],
+            ['metadata 100k deep', deepIn(body({ metadata: { k: '@' } })), 'json_too_deep', 'metadata'],
+            ['call arguments text 100k deep', body({ input: [{ type: 'function_call', call_id: 'c', name: 'f', arguments: deep(100000) }] }),
+                'json_too_deep', 'input[0].arguments'],
+            ['100k items', body({ input: Array(100000).fill({ role: 'user', content: 'a' }) }), 'json_too_large', 'input'],
+            ['a prompt the context cannot hold', body({ input: 'hi '.repeat(100000) }), 'context_length_exceeded', 'input'],
+        ];
+        for (const [name, text, code, param] of cases) {
+            const r = await post(spec, '/v1/responses', text);
+            assertError(r, 400, code);
+            assert.equal(r.json.error.param, param, `${name}: ${r.text.slice(0, 300)}`);
+            assert.equal((await fetch(`${spec.url}/health`)).status, 200, `after ${name}`);
+        }
+        const r = await post(spec, '/responses', body({ max_output_tokens: 24 })); // also without /v1
+        assert.equal(r.status, 200, r.text);
+        assert.deepEqual(r.json.specdec.tokens, first.specdec.tokens);
     });
 });
 

@@ -441,38 +441,6 @@ std::string new_item_id(const char * prefix) {
     return prefix + new_tool_call_id().substr(5); // the same 24 random letters and digits after "call_"
 }
 
-} // namespace
-
-std::vector<responses_item> responses_items_of(const parsed_answer & a) {
-    std::vector<responses_item> out;
-    if (!a.reasoning_content.empty()) {
-        out.push_back({"reasoning", new_item_id("rs_"), a.reasoning_content, "", ""});
-    }
-    if (!a.content.empty() || (a.tool_calls.empty() && out.empty())) {
-        out.push_back({"message", new_item_id("msg_"), a.content, "", ""});
-    }
-    for (const tool_call & c : a.tool_calls) {
-        out.push_back({"function_call", new_item_id("fc_"), c.arguments, c.name, c.id.empty() ? new_tool_call_id() : c.id});
-    }
-    return out;
-}
-
-size_t responses_reasoning_tokens(const parsed_answer & a, const std::vector<std::string> & pieces, const std::string & reasoning_end) {
-    if (a.reasoning_content.empty() || reasoning_end.empty()) {
-        return 0;
-    }
-    std::string text;
-    for (size_t i = 0; i < pieces.size(); ++i) {
-        text += pieces[i];
-        if (text.find(reasoning_end, text.size() - std::min(text.size(), pieces[i].size() + reasoning_end.size())) != std::string::npos) {
-            return i + 1;
-        }
-    }
-    return pieces.size();
-}
-
-namespace {
-
 const char * status_of(const finished_request & f) {
     const specdec_stop_reason why = f.result->output.stop;
     return why == SPECDEC_STOP_BUDGET || why == SPECDEC_STOP_CONTEXT ? "incomplete" : "completed";
@@ -517,34 +485,6 @@ json response_head(const response_info & info, const json & echo) {
     j.update(echo);
     return j;
 }
-
-} // namespace
-
-json responses_body(const response_info & info, const json & echo, bool encrypted_reasoning, const finished_request & f,
-                    const std::vector<responses_item> & items, size_t n_reasoning) {
-    json j = response_head(info, echo);
-    const char * status = status_of(f);
-    const bool incomplete = std::string_view(status) == "incomplete";
-    j["status"] = status;
-    if (incomplete) {
-        j["incomplete_details"] = {{"reason", "max_output_tokens"}};
-    } else {
-        j["completed_at"] = static_cast<int64_t>(std::time(nullptr));
-    }
-    for (size_t i = 0; i < items.size(); ++i) {
-        j["output"].push_back(item_body(items[i], encrypted_reasoning, incomplete && i + 1 == items.size() ? "incomplete" : "completed"));
-    }
-    const size_t n_out = f.result->output.tokens.size();
-    j["usage"] = {{"input_tokens", f.n_prompt},
-                  {"input_tokens_details", {{"cached_tokens", f.result->n_prompt_cached}}},
-                  {"output_tokens", n_out},
-                  {"output_tokens_details", {{"reasoning_tokens", n_reasoning}}},
-                  {"total_tokens", f.n_prompt + n_out}};
-    j["specdec"] = stats_body(info, f);
-    return j;
-}
-
-namespace {
 
 std::string event(responses_stream & s, json j) {
     j["sequence_number"] = s.sequence++;
@@ -618,6 +558,58 @@ std::string text_delta(responses_stream & s, const std::string & delta) {
 
 } // namespace
 
+std::vector<responses_item> responses_items_of(const parsed_answer & a) {
+    std::vector<responses_item> out;
+    if (!a.reasoning_content.empty()) {
+        out.push_back({"reasoning", new_item_id("rs_"), a.reasoning_content, "", ""});
+    }
+    if (!a.content.empty() || (a.tool_calls.empty() && out.empty())) {
+        out.push_back({"message", new_item_id("msg_"), a.content, "", ""});
+    }
+    for (const tool_call & c : a.tool_calls) {
+        out.push_back({"function_call", new_item_id("fc_"), c.arguments, c.name, c.id.empty() ? new_tool_call_id() : c.id});
+    }
+    return out;
+}
+
+size_t responses_reasoning_tokens(const parsed_answer & a, const std::vector<std::string> & pieces, const std::string & reasoning_end) {
+    if (a.reasoning_content.empty() || reasoning_end.empty()) {
+        return 0;
+    }
+    std::string text;
+    for (size_t i = 0; i < pieces.size(); ++i) {
+        text += pieces[i];
+        if (text.find(reasoning_end, text.size() - std::min(text.size(), pieces[i].size() + reasoning_end.size())) != std::string::npos) {
+            return i + 1;
+        }
+    }
+    return pieces.size();
+}
+
+json responses_body(const response_info & info, const json & echo, bool encrypted_reasoning, const finished_request & f,
+                    const std::vector<responses_item> & items, size_t n_reasoning) {
+    json j = response_head(info, echo);
+    const char * status = status_of(f);
+    const bool incomplete = std::string_view(status) == "incomplete";
+    j["status"] = status;
+    if (incomplete) {
+        j["incomplete_details"] = {{"reason", "max_output_tokens"}};
+    } else {
+        j["completed_at"] = static_cast<int64_t>(std::time(nullptr));
+    }
+    for (size_t i = 0; i < items.size(); ++i) {
+        j["output"].push_back(item_body(items[i], encrypted_reasoning, incomplete && i + 1 == items.size() ? "incomplete" : "completed"));
+    }
+    const size_t n_out = f.result->output.tokens.size();
+    j["usage"] = {{"input_tokens", f.n_prompt},
+                  {"input_tokens_details", {{"cached_tokens", f.result->n_prompt_cached}}},
+                  {"output_tokens", n_out},
+                  {"output_tokens_details", {{"reasoning_tokens", n_reasoning}}},
+                  {"total_tokens", f.n_prompt + n_out}};
+    j["specdec"] = stats_body(info, f);
+    return j;
+}
+
 std::string responses_stream_start(responses_stream & s, const response_info & info) {
     const json r = response_head(info, s.echo);
     std::string out = event(s, {{"type", "response.created"}, {"response", r}});
@@ -625,7 +617,7 @@ std::string responses_stream_start(responses_stream & s, const response_info & i
     return out;
 }
 
-std::string responses_stream_events(responses_stream & s, parsed_answer a, bool partial) {
+std::string responses_stream_events(responses_stream & s, const parsed_answer & a, bool partial) {
     const json delta = answer_delta(s.sent, a, partial); // a call without an id gets one in s.sent
     std::string out;
     if (const auto it = delta.find("reasoning_content"); it != delta.end()) {

@@ -111,7 +111,7 @@ std::string responses_stream_start(responses_stream & s, const response_info & i
 // content_part.added for reasoning_text and output_text parts), and its
 // delta sent (reasoning_text.delta, output_text.delta,
 // function_call_arguments.delta). "" when nothing is new.
-std::string responses_stream_events(responses_stream & s, parsed_answer a, bool partial);
+std::string responses_stream_events(responses_stream & s, const parsed_answer & a, bool partial);
 
 // The stream's end: the open item done, then response.completed, or
 // response.incomplete, with the whole response (responses_body of the items sent).

@@ -49,6 +49,13 @@ api_error unavailable(const std::string & message, const std::string & code) {
     return api_error(503, "unavailable_error", message, "", code);
 }
 
+// Why a request the engine ended has no answer: cancelled (the server is shutting down) or failed.
+api_error ended_without_answer(specdec_stop_reason stop) {
+    return stop == SPECDEC_STOP_CANCELLED
+               ? unavailable("the request was cancelled: the server is shutting down", "shutting_down")
+               : api_error(500, "server_error", "generation failed (run the server with -v for the reason)", "", "internal_error");
+}
+
 api_error queue_full() {
     return unavailable("the server is busy: every slot is taken and the waiting queue is full; retry later", "queue_full");
 }
@@ -642,6 +649,8 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
             st->r = parse_request(kind, ex.take_body(), limits);
         }
         parsed_request & r = st->r;
+        // The field that holds the conversation, which errors about the prompt name.
+        const char * const prompt_field = kind == endpoint::completions ? "prompt" : api == api_family::responses ? "input" : "messages";
         // No position holds more than max_prompt_bytes / n_ctx bytes of text:
         // a longer text cannot fit, and is refused before it is templated or tokenized.
         size_t n_text = r.prompt.size();
@@ -659,13 +668,13 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
         if (r.messages.size() >= static_cast<size_t>(svc.n_ctx)) {
             throw invalid_request("the request has " + std::to_string(r.messages.size()) + " messages; the context holds " +
                                       std::to_string(svc.n_ctx) + " positions per request (-c), and each message takes one at least",
-                                  "messages", "context_length_exceeded");
+                                  prompt_field, "context_length_exceeded");
         }
         if (svc.max_prompt_bytes > 0 && n_text > svc.max_prompt_bytes) {
             throw invalid_request("the prompt has " + std::to_string(n_text) + " bytes of text; the context holds " +
                                       std::to_string(svc.n_ctx) + " positions per request (-c), which no text longer than " +
                                       std::to_string(svc.max_prompt_bytes) + " bytes fits",
-                                  kind == endpoint::chat ? "messages" : "prompt", "context_length_exceeded");
+                                  prompt_field, "context_length_exceeded");
         }
 
         std::string text = r.prompt;
@@ -679,7 +688,7 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
             try {
                 st->chat = svc.chat->apply(r.messages, r.tools, options);
             } catch (const std::exception & e) {
-                throw invalid_request(e.what(), r.tools.functions.empty() ? "messages" : "tools");
+                throw invalid_request(e.what(), r.tools.functions.empty() ? prompt_field : "tools");
             }
             const chat_prompt & chat = st->chat; // its grammar triggers are borrowed until the request is admitted
             text = chat.prompt;
@@ -732,16 +741,16 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
                 }
             }
         } catch (const specdec::error & e) {
-            throw invalid_request(e.what(), kind == endpoint::chat ? "messages" : "prompt");
+            throw invalid_request(e.what(), prompt_field);
         }
         if (prompt.empty()) {
-            throw invalid_request("the prompt is empty (it has no tokens)", "prompt");
+            throw invalid_request("the prompt is empty (it has no tokens)", prompt_field);
         }
         if (prompt.size() >= static_cast<size_t>(svc.n_ctx)) {
             throw invalid_request("the prompt has " + std::to_string(prompt.size()) + " tokens; the context holds " +
                                       std::to_string(svc.n_ctx) + " per request (-c), so at most " +
                                       std::to_string(svc.n_ctx - 1) + " leave room for one token",
-                                  kind == endpoint::chat ? "messages" : "prompt", "context_length_exceeded");
+                                  prompt_field, "context_length_exceeded");
         }
         if (r.json_schema) {
             try {
@@ -860,11 +869,8 @@ void api_routes::impl::answer(completion_state * st) {
             }
             st->finished = true;
             const specdec::request_result & out = c.result();
-            if (out.output.stop == SPECDEC_STOP_CANCELLED) {
-                throw unavailable("the request was cancelled: the server is shutting down", "shutting_down");
-            }
-            if (out.output.stop == SPECDEC_STOP_ERROR) {
-                throw api_error(500, "server_error", "generation failed (run the server with -v for the reason)", "", "internal_error");
+            if (out.output.stop == SPECDEC_STOP_CANCELLED || out.output.stop == SPECDEC_STOP_ERROR) {
+                throw ended_without_answer(out.output.stop);
             }
             response_info info = st->info;
             if (st->echo) {
@@ -958,10 +964,7 @@ void api_routes::impl::stream_out(completion_state & st) {
     const specdec::request_result & out = c.result();
     std::string tail;
     if (out.output.stop == SPECDEC_STOP_CANCELLED || out.output.stop == SPECDEC_STOP_ERROR) {
-        const api_error e = out.output.stop == SPECDEC_STOP_CANCELLED
-                                ? unavailable("the request was cancelled: the server is shutting down", "shutting_down")
-                                : api_error(500, "server_error", "generation failed (run the server with -v for the reason)", "",
-                                            "internal_error");
+        const api_error e = ended_without_answer(out.output.stop);
         tail = sse_event(error_body(e));
     } else {
         response_info last = info;
@@ -981,14 +984,24 @@ void api_routes::impl::stream_out(completion_state & st) {
     st.ex->stream_end();
 }
 
-// Under st.m: Anthropic's stream (serve-anthropic.h): message_start at
-// admission, the events of what each release adds to the answer, then its end.
-void api_routes::impl::stream_anthropic(completion_state & st) {
+// The API-specific parts of a stream of typed events (Anthropic's, the
+// Responses API's), each writing its events: at admission; for what the
+// answer read so far (`partial`: more may come) adds; at the end, with the
+// whole answer; on a failure once begun.
+struct typed_stream {
+    std::function<std::string()> start;
+    std::function<std::string(const parsed_answer &, bool partial)> events;
+    std::function<std::string(const parsed_answer &, const finished_request &)> end;
+    std::function<std::string(const api_error &)> failure;
+};
+
+// Under st.m: `format`'s start at admission, its events of what each
+// release adds to the answer, then its end (or its failure).
+static void stream_typed(completion_state & st, const typed_stream & format) {
     request_channel & c = *st.c;
-    const response_info & info = st.info;
     if (!st.begun) {
         begin_sse(st);
-        st.ex->stream_write(anthropic_stream_start(info, c.n_prompt()));
+        st.ex->stream_write(format.start());
     }
     std::string text;
     const bool finished = c.wait_output(0ms, text);
@@ -997,7 +1010,7 @@ void api_routes::impl::stream_anthropic(completion_state & st) {
     std::optional<parsed_answer> answer =
         st.chat.parser != nullptr ? st.chat.parser->parse(st.text, !finished) : parsed_answer{st.text, {}, {}};
     if (answer && (!text.empty() || finished)) {
-        if (std::string events = anthropic_stream_events(st.events, *answer, !finished); !events.empty()) {
+        if (std::string events = format.events(*answer, !finished); !events.empty()) {
             st.ex->stream_write(std::move(events));
         }
     }
@@ -1007,59 +1020,38 @@ void api_routes::impl::stream_anthropic(completion_state & st) {
     st.finished = true;
     const specdec::request_result & out = c.result();
     if (out.output.stop == SPECDEC_STOP_CANCELLED || out.output.stop == SPECDEC_STOP_ERROR) {
-        const api_error e = out.output.stop == SPECDEC_STOP_CANCELLED
-                                ? unavailable("the request was cancelled: the server is shutting down", "shutting_down")
-                                : api_error(500, "server_error", "generation failed (run the server with -v for the reason)", "",
-                                            "internal_error");
-        st.ex->stream_write(typed_sse_event(anthropic_error_body(e)));
+        st.ex->stream_write(format.failure(ended_without_answer(out.output.stop)));
     } else {
-        parsed_answer a = answer ? *answer : parsed_answer{};
-        const finished_request f{&out, c.n_prompt()};
-        const anthropic_stop stop = anthropic_stop_of(f, a, st.stop_sequences, pieces_of(info, out.output.tokens));
-        st.ex->stream_write(anthropic_stream_end(st.events, info, f, stop));
+        st.ex->stream_write(format.end(answer ? *answer : parsed_answer{}, {&out, c.n_prompt()}));
     }
     st.ex->stream_end();
 }
 
-// Under st.m: the Responses API's stream (serve-responses.h):
-// response.created and response.in_progress at admission, the events of
-// what each release adds to the answer, then response.completed (or
-// incomplete, or failed).
-void api_routes::impl::stream_responses(completion_state & st) {
-    request_channel & c = *st.c;
+// Under st.m: Anthropic's stream (serve-anthropic.h): message_start, content
+// blocks, message_delta and message_stop; an error event on a failure.
+void api_routes::impl::stream_anthropic(completion_state & st) {
     const response_info & info = st.info;
-    if (!st.begun) {
-        begin_sse(st);
-        st.ex->stream_write(responses_stream_start(st.response, info));
-    }
-    std::string text;
-    const bool finished = c.wait_output(0ms, text);
-    st.text += text;
-    // Without a parser (no tools, no reasoning), the text is the content.
-    std::optional<parsed_answer> answer =
-        st.chat.parser != nullptr ? st.chat.parser->parse(st.text, !finished) : parsed_answer{st.text, {}, {}};
-    if (answer && (!text.empty() || finished)) {
-        if (std::string events = responses_stream_events(st.response, *answer, !finished); !events.empty()) {
-            st.ex->stream_write(std::move(events));
-        }
-    }
-    if (!finished) {
-        return;
-    }
-    st.finished = true;
-    const specdec::request_result & out = c.result();
-    if (out.output.stop == SPECDEC_STOP_CANCELLED || out.output.stop == SPECDEC_STOP_ERROR) {
-        const api_error e = out.output.stop == SPECDEC_STOP_CANCELLED
-                                ? unavailable("the request was cancelled: the server is shutting down", "shutting_down")
-                                : api_error(500, "server_error", "generation failed (run the server with -v for the reason)", "",
-                                            "internal_error");
-        st.ex->stream_write(responses_stream_failure(st.response, info, e));
-    } else {
-        const parsed_answer a = answer ? *answer : parsed_answer{};
-        const size_t n_reasoning = responses_reasoning_tokens(a, token_pieces(info, out.output.tokens), st.chat.reasoning_end);
-        st.ex->stream_write(responses_stream_end(st.response, info, {&out, c.n_prompt()}, n_reasoning));
-    }
-    st.ex->stream_end();
+    stream_typed(st, {[&] { return anthropic_stream_start(info, st.c->n_prompt()); },
+                      [&](const parsed_answer & a, bool partial) { return anthropic_stream_events(st.events, a, partial); },
+                      [&](const parsed_answer & a, const finished_request & f) {
+                          const anthropic_stop stop = anthropic_stop_of(f, a, st.stop_sequences, pieces_of(info, f.result->output.tokens));
+                          return anthropic_stream_end(st.events, info, f, stop);
+                      },
+                      [](const api_error & e) { return typed_sse_event(anthropic_error_body(e)); }});
+}
+
+// Under st.m: the Responses API's stream (serve-responses.h):
+// response.created and response.in_progress, the items' events, then
+// response.completed or response.incomplete; response.failed on a failure.
+void api_routes::impl::stream_responses(completion_state & st) {
+    const response_info & info = st.info;
+    stream_typed(st, {[&] { return responses_stream_start(st.response, info); },
+                      [&](const parsed_answer & a, bool partial) { return responses_stream_events(st.response, a, partial); },
+                      [&](const parsed_answer & a, const finished_request & f) {
+                          const size_t n_reasoning = responses_reasoning_tokens(a, token_pieces(info, f.result->output.tokens), st.chat.reasoning_end);
+                          return responses_stream_end(st.response, info, f, n_reasoning);
+                      },
+                      [&](const api_error & e) { return responses_stream_failure(st.response, info, e); }});
 }
 
 api_routes::api_routes(service & svc, const route_options & options) : impl_(std::make_unique<impl>(svc, options)) {}
