@@ -350,3 +350,32 @@ for (const [style, env] of [['qwen', 'SPECDEC_THINK_QWEN_MODEL'], ['deepseek', '
         });
     });
 }
+
+describe('responses failing mid-stream', { timeout: 120000 }, () => {
+    test('a stream cancelled past --shutdown-timeout ends with an error event and response.failed; the server exits 0', async () => {
+        const s = await startServer(['-np', '1', '-c', '65536', '--shutdown-timeout', '0.3']);
+        try {
+            const stream = await s.client().responses.create({ model: 'exact', input: 'hi', max_output_tokens: 60000, temperature: 0, stream: true });
+            const events = [];
+            let text = '';
+            for await (const e of stream) {
+                assert.equal(e.sequence_number, events.length);
+                events.push(e);
+                if (e.type === 'response.output_text.delta') {
+                    text += e.delta;
+                    if (!s.proc.killed) s.proc.kill('SIGTERM'); // once it writes
+                }
+            }
+            const [error, failed] = events.slice(-2);
+            assert.equal(error.type, 'error', JSON.stringify(error));
+            assert.equal(error.code, 'shutting_down');
+            assert.equal(failed.type, 'response.failed');
+            assert.equal(failed.response.status, 'failed');
+            assert.equal(failed.response.error.code, 'server_error');
+            assert.equal(failed.response.output[0].content[0].text, text, 'what was streamed');
+            assert.deepEqual(await s.exitPromise, { code: 0, signal: null }, s.log);
+        } finally {
+            await stopServer(s);
+        }
+    });
+});
