@@ -331,7 +331,7 @@ ojson parse_body(std::string_view body, const request_limits & limits) {
     return j;
 }
 
-// The chat body a Responses body `j` means (responses_chat_body).
+// The chat body a Responses body `j` means (parse_responses_request).
 ojson translate(const ojson & j, const request_limits & limits) {
     for (const auto & [key, value] : j.items()) {
         const auto f = std::find_if(std::begin(responses_fields), std::end(responses_fields),
@@ -403,10 +403,6 @@ ojson translate(const ojson & j, const request_limits & limits) {
 }
 
 } // namespace
-
-std::string responses_chat_body(std::string_view body, const request_limits & limits) {
-    return translate(parse_body(body, limits), limits).dump();
-}
 
 responses_request parse_responses_request(std::string_view body, const request_limits & limits) {
     const ojson j = parse_body(body, limits);

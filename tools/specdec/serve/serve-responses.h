@@ -19,7 +19,7 @@ namespace cli::serve {
 
 // A Responses request as the chat request it means, and what its answer repeats.
 struct responses_request {
-    parsed_request chat;        // parse_request(endpoint::chat) of responses_chat_body's text
+    parsed_request chat;        // what the engine is asked (parse_responses_request)
     // The request's fields a response object repeats, with OpenAI's values
     // for those not given: instructions, max_output_tokens, metadata,
     // parallel_tool_calls, reasoning, temperature, text, tool_choice, tools,
@@ -28,7 +28,9 @@ struct responses_request {
     bool encrypted_reasoning = false; // include "reasoning.encrypted_content": reasoning items carry it (responses_item)
 };
 
-// A Responses body as the equivalent OpenAI chat body (JSON text):
+// The request a Responses body means: the equivalent OpenAI chat body,
+// validated by parse_request(endpoint::chat) as any chat completion (its
+// 400s and 404), and what the response repeats. The chat body holds:
 // instructions as a first system message; `input`, a string (one user
 // message) or items: message (roles user, system, developer, assistant;
 // content a string or input_text / output_text parts), function_call (an
@@ -50,9 +52,6 @@ struct responses_request {
 // true; include other than "reasoning.encrypted_content"; tools of other
 // types; images, files, audio; item_reference), code unsupported_parameter
 // where the field is known but not implemented; parse_json_body's bounds apply.
-std::string responses_chat_body(std::string_view body, const request_limits & limits);
-
-// The request a Responses body means (responses_chat_body, then parse_request of it).
 responses_request parse_responses_request(std::string_view body, const request_limits & limits);
 
 // One output item: its type ("reasoning", "message" or "function_call"),
