@@ -276,8 +276,8 @@ bool is_never(const ojson &) { return false; }
 // refused below. A field not listed is refused.
 struct responses_field {
     const char * name;
-    const char * defaults; // refused with another value: what it may be ("" never, whatever its value)
-    bool (*is_default)(const ojson &);
+    const char * note;                  // refused: what its 400 adds (the value it may have, or why none)
+    bool (*is_default)(const ojson &);  // null: taken whatever its value; else refused unless it holds
 };
 
 constexpr responses_field responses_fields[] = {
@@ -305,15 +305,15 @@ constexpr responses_field responses_fields[] = {
     {"prompt_cache_retention", nullptr, nullptr},
     {"stream_options", nullptr, nullptr},
     // Not implemented: refused unless they ask for nothing.
-    {"background", "false (the answer is given while the request waits)", is_false},
-    {"top_logprobs", "0", is_zero},
-    {"truncation", "\"disabled\"", is_disabled},
-    {"context_management", "[]", is_empty},
+    {"background", "; omit it or send false (the answer is given while the request waits)", is_false},
+    {"top_logprobs", "; omit it or send 0", is_zero},
+    {"truncation", "; omit it or send \"disabled\"", is_disabled},
+    {"context_management", "; omit it or send []", is_empty},
     {"max_tool_calls", "", is_never},
-    {"prompt", "", is_never},
+    {"prompt", " (reusable prompts are stored ones)", is_never},
     {"moderation", "", is_never},
-    {"previous_response_id", "", is_never}, // nothing is stored
-    {"conversation", "", is_never},
+    {"previous_response_id", " (this server stores no responses: send the whole conversation in 'input')", is_never},
+    {"conversation", " (this server stores no conversations: send the whole conversation in 'input')", is_never},
 };
 
 // The values of `include` this server implements.
@@ -339,9 +339,8 @@ ojson translate(const ojson & j, const request_limits & limits) {
         if (value.is_null() || (f != std::end(responses_fields) && (f->is_default == nullptr || f->is_default(value)))) {
             continue;
         }
-        const std::string why = f == std::end(responses_fields) || *f->defaults == '\0' ? "" : std::string("; omit it or send ") + f->defaults;
-        const std::string stored = key == "previous_response_id" || key == "conversation" ? " (this server stores no responses: send the whole conversation in 'input')" : "";
-        throw invalid_request("'" + key + "' is not supported by this server, and ignoring it would change the result" + stored + why, key,
+        const char * note = f == std::end(responses_fields) ? "" : f->note;
+        throw invalid_request("'" + key + "' is not supported by this server, and ignoring it would change the result" + note, key,
                               "unsupported_parameter");
     }
     ojson chat = ojson::object();
@@ -460,7 +459,8 @@ json item_body(const responses_item & it, bool encrypted_reasoning, const char *
                 {"id", it.id},
                 {"role", "assistant"},
                 {"status", status},
-                {"content", json::array({{{"type", "output_text"}, {"text", it.text}, {"annotations", json::array()}, {"logprobs", json::array()}}})}};
+                {"content",
+                 json::array({{{"type", "output_text"}, {"text", it.text}, {"annotations", json::array()}, {"logprobs", json::array()}}})}};
     }
     return {{"type", "function_call"}, {"id", it.id}, {"call_id", it.call_id}, {"name", it.name}, {"arguments", it.text}, {"status", status}};
 }
@@ -498,7 +498,11 @@ std::string close_item(responses_stream & s, const char * status) {
     const json item = item_body(it, s.encrypted_reasoning, status);
     std::string out;
     if (it.type == "function_call") {
-        out += event(s, {{"type", "response.function_call_arguments.done"}, {"item_id", it.id}, {"output_index", index}, {"name", it.name}, {"arguments", it.text}});
+        out += event(s, {{"type", "response.function_call_arguments.done"},
+                         {"item_id", it.id},
+                         {"output_index", index},
+                         {"name", it.name},
+                         {"arguments", it.text}});
     } else {
         const bool reasoning = it.type == "reasoning";
         json done = {{"type", reasoning ? "response.reasoning_text.done" : "response.output_text.done"},
@@ -510,7 +514,11 @@ std::string close_item(responses_stream & s, const char * status) {
             done["logprobs"] = json::array();
         }
         out += event(s, std::move(done));
-        out += event(s, {{"type", "response.content_part.done"}, {"item_id", it.id}, {"output_index", index}, {"content_index", 0}, {"part", item["content"][0]}});
+        out += event(s, {{"type", "response.content_part.done"},
+                         {"item_id", it.id},
+                         {"output_index", index},
+                         {"content_index", 0},
+                         {"part", item["content"][0]}});
     }
     out += event(s, {{"type", "response.output_item.done"}, {"output_index", index}, {"item", item}});
     return out;
@@ -633,7 +641,10 @@ std::string responses_stream_events(responses_stream & s, const parsed_answer & 
             if (!args.empty()) {
                 responses_item & call = s.items.back();
                 call.text += args;
-                out += event(s, {{"type", "response.function_call_arguments.delta"}, {"item_id", call.id}, {"output_index", s.items.size() - 1}, {"delta", args}});
+                out += event(s, {{"type", "response.function_call_arguments.delta"},
+                                 {"item_id", call.id},
+                                 {"output_index", s.items.size() - 1},
+                                 {"delta", args}});
             }
         }
     }

@@ -1048,7 +1048,8 @@ void api_routes::impl::stream_responses(completion_state & st) {
     stream_typed(st, {[&] { return responses_stream_start(st.response, info); },
                       [&](const parsed_answer & a, bool partial) { return responses_stream_events(st.response, a, partial); },
                       [&](const parsed_answer & a, const finished_request & f) {
-                          const size_t n_reasoning = responses_reasoning_tokens(a, token_pieces(info, f.result->output.tokens), st.chat.reasoning_end);
+                          const size_t n_reasoning =
+                              responses_reasoning_tokens(a, token_pieces(info, f.result->output.tokens), st.chat.reasoning_end);
                           return responses_stream_end(st.response, info, f, n_reasoning);
                       },
                       [&](const api_error & e) { return responses_stream_failure(st.response, info, e); }});
