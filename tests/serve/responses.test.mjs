@@ -180,7 +180,9 @@ describe('responses', { timeout: 240000 }, () => {
         assert.deepEqual(ok.specdec.tokens, first.specdec.tokens.slice(0, 4));
         assert.deepEqual(ok.metadata, { k: 'v' });
         // Nothing stored, nothing to fetch.
-        await assert.rejects(c.responses.retrieve(first.id), (e) => e instanceof OpenAI.NotFoundError);
+        for (const call of [() => c.responses.retrieve(first.id), () => c.responses.delete(first.id), () => c.responses.inputItems.list(first.id)]) {
+            await assert.rejects(call(), (e) => e instanceof OpenAI.NotFoundError && /stores no responses/.test(e.message));
+        }
     });
 
     test('deep and wide JSON in its fields: 400 naming the field, at once; the server goes on', async () => {

@@ -520,6 +520,12 @@ std::optional<http_response> api_routes::impl::on_headers(const http_request & r
         res.body = svc.stats->render();
         return res;
     }
+    if (route.rfind("/responses/", 0) == 0) { // retrieve, delete, cancel, input_items of a stored response
+        return error_response(api_error(404, "invalid_request_error",
+                                        "this server stores no responses: each is answered once, and none can be retrieved, listed, "
+                                        "cancelled or deleted",
+                                        "", "not_found"));
+    }
     if (!completion) {
         return error_response(api_error(404, "invalid_request_error", "no such route", "", "not_found"));
     }
