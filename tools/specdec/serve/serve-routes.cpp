@@ -520,10 +520,10 @@ std::optional<http_response> api_routes::impl::on_headers(const http_request & r
         res.body = svc.stats->render();
         return res;
     }
-    if (route.rfind("/responses/", 0) == 0) { // retrieve, delete, cancel, input_items of a stored response
+    if (route.rfind("/responses/", 0) == 0) { // a stored response's routes (retrieve, delete, cancel, input_items), input_tokens
         return error_response(api_error(404, "invalid_request_error",
-                                        "this server stores no responses: each is answered once, and none can be retrieved, listed, "
-                                        "cancelled or deleted",
+                                        "this server stores no responses (each is answered once: none can be retrieved, listed, "
+                                        "cancelled or deleted) and serves no route under /v1/responses/",
                                         "", "not_found"));
     }
     if (!completion) {
