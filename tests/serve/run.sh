@@ -2,7 +2,7 @@
 # `specdec serve` end to end over real HTTP with the official `openai` npm
 # client: node's own test runner (node:test) runs tests/serve/*.test.mjs,
 # each of which starts and stops its servers (helpers in server.mjs).
-# Usage: run.sh SPECDEC FIXTURE_TOOL [TEST_NAME...]   (names: api errors shutdown demo soak hostile near-ties tools reasoning connections native anthropic; default api errors shutdown demo)
+# Usage: run.sh SPECDEC FIXTURE_TOOL [TEST_NAME...]   (names: api errors shutdown demo soak hostile near-ties tools reasoning connections native anthropic responses; default api errors shutdown demo)
 # The anthropic test uses the official `@anthropic-ai/sdk` client, installed the same way.
 # Environment: SPECDEC_SOAK_REQUESTS (soak size, default 240), SPECDEC_CACHE_DIR (default ~/.cache/specdec).
 set -euo pipefail
@@ -62,14 +62,14 @@ fi
 
 # The exact fixture with a chat template in a tool-call format llama.cpp
 # recognises (tools-template.jinja), after which the target calls a tool.
-if [[ " ${tests[*]} " == *" tools "* || " ${tests[*]} " == *" anthropic "* ]]; then
+if [[ " ${tests[*]} " == *" tools "* || " ${tests[*]} " == *" anthropic "* || " ${tests[*]} " == *" responses "* ]]; then
     "$fixture" glm4moe-mtp "$work/tools.gguf" --chat-template "$(cat "$here/tools-template.jinja")" >/dev/null
     export SPECDEC_TOOLS_MODEL="$work/tools.gguf"
 fi
 
 # The exact fixture with chat templates that think (thinking-*.jinja): the
 # target writes the markers, its reasoning and its answer.
-if [[ " ${tests[*]} " == *" reasoning "* || " ${tests[*]} " == *" anthropic "* ]]; then
+if [[ " ${tests[*]} " == *" reasoning "* || " ${tests[*]} " == *" anthropic "* || " ${tests[*]} " == *" responses "* ]]; then
     for style in qwen deepseek tools; do
         "$fixture" glm4moe-mtp "$work/think-$style.gguf" --chat-template "$(cat "$here/thinking-$style.jinja")" >/dev/null
     done

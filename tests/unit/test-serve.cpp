@@ -3,6 +3,7 @@
 // response and SSE formatting, and the Prometheus text.
 #include "serve-metrics.h"
 #include "serve-openai.h"
+#include "serve-responses.h"
 #include "serve-scheduler.h"
 
 #include <gtest/gtest.h>
@@ -815,6 +816,39 @@ TEST(ServeBounds, EveryFieldNestedDeepIsA400NamingIt) {
         const api_failure f = failure_of(endpoint::chat, body);
         EXPECT_EQ(f.code, "json_too_deep") << shape;
         EXPECT_EQ(f.param, field) << shape;
+    }
+}
+
+// Every top-level field the Responses translation reads, from its table of them.
+std::set<std::string> fields_read_by_the_responses_translation() {
+    std::ifstream in(SPECDEC_SERVE_RESPONSES_SOURCE);
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string src = text.str();
+    const std::regex read(R"re(\n    \{"([a-z_]+)", (?:nullptr|"))re");
+    std::set<std::string> out;
+    for (auto it = std::sregex_iterator(src.begin(), src.end(), read); it != std::sregex_iterator(); ++it) {
+        out.insert((*it)[1].str());
+    }
+    return out;
+}
+
+TEST(ServeBounds, EveryResponsesFieldNestedDeepIsA400NamingIt) {
+    const std::set<std::string> read = fields_read_by_the_responses_translation();
+    ASSERT_GE(read.size(), 25u) << "the source's field table was not found: " << SPECDEC_SERVE_RESPONSES_SOURCE;
+    for (const bool objects : {false, true}) {
+        const std::string deep = nested(100000, objects);
+        for (const std::string & field : read) {
+            const std::string body = field == "input" ? R"({"input": )" + deep + "}" : R"({"input": "a", ")" + field + "\": " + deep + "}";
+            try {
+                parse_responses_request(body, limits());
+                ADD_FAILURE() << field << " nested deep was taken";
+            } catch (const api_error & e) {
+                EXPECT_EQ(e.status(), 400) << field;
+                EXPECT_EQ(e.code(), "json_too_deep") << field;
+                EXPECT_EQ(e.param(), field);
+            }
+        }
     }
 }
 

@@ -1,7 +1,5 @@
 #include "serve-anthropic.h"
 
-#include "json-text.h"
-
 #include <algorithm>
 #include <limits>
 #include <random>
@@ -392,12 +390,8 @@ json anthropic_count_tokens_body(size_t n_input) {
     return {{"input_tokens", n_input}};
 }
 
-std::string anthropic_sse_event(const json & j) {
-    return "event: " + j.at("type").get<std::string>() + "\ndata: " + json_text(j, -1) + "\n\n";
-}
-
 std::string anthropic_stream_start(const response_info & info, size_t n_prompt) {
-    return anthropic_sse_event({{"type", "message_start"},
+    return typed_sse_event({{"type", "message_start"},
                                 {"message",
                                  {{"id", info.id},
                                   {"type", "message"},
@@ -418,16 +412,16 @@ std::string switch_block(anthropic_stream & s, const std::string & type, const j
     }
     std::string out;
     if (!s.open.empty()) {
-        out += anthropic_sse_event({{"type", "content_block_stop"}, {"index", s.n_blocks - 1}});
+        out += typed_sse_event({{"type", "content_block_stop"}, {"index", s.n_blocks - 1}});
     }
-    out += anthropic_sse_event({{"type", "content_block_start"}, {"index", s.n_blocks}, {"content_block", start}});
+    out += typed_sse_event({{"type", "content_block_start"}, {"index", s.n_blocks}, {"content_block", start}});
     s.open = type;
     ++s.n_blocks;
     return out;
 }
 
 std::string block_delta(const anthropic_stream & s, json delta) {
-    return anthropic_sse_event({{"type", "content_block_delta"}, {"index", s.n_blocks - 1}, {"delta", std::move(delta)}});
+    return typed_sse_event({{"type", "content_block_delta"}, {"index", s.n_blocks - 1}, {"delta", std::move(delta)}});
 }
 
 } // namespace
@@ -465,14 +459,14 @@ std::string anthropic_stream_events(anthropic_stream & s, parsed_answer a, bool 
 std::string anthropic_stream_end(anthropic_stream & s, const response_info & info, const finished_request & f, const anthropic_stop & stop) {
     std::string out;
     if (!s.open.empty()) {
-        out += anthropic_sse_event({{"type", "content_block_stop"}, {"index", s.n_blocks - 1}});
+        out += typed_sse_event({{"type", "content_block_stop"}, {"index", s.n_blocks - 1}});
         s.open.clear();
     }
-    out += anthropic_sse_event({{"type", "message_delta"},
+    out += typed_sse_event({{"type", "message_delta"},
                                 {"delta", {{"stop_reason", stop.reason}, {"stop_sequence", stop.sequence}}},
                                 {"usage", {{"output_tokens", f.result->output.tokens.size()}}},
                                 {"specdec", stats_body(info, f)}});
-    out += anthropic_sse_event({{"type", "message_stop"}});
+    out += typed_sse_event({{"type", "message_stop"}});
     return out;
 }
 

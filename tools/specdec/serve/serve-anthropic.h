@@ -16,8 +16,9 @@
 
 namespace cli::serve {
 
-// Which API family a request came in by: it selects the formatter of its answers and errors.
-enum class api_family { openai, anthropic };
+// Which API family a request came in by: it selects the formatter of its
+// answers and errors (the Responses API's errors are OpenAI's).
+enum class api_family { openai, anthropic, responses };
 
 // An Anthropic request body as the equivalent OpenAI chat body (JSON text):
 // system (a string or text blocks) as a first system message; each message's
@@ -75,9 +76,6 @@ nlohmann::json anthropic_message_body(const response_info & info, const finished
 
 // {"input_tokens": n}: /v1/messages/count_tokens' answer.
 nlohmann::json anthropic_count_tokens_body(size_t n_input);
-
-// One server-sent event with its name: "event: NAME\ndata: <json>\n\n", NAME being j["type"].
-std::string anthropic_sse_event(const nlohmann::json & j);
 
 // What a streamed message has sent so far: the chat deltas (answer_delta's
 // state) and its content blocks (the last started is the open one, if any).

@@ -1229,6 +1229,10 @@ std::string sse_event(const json & j) {
     return "data: " + json_text(j, -1) + "\n\n";
 }
 
+std::string typed_sse_event(const json & j) {
+    return "event: " + j.at("type").get<std::string>() + "\ndata: " + json_text(j, -1) + "\n\n";
+}
+
 std::string_view sse_done() {
     return "data: [DONE]\n\n";
 }

@@ -284,6 +284,11 @@ nlohmann::json usage_chunk_body(const response_info & info, const finished_reque
 // One server-sent event: "data: <json on one line>\n\n" (invalid UTF-8 replaced).
 std::string sse_event(const nlohmann::json & j);
 
+// One server-sent event with its name, for the streams whose events are
+// typed (Anthropic's, the Responses API's): "event: NAME\ndata: <json on
+// one line>\n\n", NAME being j["type"] (a string; else nlohmann's type_error).
+std::string typed_sse_event(const nlohmann::json & j);
+
 // The stream's terminator: "data: [DONE]\n\n".
 std::string_view sse_done();
 

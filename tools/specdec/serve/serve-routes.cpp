@@ -6,6 +6,7 @@
 #include "serve-grammar.h"
 #include "serve-native.h"
 #include "serve-openai.h"
+#include "serve-responses.h"
 
 #include <algorithm>
 #include <atomic>
@@ -46,6 +47,13 @@ http_response error_response(const api_error & e, api_family api = api_family::o
 
 api_error unavailable(const std::string & message, const std::string & code) {
     return api_error(503, "unavailable_error", message, "", code);
+}
+
+// Why a request the engine ended has no answer: cancelled (the server is shutting down) or failed.
+api_error ended_without_answer(specdec_stop_reason stop) {
+    return stop == SPECDEC_STOP_CANCELLED
+               ? unavailable("the request was cancelled: the server is shutting down", "shutting_down")
+               : api_error(500, "server_error", "generation failed (run the server with -v for the reason)", "", "internal_error");
 }
 
 api_error queue_full() {
@@ -229,18 +237,29 @@ bool is_native_post(std::string_view route) {
     return route == "/tokenize" || route == "/detokenize" || route == "/apply-template" || route == "/messages/count_tokens";
 }
 
-// The text of `tokens` piece by piece: past a stop string, the text that completed it.
-std::string pieces_of(const response_info & info, const std::vector<llama_token> & tokens) {
-    std::string out;
+// Each token's text.
+std::vector<std::string> token_pieces(const response_info & info, const std::vector<llama_token> & tokens) {
+    std::vector<std::string> out;
+    out.reserve(tokens.size());
     for (const llama_token t : tokens) {
-        out += info.piece(t);
+        out.push_back(info.piece(t));
     }
     return out;
 }
 
-// Anthropic's routes answer in its shapes (serve-anthropic.h); every other in OpenAI's.
+// The text of `tokens` piece by piece: past a stop string, the text that completed it.
+std::string pieces_of(const response_info & info, const std::vector<llama_token> & tokens) {
+    std::string out;
+    for (const std::string & p : token_pieces(info, tokens)) {
+        out += p;
+    }
+    return out;
+}
+
+// Anthropic's routes answer in its shapes (serve-anthropic.h), /responses in
+// the Responses API's (serve-responses.h); every other in OpenAI's.
 api_family api_of(std::string_view route) {
-    return route.rfind("/messages", 0) == 0 ? api_family::anthropic : api_family::openai;
+    return route.rfind("/messages", 0) == 0 ? api_family::anthropic : route == "/responses" ? api_family::responses : api_family::openai;
 }
 
 // A completion's place under route_options::max_completions, given back when the last owner drops it.
@@ -282,6 +301,7 @@ struct completion_state {
     std::string                      text;            // with a chat parser: the answer's text so far, read again at each piece
     answer_stream                    sent;            // and what its deltas sent
     anthropic_stream                 events;          // anthropic: what its events sent
+    responses_stream                 response;        // responses: what its events sent, and what its response repeats
 };
 
 } // namespace
@@ -413,6 +433,7 @@ struct api_routes::impl {
     void answer(completion_state * st);
     void stream_out(completion_state & st);
     void stream_anthropic(completion_state & st);
+    void stream_responses(completion_state & st);
     api_error rejection(const request_channel & c) const;
 };
 
@@ -462,7 +483,8 @@ std::optional<http_response> api_routes::impl::on_headers(const http_request & r
         return res;
     }
     const std::string_view route = route_of(req.path);
-    const bool completion = req.method == "POST" && (route == "/completions" || route == "/chat/completions" || route == "/messages");
+    const bool completion = req.method == "POST" && (route == "/completions" || route == "/chat/completions" || route == "/messages" ||
+                                                   route == "/responses");
     if (completion) {
         const std::string * cl = req.find("Content-Length");
         if (cl != nullptr && cl->size() <= 18 && std::all_of(cl->begin(), cl->end(), [](unsigned char ch) { return std::isdigit(ch); }) &&
@@ -497,6 +519,12 @@ std::optional<http_response> api_routes::impl::on_headers(const http_request & r
         res.content_type = "text/plain; version=0.0.4; charset=utf-8";
         res.body = svc.stats->render();
         return res;
+    }
+    if (route.rfind("/responses/", 0) == 0) { // a stored response's routes (retrieve, delete, cancel, input_items), input_tokens
+        return error_response(api_error(404, "invalid_request_error",
+                                        "this server stores no responses (each is answered once: none can be retrieved, listed, "
+                                        "cancelled or deleted) and serves no route under /v1/responses/",
+                                        "", "not_found"));
     }
     if (!completion) {
         return error_response(api_error(404, "invalid_request_error", "no such route", "", "not_found"));
@@ -618,10 +646,17 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
         if (api == api_family::anthropic) {
             st->r = parse_anthropic_request(ex.take_body(), limits);
             st->stop_sequences = st->r.stop;
+        } else if (api == api_family::responses) {
+            responses_request rr = parse_responses_request(ex.take_body(), limits);
+            st->r = std::move(rr.chat);
+            st->response.echo = std::move(rr.echo);
+            st->response.encrypted_reasoning = rr.encrypted_reasoning;
         } else {
             st->r = parse_request(kind, ex.take_body(), limits);
         }
         parsed_request & r = st->r;
+        // The field that holds the conversation, which errors about the prompt name.
+        const char * const prompt_field = kind == endpoint::completions ? "prompt" : api == api_family::responses ? "input" : "messages";
         // No position holds more than max_prompt_bytes / n_ctx bytes of text:
         // a longer text cannot fit, and is refused before it is templated or tokenized.
         size_t n_text = r.prompt.size();
@@ -639,13 +674,13 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
         if (r.messages.size() >= static_cast<size_t>(svc.n_ctx)) {
             throw invalid_request("the request has " + std::to_string(r.messages.size()) + " messages; the context holds " +
                                       std::to_string(svc.n_ctx) + " positions per request (-c), and each message takes one at least",
-                                  "messages", "context_length_exceeded");
+                                  prompt_field, "context_length_exceeded");
         }
         if (svc.max_prompt_bytes > 0 && n_text > svc.max_prompt_bytes) {
             throw invalid_request("the prompt has " + std::to_string(n_text) + " bytes of text; the context holds " +
                                       std::to_string(svc.n_ctx) + " positions per request (-c), which no text longer than " +
                                       std::to_string(svc.max_prompt_bytes) + " bytes fits",
-                                  kind == endpoint::chat ? "messages" : "prompt", "context_length_exceeded");
+                                  prompt_field, "context_length_exceeded");
         }
 
         std::string text = r.prompt;
@@ -659,7 +694,7 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
             try {
                 st->chat = svc.chat->apply(r.messages, r.tools, options);
             } catch (const std::exception & e) {
-                throw invalid_request(e.what(), r.tools.functions.empty() ? "messages" : "tools");
+                throw invalid_request(e.what(), r.tools.functions.empty() ? prompt_field : "tools");
             }
             const chat_prompt & chat = st->chat; // its grammar triggers are borrowed until the request is admitted
             text = chat.prompt;
@@ -712,16 +747,16 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
                 }
             }
         } catch (const specdec::error & e) {
-            throw invalid_request(e.what(), kind == endpoint::chat ? "messages" : "prompt");
+            throw invalid_request(e.what(), prompt_field);
         }
         if (prompt.empty()) {
-            throw invalid_request("the prompt is empty (it has no tokens)", "prompt");
+            throw invalid_request("the prompt is empty (it has no tokens)", prompt_field);
         }
         if (prompt.size() >= static_cast<size_t>(svc.n_ctx)) {
             throw invalid_request("the prompt has " + std::to_string(prompt.size()) + " tokens; the context holds " +
                                       std::to_string(svc.n_ctx) + " per request (-c), so at most " +
                                       std::to_string(svc.n_ctx - 1) + " leave room for one token",
-                                  kind == endpoint::chat ? "messages" : "prompt", "context_length_exceeded");
+                                  prompt_field, "context_length_exceeded");
         }
         if (r.json_schema) {
             try {
@@ -749,7 +784,11 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
         st->stream = r.stream;
         response_info & info = st->info;
         info.kind = kind;
-        info.id = (api == api_family::anthropic ? "msg_" : kind == endpoint::completions ? "cmpl-" : "chatcmpl-") + std::to_string(next_id.fetch_add(1));
+        info.id = (api == api_family::anthropic   ? "msg_"
+                   : api == api_family::responses ? "resp_"
+                   : kind == endpoint::completions ? "cmpl-"
+                                                   : "chatcmpl-") +
+                  std::to_string(next_id.fetch_add(1));
         info.created = static_cast<int64_t>(std::time(nullptr));
         info.model = svc.model_id;
         info.strategy = svc.strategy;
@@ -827,6 +866,8 @@ void api_routes::impl::answer(completion_state * st) {
             st->ex->respond(error_response(rejection(c), st->api));
         } else if (st->stream && st->api == api_family::anthropic) {
             stream_anthropic(*st);
+        } else if (st->stream && st->api == api_family::responses) {
+            stream_responses(*st);
         } else if (st->stream) {
             stream_out(*st);
         } else {
@@ -836,11 +877,8 @@ void api_routes::impl::answer(completion_state * st) {
             }
             st->finished = true;
             const specdec::request_result & out = c.result();
-            if (out.output.stop == SPECDEC_STOP_CANCELLED) {
-                throw unavailable("the request was cancelled: the server is shutting down", "shutting_down");
-            }
-            if (out.output.stop == SPECDEC_STOP_ERROR) {
-                throw api_error(500, "server_error", "generation failed (run the server with -v for the reason)", "", "internal_error");
+            if (out.output.stop == SPECDEC_STOP_CANCELLED || out.output.stop == SPECDEC_STOP_ERROR) {
+                throw ended_without_answer(out.output.stop);
             }
             response_info info = st->info;
             if (st->echo) {
@@ -860,6 +898,12 @@ void api_routes::impl::answer(completion_state * st) {
                 const finished_request f{&out, c.n_prompt()};
                 const anthropic_stop stop = anthropic_stop_of(f, a, st->stop_sequences, pieces_of(info, out.output.tokens));
                 st->ex->respond(json_response(200, anthropic_message_body(info, f, a, stop)));
+            } else if (st->api == api_family::responses) {
+                const parsed_answer a = answer ? *answer : parsed_answer{out.output.text, {}, {}};
+                const finished_request f{&out, c.n_prompt()};
+                const size_t n_reasoning = responses_reasoning_tokens(a, token_pieces(info, out.output.tokens), st->chat.reasoning_end);
+                st->ex->respond(json_response(200, responses_body(info, st->response.echo, st->response.encrypted_reasoning, f,
+                                                                  responses_items_of(a), n_reasoning)));
             } else {
                 st->ex->respond(json_response(200, response_body(info, {&out, c.n_prompt()})));
             }
@@ -928,10 +972,7 @@ void api_routes::impl::stream_out(completion_state & st) {
     const specdec::request_result & out = c.result();
     std::string tail;
     if (out.output.stop == SPECDEC_STOP_CANCELLED || out.output.stop == SPECDEC_STOP_ERROR) {
-        const api_error e = out.output.stop == SPECDEC_STOP_CANCELLED
-                                ? unavailable("the request was cancelled: the server is shutting down", "shutting_down")
-                                : api_error(500, "server_error", "generation failed (run the server with -v for the reason)", "",
-                                            "internal_error");
+        const api_error e = ended_without_answer(out.output.stop);
         tail = sse_event(error_body(e));
     } else {
         response_info last = info;
@@ -951,14 +992,24 @@ void api_routes::impl::stream_out(completion_state & st) {
     st.ex->stream_end();
 }
 
-// Under st.m: Anthropic's stream (serve-anthropic.h): message_start at
-// admission, the events of what each release adds to the answer, then its end.
-void api_routes::impl::stream_anthropic(completion_state & st) {
+// The API-specific parts of a stream of typed events (Anthropic's, the
+// Responses API's), each writing its events: at admission; for what the
+// answer read so far (`partial`: more may come) adds; at the end, with the
+// whole answer; on a failure once begun.
+struct typed_stream {
+    std::function<std::string()> start;
+    std::function<std::string(const parsed_answer &, bool partial)> events;
+    std::function<std::string(const parsed_answer &, const finished_request &)> end;
+    std::function<std::string(const api_error &)> failure;
+};
+
+// Under st.m: `format`'s start at admission, its events of what each
+// release adds to the answer, then its end (or its failure).
+static void stream_typed(completion_state & st, const typed_stream & format) {
     request_channel & c = *st.c;
-    const response_info & info = st.info;
     if (!st.begun) {
         begin_sse(st);
-        st.ex->stream_write(anthropic_stream_start(info, c.n_prompt()));
+        st.ex->stream_write(format.start());
     }
     std::string text;
     const bool finished = c.wait_output(0ms, text);
@@ -967,7 +1018,7 @@ void api_routes::impl::stream_anthropic(completion_state & st) {
     std::optional<parsed_answer> answer =
         st.chat.parser != nullptr ? st.chat.parser->parse(st.text, !finished) : parsed_answer{st.text, {}, {}};
     if (answer && (!text.empty() || finished)) {
-        if (std::string events = anthropic_stream_events(st.events, *answer, !finished); !events.empty()) {
+        if (std::string events = format.events(*answer, !finished); !events.empty()) {
             st.ex->stream_write(std::move(events));
         }
     }
@@ -977,18 +1028,39 @@ void api_routes::impl::stream_anthropic(completion_state & st) {
     st.finished = true;
     const specdec::request_result & out = c.result();
     if (out.output.stop == SPECDEC_STOP_CANCELLED || out.output.stop == SPECDEC_STOP_ERROR) {
-        const api_error e = out.output.stop == SPECDEC_STOP_CANCELLED
-                                ? unavailable("the request was cancelled: the server is shutting down", "shutting_down")
-                                : api_error(500, "server_error", "generation failed (run the server with -v for the reason)", "",
-                                            "internal_error");
-        st.ex->stream_write(anthropic_sse_event(anthropic_error_body(e)));
+        st.ex->stream_write(format.failure(ended_without_answer(out.output.stop)));
     } else {
-        parsed_answer a = answer ? *answer : parsed_answer{};
-        const finished_request f{&out, c.n_prompt()};
-        const anthropic_stop stop = anthropic_stop_of(f, a, st.stop_sequences, pieces_of(info, out.output.tokens));
-        st.ex->stream_write(anthropic_stream_end(st.events, info, f, stop));
+        st.ex->stream_write(format.end(answer ? *answer : parsed_answer{}, {&out, c.n_prompt()}));
     }
     st.ex->stream_end();
+}
+
+// Under st.m: Anthropic's stream (serve-anthropic.h): message_start, content
+// blocks, message_delta and message_stop; an error event on a failure.
+void api_routes::impl::stream_anthropic(completion_state & st) {
+    const response_info & info = st.info;
+    stream_typed(st, {[&] { return anthropic_stream_start(info, st.c->n_prompt()); },
+                      [&](const parsed_answer & a, bool partial) { return anthropic_stream_events(st.events, a, partial); },
+                      [&](const parsed_answer & a, const finished_request & f) {
+                          const anthropic_stop stop = anthropic_stop_of(f, a, st.stop_sequences, pieces_of(info, f.result->output.tokens));
+                          return anthropic_stream_end(st.events, info, f, stop);
+                      },
+                      [](const api_error & e) { return typed_sse_event(anthropic_error_body(e)); }});
+}
+
+// Under st.m: the Responses API's stream (serve-responses.h):
+// response.created and response.in_progress, the items' events, then
+// response.completed or response.incomplete; response.failed on a failure.
+void api_routes::impl::stream_responses(completion_state & st) {
+    const response_info & info = st.info;
+    stream_typed(st, {[&] { return responses_stream_start(st.response, info); },
+                      [&](const parsed_answer & a, bool partial) { return responses_stream_events(st.response, a, partial); },
+                      [&](const parsed_answer & a, const finished_request & f) {
+                          const size_t n_reasoning =
+                              responses_reasoning_tokens(a, token_pieces(info, f.result->output.tokens), st.chat.reasoning_end);
+                          return responses_stream_end(st.response, info, f, n_reasoning);
+                      },
+                      [&](const api_error & e) { return responses_stream_failure(st.response, info, e); }});
 }
 
 api_routes::api_routes(service & svc, const route_options & options) : impl_(std::make_unique<impl>(svc, options)) {}
