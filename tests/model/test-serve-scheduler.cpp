@@ -82,7 +82,7 @@ TEST(ServeScheduler, ShutdownCancelsARequestTakenFromTheInboxNotYetAdded) {
     running_scheduler r(f.ctx.get(), two_slots(), m);
     scheduler & sched = r.sched;
     const auto slow = request(greedy(200), std::vector<std::string>(100000, std::string(512, 'q')));
-    ASSERT_TRUE(sched.submit(slow));
+    ASSERT_TRUE(sched.submit({slow}));
     std::this_thread::sleep_for(20ms); // the engine thread took it and is copying its stop strings
     EXPECT_EQ(sched.shutdown(0ms), 1u);
     expect_all_cancelled({slow}, 0);
@@ -103,11 +103,11 @@ TEST(ServeScheduler, ShutdownCancelsEveryRequestHandedIn) {
         std::vector<std::shared_ptr<request_channel>> cs;
         for (int i = 0; i < n_requests; ++i) {
             cs.push_back(request(greedy(200)));
-            ASSERT_TRUE(sched.submit(cs.back()));
+            ASSERT_TRUE(sched.submit({cs.back()}));
         }
         std::this_thread::sleep_for(std::chrono::microseconds(round % 30 * 3));
         EXPECT_EQ(sched.shutdown(0ms), static_cast<size_t>(n_requests)) << "round " << round;
-        EXPECT_FALSE(sched.submit(request(greedy(1)))) << "shut down";
+        EXPECT_FALSE(sched.submit({request(greedy(1))})) << "shut down";
         expect_all_cancelled(cs, round);
         if (HasFailure()) {
             break;
@@ -124,7 +124,7 @@ TEST(ServeScheduler, TheNotificationTellsOfEveryChange) {
     cli::serve::metrics m;
     running_scheduler r(f.ctx.get(), two_slots(), m);
     const auto waited = request(greedy(32));
-    ASSERT_TRUE(r.sched.submit(waited));
+    ASSERT_TRUE(r.sched.submit({waited}));
     std::string want;
     while (!waited->wait_output(1s, want)) {
     }
@@ -139,7 +139,7 @@ TEST(ServeScheduler, TheNotificationTellsOfEveryChange) {
         ++n_notified;
         cv.notify_all();
     });
-    ASSERT_TRUE(r.sched.submit(c));
+    ASSERT_TRUE(r.sched.submit({c}));
     std::string text;
     size_t seen = 0;
     for (bool finished = false; !finished;) {
@@ -169,7 +169,7 @@ TEST(ServeScheduler, TheNotificationTellsOfEveryChange) {
         std::lock_guard<std::mutex> lock(mu);
         return n_notified;
     }();
-    ASSERT_TRUE(r.sched.submit(quiet));
+    ASSERT_TRUE(r.sched.submit({quiet}));
     std::string ignored;
     while (!quiet->wait_output(1s, ignored)) {
     }

@@ -16,8 +16,9 @@
 
 namespace cli::serve {
 
-// Which API family a request came in by: it selects the formatter of its answers and errors.
-enum class api_family { openai, anthropic };
+// Which API family a request came in by: it selects the formatter of its
+// answers and errors (llama: llama-server's native /completion, whose errors are OpenAI's shape).
+enum class api_family { openai, anthropic, llama };
 
 // An Anthropic request body as the equivalent OpenAI chat body (JSON text):
 // system (a string or text blocks) as a first system message; each message's
