@@ -1,6 +1,6 @@
 // llama-server's own endpoints and route names (issue 44): the routes
 // without /v1, GET /v1/models/{id} for any name, POST /tokenize,
-// /detokenize and /apply-template, GET /props and /slots, POST /completion (the native
+// /detokenize and /apply-template, GET /props and /slots, POST /infill, POST /completion (the native
 // completion, equal to /v1/completions' text and tokens); through the official client
 // where it reaches them (a baseURL without /v1), else fetch.
 import { after, before, describe, test } from 'node:test';
@@ -256,6 +256,37 @@ describe('llama-server endpoints', { timeout: 120000 }, () => {
             assertError({ status: r.status, text, json: JSON.parse(text) }, 501, 'not_supported');
         } finally {
             assert.deepEqual(await stopServer(off), { code: 0, signal: null }, off.log);
+        }
+    });
+
+    test('POST /infill: llama-server\'s fill-in-the-middle prompt, decoded as /completion decodes its tokens', async () => {
+        const none = await post(s, '/infill', { input_prefix: 'ab', input_suffix: 'c' });
+        assertError(none, 400, 'not_supported'); // the exact fixture has no FIM tokens
+        const fim = await startServer(['-np', '2', '-c', '512'], { model: process.env.SPECDEC_FIM_MODEL });
+        try {
+            const tok = async (content, add_special = false) => (await post(fim, '/tokenize', { content, add_special, parse_special: false })).json.tokens;
+            const bos = await tok('', true); // [BOS] where the vocabulary adds one
+            const body = { input_prefix: 'hello wor', input_suffix: 'abc', prompt: 'ld', n_predict: 12, temperature: 0, return_tokens: true };
+            const want = [...bos, 3, ...(await tok('hello wor')), ...(await tok('ld')), 4, ...(await tok('abc')), 5];
+            const r = await post(fim, '/infill', body);
+            assert.equal(r.status, 200, r.text);
+            assert.equal(r.json.tokens_evaluated, want.length);
+            const c = await post(fim, '/completion', { prompt: want, n_predict: 12, temperature: 0, return_tokens: true });
+            assert.deepEqual(r.json.tokens, c.json.tokens);
+            assert.equal(r.json.content, c.json.content);
+            assert.equal(r.json.tokens_predicted, 12);
+            const st = sseEvents((await post(fim, '/infill', { ...body, stream: true })).text).events;
+            assert.equal(st.slice(0, -1).map((e) => e.content).join(''), c.json.content);
+            for (const [b, param] of [[{ input_suffix: 'a' }, 'input_prefix'], [{ input_prefix: 'a' }, 'input_suffix'],
+                [{ input_prefix: 'a', input_suffix: 'b', input_extra: 'x' }, 'input_extra'],
+                [{ input_prefix: 'a', input_suffix: 'b', input_extra: [{ filename: 'f' }] }, 'input_extra'],
+                [{ input_prefix: 5, input_suffix: 'b' }, 'input_prefix']]) {
+                const e = await post(fim, '/infill', b);
+                assertError(e, 400);
+                assert.equal(e.json.error.param, param, e.text);
+            }
+        } finally {
+            assert.deepEqual(await stopServer(fim), { code: 0, signal: null }, fim.log);
         }
     });
 

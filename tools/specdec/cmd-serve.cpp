@@ -222,6 +222,7 @@ int run_serve(const serve_options & o) {
     svc.slots_endpoint = o.slots_endpoint;
     svc.strategy = d.strategy_name();
     svc.n_ctx = static_cast<int32_t>(o.decoder.n_ctx);
+    svc.n_batch = static_cast<int32_t>(llama_n_batch(d.target.get()));
     svc.max_prompt_bytes = max_prompt_bytes(d.target_model.get(), o.decoder.n_ctx);
     svc.n_draft = d.n_draft;
     svc.accept = accept_mode_of(o.accept);

@@ -159,6 +159,105 @@ parsed_request parse_native_completion(std::string_view body, const request_limi
     return r;
 }
 
+parsed_request parse_native_infill(std::string_view body, const request_limits & limits, native_completion & out, infill_input & in) {
+    json j = object_of(body, limits);
+    const auto text = [&](const char * field, bool required) {
+        const auto it = j.find(field);
+        if (it == j.end() || it->is_null()) {
+            if (required) {
+                throw invalid_request("'" + std::string(field) + "' is required", field, "missing_field");
+            }
+            return std::string();
+        }
+        if (!it->is_string()) {
+            throw invalid_request("'" + std::string(field) + "' must be a string", field, "invalid_type");
+        }
+        return it->get<std::string>();
+    };
+    in.prefix = text("input_prefix", true);
+    in.suffix = text("input_suffix", true);
+    in.prompt = text("prompt", false);
+    if (const auto it = j.find("input_extra"); it != j.end() && !it->is_null()) {
+        if (!it->is_array()) {
+            throw invalid_request("'input_extra' must be an array of {\"filename\": string, \"text\": string}", "input_extra", "invalid_type");
+        }
+        for (const json & c : *it) {
+            const auto t = c.is_object() ? c.find("text") : c.end();
+            const auto f = c.is_object() ? c.find("filename") : c.end();
+            if (!c.is_object() || t == c.end() || !t->is_string() || (f != c.end() && !f->is_string())) {
+                throw invalid_request("'input_extra' holds " + c.dump().substr(0, 64) + "; each is {\"text\": string, \"filename\": string}",
+                                      "input_extra", "invalid_type");
+            }
+            in.extra.push_back({f != c.end() ? f->get<std::string>() : "tmp", t->get<std::string>()});
+        }
+    }
+    for (const char * field : {"input_prefix", "input_suffix", "input_extra"}) {
+        j.erase(field);
+    }
+    j["prompt"] = in.prompt; // read as text here; the routes build the prompt's tokens (infill_prompt)
+    return parse_native_completion(j.dump(), limits, out);
+}
+
+std::vector<llama_token> infill_prompt(const llama_vocab * vocab, const infill_input & in, int32_t n_batch, int32_t n_ctx) {
+    const llama_token pre = llama_vocab_fim_pre(vocab);
+    const llama_token suf = llama_vocab_fim_suf(vocab);
+    const llama_token mid = llama_vocab_fim_mid(vocab);
+    if (pre == LLAMA_TOKEN_NULL || suf == LLAMA_TOKEN_NULL || mid == LLAMA_TOKEN_NULL) {
+        throw api_error(400, "invalid_request_error",
+                        "this model cannot fill in the middle: its vocabulary has no FIM prefix, suffix and middle tokens", "",
+                        "not_supported");
+    }
+    const auto tokens = [&](const std::string & t, const char * field) {
+        try {
+            return specdec::tokenize(vocab, t, false, false);
+        } catch (const specdec::error & e) {
+            throw invalid_request(e.what(), field);
+        }
+    };
+    std::vector<llama_token> extra;
+    if (const llama_token rep = llama_vocab_fim_rep(vocab); rep != LLAMA_TOKEN_NULL) {
+        extra.push_back(rep);
+        const std::vector<llama_token> name = tokens("myproject\n", "input_extra");
+        extra.insert(extra.end(), name.begin(), name.end());
+    }
+    const llama_token sep = llama_vocab_fim_sep(vocab);
+    for (const infill_input::chunk & c : in.extra) {
+        const std::vector<llama_token> head = tokens(sep != LLAMA_TOKEN_NULL ? c.filename + "\n" : "\n\n--- snippet ---\n\n", "input_extra");
+        if (sep != LLAMA_TOKEN_NULL) {
+            extra.push_back(sep);
+        }
+        extra.insert(extra.end(), head.begin(), head.end());
+        const std::vector<llama_token> body = tokens(c.text, "input_extra");
+        extra.insert(extra.end(), body.begin(), body.end());
+    }
+    if (sep != LLAMA_TOKEN_NULL) {
+        extra.push_back(sep);
+        const std::vector<llama_token> name = tokens("filename\n", "input_extra");
+        extra.insert(extra.end(), name.begin(), name.end());
+    }
+    std::vector<llama_token> prefix = tokens(in.prefix, "input_prefix");
+    std::vector<llama_token> suffix = tokens(in.suffix, "input_suffix");
+    const std::vector<llama_token> prompt = tokens(in.prompt, "prompt");
+    // llama-server's split of one batch: 3/4 for the prefix's end, the rest for the suffix's start.
+    const auto n_prefix = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(prefix.size()), 3 * (n_batch / 4)));
+    const auto n_suffix = static_cast<size_t>(std::min<int64_t>(
+        static_cast<int64_t>(suffix.size()), std::max<int64_t>(0, n_batch / 4 - (2 + static_cast<int64_t>(prompt.size())))));
+    const auto n_extra = static_cast<size_t>(std::min<int64_t>(std::max<int64_t>(0, int64_t(n_ctx) - n_batch + 2), static_cast<int64_t>(extra.size())));
+    prefix.erase(prefix.begin(), prefix.end() - static_cast<std::ptrdiff_t>(n_prefix));
+    suffix.resize(n_suffix);
+    std::vector<llama_token> out(extra.end() - static_cast<std::ptrdiff_t>(n_extra), extra.end());
+    if (llama_vocab_get_add_bos(vocab)) {
+        out.push_back(llama_vocab_bos(vocab));
+    }
+    out.push_back(pre);
+    out.insert(out.end(), prefix.begin(), prefix.end());
+    out.insert(out.end(), prompt.begin(), prompt.end());
+    out.push_back(suf);
+    out.insert(out.end(), suffix.begin(), suffix.end());
+    out.push_back(mid);
+    return out;
+}
+
 json native_settings(const specdec::request_params & p, bool stream, int32_t n_probs, const std::vector<std::string> & stop) {
     return {{"n_predict", p.n_predict},
             {"seed", p.seed},

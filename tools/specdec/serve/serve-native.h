@@ -39,6 +39,33 @@ struct native_completion {
 // code unsupported_parameter.
 parsed_request parse_native_completion(std::string_view body, const request_limits & limits, native_completion & out);
 
+// POST /infill's text: what goes before, after, and at the start of the middle.
+struct infill_input {
+    std::string prefix;  // input_prefix (required)
+    std::string suffix;  // input_suffix (required)
+    std::string prompt;  // prompt: the middle's beginning (optional)
+    struct chunk {
+        std::string filename; // "tmp" when absent
+        std::string text;
+    };
+    std::vector<chunk> extra; // input_extra: other files' text, before the prefix
+};
+
+// POST /infill's body: input_prefix, input_suffix, prompt and input_extra
+// [{text, filename}] (strings), and otherwise what /completion reads
+// (parse_native_completion, whose errors it throws).
+parsed_request parse_native_infill(std::string_view body, const request_limits & limits, native_completion & out, infill_input & in);
+
+// llama-server's fill-in-the-middle prompt from `in`, with the vocabulary's
+// FIM tokens: [extra context, as repository files with FIM_REP/FIM_SEP where
+// the vocabulary has them] [BOS] FIM_PRE prefix prompt FIM_SUF suffix FIM_MID,
+// the prefix's last 3/4 x n_batch tokens and the suffix's first
+// n_batch / 4 - 2 - |prompt| kept, extra context as room allows (n_ctx -
+// n_batch + 2, llama-server's with its default n_predict). Throws api_error
+// 400 (code not_supported) when the vocabulary lacks FIM_PRE, FIM_SUF or
+// FIM_MID, and for text it cannot tokenize.
+std::vector<llama_token> infill_prompt(const llama_vocab * vocab, const infill_input & in, int32_t n_batch, int32_t n_ctx);
+
 // generation_settings, llama-server's names for the engine's parameters.
 nlohmann::json native_settings(const specdec::request_params & p, bool stream, int32_t n_probs, const std::vector<std::string> & stop);
 

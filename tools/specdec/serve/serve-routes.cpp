@@ -238,11 +238,12 @@ std::string pieces_of(const response_info & info, const std::vector<llama_token>
     return out;
 }
 
-// llama-server's native completion. (llama-server answers /completions
-// without /v1 natively too; here it is OpenAI's, as every route without
-// /v1 is, so that OpenAI clients pointed at the root get their shapes.)
+// llama-server's native completions: /completion and /infill. (llama-server
+// answers /completions without /v1 natively too; here it is OpenAI's, as
+// every route without /v1 is, so that OpenAI clients pointed at the root
+// get their shapes.)
 bool is_native_completion(const std::string & path) {
-    return path == "/completion";
+    return path == "/completion" || path == "/infill";
 }
 
 // Anthropic's routes answer in its shapes (serve-anthropic.h), the native
@@ -291,6 +292,7 @@ struct completion_state {
     api_family                       api = api_family::openai; // the formatter of its answer
     std::vector<std::string>         stop_sequences;           // anthropic, llama: the client's stop strings (which one ended the answer)
     native_completion                native;                   // llama: what it asks beyond the OpenAI request
+    std::optional<infill_input>      infill;                   // llama, /infill: the text around the middle
     parsed_request                   r;       // the engine's parameters point into it (and chat) until admitted
     chat_prompt                      chat;
     bool                             stream = false;
@@ -492,7 +494,7 @@ std::optional<http_response> api_routes::impl::on_headers(const http_request & r
     }
     const std::string_view route = route_of(req.path);
     const bool completion =
-        req.method == "POST" && (route == "/completions" || route == "/completion" || route == "/chat/completions" || route == "/messages");
+        req.method == "POST" && (route == "/completions" || is_native_completion(req.path) || route == "/chat/completions" || route == "/messages");
     if (completion) {
         const std::string * cl = req.find("Content-Length");
         if (cl != nullptr && cl->size() <= 18 && std::all_of(cl->begin(), cl->end(), [](unsigned char ch) { return std::isdigit(ch); }) &&
@@ -599,7 +601,7 @@ void api_routes::impl::on_request(const std::shared_ptr<http_exchange> & ex, std
         workers.post([this, ex] { answer_native(*ex); });
         return;
     }
-    const endpoint kind = route == "/completions" || route == "/completion" ? endpoint::completions : endpoint::chat;
+    const endpoint kind = route == "/completions" || is_native_completion(ex->request().path) ? endpoint::completions : endpoint::chat;
     workers.post([this, kind, api = api_of(ex->request().path), st] { prepare(kind, api, st); });
 }
 
@@ -663,7 +665,12 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
             st->r = parse_anthropic_request(ex.take_body(), limits);
             st->stop_sequences = st->r.stop;
         } else if (api == api_family::llama) {
-            st->r = parse_native_completion(ex.take_body(), limits, st->native);
+            if (ex.request().path == "/infill") {
+                st->infill.emplace();
+                st->r = parse_native_infill(ex.take_body(), limits, st->native, *st->infill);
+            } else {
+                st->r = parse_native_completion(ex.take_body(), limits, st->native);
+            }
             st->stop_sequences = st->r.stop;
         } else {
             st->r = parse_request(kind, ex.take_body(), limits);
@@ -770,6 +777,9 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
         } catch (const specdec::error & e) {
             throw invalid_request(e.what(), kind == endpoint::chat ? "messages" : "prompt");
         }
+        if (st->infill) {
+            prompts[0] = infill_prompt(vocab, *st->infill, svc.n_batch, svc.n_ctx);
+        }
         for (const std::vector<llama_token> & prompt : prompts) {
             if (prompt.empty()) {
                 throw invalid_request("the prompt is empty (it has no tokens)", "prompt");
@@ -803,7 +813,7 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
         st->stream = r.stream;
         if (api == api_family::llama) {
             st->native.settings = native_settings(params, r.stream, st->native.n_probs, r.stop);
-            st->prompt_text = r.prompts[0].parts.empty() ? r.prompts[0].text : specdec::detokenize(vocab, prompts[0], false, true);
+            st->prompt_text = r.prompts[0].parts.empty() && !st->infill ? r.prompts[0].text : specdec::detokenize(vocab, prompts[0], false, true);
         }
         response_info & info = st->info;
         info.kind = kind;
