@@ -310,12 +310,10 @@ void engine_core::apply_cancellations() {
     retire();
 }
 
-// Waiting requests take free slots in arrival order (see choose_slot). With
-// prompt reuse a request keeps what its slot holds of its prompt, as far as
-// the backend can cut the slot's memory back, and decodes only the rest.
-// The requests of one add_n are admitted together, when as many slots are
-// free, and only the first reads the prompt: the others wait in their slots
-// for a copy of it (start_followers).
+// Waiting requests take free slots in arrival order (take_slot). The
+// requests of one add_n are admitted together, when as many slots are free,
+// and only the first reads the prompt: the others wait in their slots for a
+// copy of it (start_followers).
 void engine_core::admit() {
     while (!waiting_.empty()) {
         request_state & front = *waiting_.front();
