@@ -46,6 +46,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     request_limits limits;
     limits.model_id = "fuzz";
     limits.n_ctx = 4096;
+    limits.n_slots = 4; // n up to 4 choices
     try {
         parsed_request r = parse_request(kind, body, limits);
         chat_options server;

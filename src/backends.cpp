@@ -150,6 +150,8 @@ public:
         target_points_.move(from, to);
         draft_points_.move(from, to);
     }
+    bool copies_sequences() const override { return s_.can_move_sequences(); }
+    void copy(llama_seq_id from, llama_seq_id to) override { s_.copy_sequence(from, to); }
     void decode(const llama_batch & batch) override { s_.decode_target(batch); }
     void process(const llama_batch & batch) override { s_.process(batch); }
     void draft(std::span<const draft_request> requests) override { s_.draft(requests); }
@@ -201,6 +203,8 @@ public:
         llama_memory_seq_rm(llama_get_memory(target_), from, -1, -1);
         points_.move(from, to);
     }
+    bool copies_sequences() const override { return true; }
+    void copy(llama_seq_id from, llama_seq_id to) override { copy_sequence(target_, from, to); }
     void decode(const llama_batch & batch) override {
         const int32_t rc = llama_decode(target_, batch);
         if (rc == 1) {
@@ -264,7 +268,11 @@ engine::engine(llama_context * target, const engine_params & params, event_callb
 engine::~engine() = default;
 
 request_id engine::add(std::span<const llama_token> prompt, const request_params & params) {
-    return impl_->core.add(prompt, params);
+    return impl_->core.add_n(prompt, params, 1);
+}
+
+request_id engine::add_n(std::span<const llama_token> prompt, const request_params & params, uint32_t n) {
+    return impl_->core.add_n(prompt, params, n);
 }
 
 void engine::cancel(request_id id) {

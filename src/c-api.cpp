@@ -331,6 +331,13 @@ specdec_status specdec_session_move_sequence(specdec_session * session, llama_se
     });
 }
 
+specdec_status specdec_session_copy_sequence(specdec_session * session, llama_seq_id from, llama_seq_id to) {
+    return guard([&] {
+        require(session, "session");
+        session->session.copy_sequence(from, to);
+    });
+}
+
 bool specdec_session_can_move_sequences(const specdec_session * session) {
     return session != nullptr ? session->session.can_move_sequences() : invalid(false, null_session);
 }
@@ -606,10 +613,15 @@ void specdec_engine_free(specdec_engine * engine) {
 
 specdec_status specdec_engine_add(specdec_engine * engine, const llama_token * prompt, size_t n_prompt,
                                   const specdec_generate_params * params, specdec_request_id * id) {
+    return specdec_engine_add_n(engine, prompt, n_prompt, params, 1, id);
+}
+
+specdec_status specdec_engine_add_n(specdec_engine * engine, const llama_token * prompt, size_t n_prompt,
+                                    const specdec_generate_params * params, uint32_t n, specdec_request_id * first_id) {
     return guard([&] {
         require(engine, "engine");
         require(params, "params");
-        require(id, "id");
+        require(first_id, "id");
         if (n_prompt > SPECDEC_MAX_PROMPT_TOKENS) {
             specdec::detail::fail(SPECDEC_STATUS_PROMPT_TOO_LONG, "the prompt has ", n_prompt,
                                   " tokens, above SPECDEC_MAX_PROMPT_TOKENS = ", SPECDEC_MAX_PROMPT_TOKENS);
@@ -617,7 +629,7 @@ specdec_status specdec_engine_add(specdec_engine * engine, const llama_token * p
         if (n_prompt > 0) {
             require(prompt, "prompt");
         }
-        *id = engine->engine.add(std::span<const llama_token>(prompt, n_prompt), *params);
+        *first_id = engine->engine.add_n(std::span<const llama_token>(prompt, n_prompt), *params, n);
     });
 }
 

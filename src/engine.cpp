@@ -149,6 +149,7 @@ struct request_state {
     specdec_token_logprob logprob{}; // the last emitted token's, for its event
     const clock_type::time_point t_added = clock_type::now();
 
+    request_id  leader = 0;         // one of add_n's requests: the request whose decoded prompt it copies; 0: none
     size_t      n_prefilled = 0;    // prompt tokens decoded
     bool        prefilled = false;  // its prompt is in the contexts, the drafter began, its first token is drawn
     llama_pos   n_past = 0;         // tokens in the target
@@ -199,7 +200,11 @@ engine_core::engine_core(generation_backend & backend, const engine_params & par
 
 engine_core::~engine_core() = default;
 
-request_id engine_core::add(std::span<const llama_token> prompt, const request_params & params) {
+request_id engine_core::add_n(std::span<const llama_token> prompt, const request_params & params, uint32_t n) {
+    if (n == 0 || n > slots_.size()) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "n is ", n, "; it must be within [1, ", slots_.size(),
+             "]: the requests of one prompt run side by side, one per slot");
+    }
     validate_request(b_, params);
     if (prompt.empty()) {
         fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the prompt is empty; it needs at least one token");
@@ -219,14 +224,27 @@ request_id engine_core::add(std::span<const llama_token> prompt, const request_p
     // Paused requests do not count: they wait for their reader, not for a slot.
     const size_t n_free = static_cast<size_t>(std::count(slots_.begin(), slots_.end(), nullptr));
     const auto n_waiting = static_cast<size_t>(std::count_if(waiting_.begin(), waiting_.end(), [](const auto & r) { return !r->paused; }));
-    if (n_waiting >= n_free + p_.max_waiting) {
+    if (n_waiting + n > n_free + p_.max_waiting) {
         fail(SPECDEC_STATUS_QUEUE_FULL, n_waiting - std::min(n_free, n_waiting),
-             " requests wait for a slot already (max_waiting) and no slot is free; try again after a step");
+             " requests wait for a slot already (max_waiting) and too few slots are free; try again after a step");
     }
-    const request_id id = next_id_.load();
-    waiting_.push_back(std::make_unique<request_state>(id, prompt, params, b_.vocab(), b_.n_vocab(), b_.n_draft_max()));
-    next_id_.store(id + 1);
-    return id;
+    // A scored prompt needs every row's logits in each request's own slot.
+    const bool shared = b_.copies_sequences() && !(params.prompt_logprobs && params.n_top_logprobs >= 0);
+    const request_id first = next_id_.load();
+    std::vector<std::unique_ptr<request_state>> added;
+    for (uint32_t i = 0; i < n; ++i) {
+        request_params p = params;
+        p.seed = params.seed + i;
+        added.push_back(std::make_unique<request_state>(first + i, prompt, p, b_.vocab(), b_.n_vocab(), b_.n_draft_max()));
+        if (shared && i > 0) {
+            added.back()->leader = first;
+        }
+    }
+    for (auto & r : added) {
+        waiting_.push_back(std::move(r));
+    }
+    next_id_.store(first + n);
+    return first;
 }
 
 void engine_core::cancel(request_id id) {
@@ -256,8 +274,14 @@ bool engine_core::has_work() const {
         }
     }
     const bool room = std::any_of(slots_.begin(), slots_.end(), [](const auto & r) { return r == nullptr || (r->paused && !r->done); });
-    const bool waits = std::any_of(waiting_.begin(), waiting_.end(), [](const auto & r) { return !r->paused; });
+    const bool waits = std::any_of(waiting_.begin(), waiting_.end(), [this](const auto & r) { return admissible(*r); });
     return (waits && room) || std::any_of(slots_.begin(), slots_.end(), [](const auto & r) { return r != nullptr && !r->paused; });
+}
+
+// A waiting request admission may take: not paused, and not one of an
+// add_n group whose leader waits (paused) before it.
+bool engine_core::admissible(const request_state & r) const {
+    return !r.paused && (r.leader == 0 || std::none_of(waiting_.begin(), waiting_.end(), [&](const auto & w) { return w->result.id == r.leader; }));
 }
 
 bool engine_core::decoding(const request_state * r) const {
@@ -342,44 +366,46 @@ void engine_core::apply_pauses() {
     }
 }
 
-// Waiting requests take free slots in arrival order (see choose_slot). With
-// prompt reuse a request keeps what its slot holds of its prompt, as far as
-// the backend can cut the slot's memory back, and decodes only the rest.
+// Waiting requests take slots in arrival order (take_slot), paused ones
+// passed over; where none is free, a paused request's slot is taken
+// (evict_paused). The requests of one add_n are admitted together, when as
+// many slots are free, and only the first reads the prompt: the others wait
+// in their slots for a copy of it (start_followers).
 void engine_core::admit() {
     for (;;) {
-        const auto next = std::find_if(waiting_.begin(), waiting_.end(), [](const auto & r) { return !r->paused; });
+        auto next = std::find_if(waiting_.begin(), waiting_.end(), [this](const auto & r) { return admissible(*r); });
         if (next == waiting_.end()) {
             return;
         }
-        if (std::count(slots_.begin(), slots_.end(), nullptr) == 0 && !evict_paused()) {
-            return;
-        }
-        std::unique_ptr<request_state> r = std::move(*next);
-        waiting_.erase(next);
-        // A scored prompt needs every row's logits: it reuses nothing.
-        const bool reuse = p_.reuse_prompts && !r->scores_prompt();
-        const std::vector<llama_token> & input = r->input();
-        const auto [s, prefix] = choose_slot(reuse ? std::span<const llama_token>(input) : std::span<const llama_token>());
-        const auto seq = static_cast<llama_seq_id>(s);
-        r->result.seq_id = seq;
-        std::vector<llama_token> & held = held_[s];
-        if (reuse) {
-            // At least the input's last token is decoded: its logits give the first token.
-            const size_t n = std::min(prefix, input.size() - 1);
-            const int32_t kept = b_.keep(seq, static_cast<int32_t>(n), static_cast<int32_t>(held.size()));
-            held.resize(static_cast<size_t>(kept));
-            r->n_prefilled = static_cast<size_t>(kept);
-            if (r->resumed.empty()) {
-                r->result.n_prompt_cached = static_cast<size_t>(kept);
+        request_state & front = **next;
+        if (front.leader != 0) {
+            // Its leader left while waiting: the first left leads the others.
+            const request_id gone = front.leader;
+            for (auto & w : waiting_) {
+                if (w->leader == gone) {
+                    w->leader = front.result.id;
+                }
             }
-        } else {
-            b_.clear(seq);
-            held.clear();
+            front.leader = 0;
         }
-        if (adaptive_) {
-            adaptive_->reset(s); // from the drafter's recent acceptance over every request
+        // Its group: the requests after it that copy its prompt.
+        const request_id id = front.result.id;
+        size_t n_group = 1;
+        for (auto it = next + 1; it != waiting_.end() && (*it)->leader == id; ++it) {
+            ++n_group;
         }
-        slots_[s] = std::move(r);
+        while (static_cast<size_t>(std::count(slots_.begin(), slots_.end(), nullptr)) < n_group) {
+            if (!evict_paused()) {
+                return;
+            }
+        }
+        // Evictions put requests at the queue's head: find the group again.
+        auto at = std::find_if(waiting_.begin(), waiting_.end(), [id](const auto & w) { return w->result.id == id; });
+        for (size_t i = 0; i < n_group; ++i) {
+            std::unique_ptr<request_state> r = std::move(*at);
+            at = waiting_.erase(at);
+            take_slot(std::move(r));
+        }
     }
 }
 
@@ -405,6 +431,36 @@ bool engine_core::evict_paused() {
     r->result.seq_id = -1;
     waiting_.push_front(std::move(r));
     return true;
+}
+
+// A request takes a free slot (see choose_slot). With prompt reuse it keeps
+// what its slot holds of its input, as far as the backend can cut the
+// slot's memory back, and decodes only the rest; a follower starts empty.
+void engine_core::take_slot(std::unique_ptr<request_state> r) {
+    // A scored prompt needs every row's logits: it reuses nothing.
+    const bool reuse = p_.reuse_prompts && !r->scores_prompt() && r->leader == 0;
+    const std::vector<llama_token> & input = r->input();
+    const auto [s, prefix] = choose_slot(reuse ? std::span<const llama_token>(input) : std::span<const llama_token>());
+    const auto seq = static_cast<llama_seq_id>(s);
+    r->result.seq_id = seq;
+    std::vector<llama_token> & held = held_[s];
+    if (reuse) {
+        // At least the input's last token is decoded: its logits give the first token.
+        const size_t n = std::min(prefix, input.size() - 1);
+        const int32_t kept = b_.keep(seq, static_cast<int32_t>(n), static_cast<int32_t>(held.size()));
+        held.resize(static_cast<size_t>(kept));
+        r->n_prefilled = static_cast<size_t>(kept);
+        if (r->resumed.empty()) {
+            r->result.n_prompt_cached = static_cast<size_t>(kept);
+        }
+    } else {
+        b_.clear(seq);
+        held.clear();
+    }
+    if (adaptive_) {
+        adaptive_->reset(s); // from the drafter's recent acceptance over every request
+    }
+    slots_[s] = std::move(r);
 }
 
 // A free slot and how many of its tokens begin `prompt`. Without prompt
@@ -510,6 +566,15 @@ void engine_core::prefill() {
         if (r == nullptr || r->prefilled || r->paused) {
             continue;
         }
+        if (r->leader != 0) {
+            const request_id leader = r->leader;
+            if (std::any_of(slots_.begin(), slots_.end(), [&](const auto & l) {
+                    return l != nullptr && l->result.id == leader && !l->prefilled && !l->done;
+                })) {
+                continue; // it takes a copy of the leader's slot when that prompt is read
+            }
+            r->leader = 0; // the leader left before reading it: this one reads its own
+        }
         any = true;
         const std::vector<llama_token> & input = r->input();
         const size_t end = input.size();
@@ -541,6 +606,7 @@ void engine_core::prefill() {
 // `row`: the drafter begins, and the target's first token is drawn (counted
 // as a step: one target decode, nothing drafted) and emitted.
 void engine_core::start(request_state & r, int32_t row) {
+    start_followers(r, row);
     b_.begin(r.result.seq_id, r.input());
     r.prefilled = true;
     r.n_past = static_cast<llama_pos>(r.input().size());
@@ -560,6 +626,23 @@ void engine_core::start(request_state & r, int32_t row) {
     }
     r.id_last = x->token;
     emit(r, r.id_last, r.n_past, logits);
+}
+
+// The requests that wait for `leader`'s prompt (add_n) take a copy of its
+// slot, before its drafter begins, and draw their first tokens from the
+// same row: their prompt is decoded once.
+void engine_core::start_followers(const request_state & leader, int32_t row) {
+    for (auto & f : slots_) {
+        if (f == nullptr || f->leader != leader.result.id || f->prefilled || f->done || f->paused) {
+            continue;
+        }
+        b_.copy(leader.result.seq_id, f->result.seq_id);
+        held_[static_cast<size_t>(f->result.seq_id)] = held_[static_cast<size_t>(leader.result.seq_id)];
+        f->n_prefilled = f->prompt.size();
+        f->result.n_prompt_cached = f->prompt.size();
+        f->leader = 0;
+        start(*f, row);
+    }
 }
 
 // How many tokens each decoding request drafts: within its token budget,

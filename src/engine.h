@@ -34,7 +34,9 @@ public:
     engine_core(const engine_core &) = delete;
     engine_core & operator=(const engine_core &) = delete;
 
-    request_id add(std::span<const llama_token> prompt, const request_params & params);
+    request_id add(std::span<const llama_token> prompt, const request_params & params) { return add_n(prompt, params, 1); }
+    // n requests of one prompt, decoded once (see specdec_engine_add_n); returns the first id.
+    request_id add_n(std::span<const llama_token> prompt, const request_params & params, uint32_t n);
     void       cancel(request_id id); // any thread
     void       pause(request_id id, bool paused); // any thread; see specdec_engine_pause
     void       step();
@@ -50,10 +52,12 @@ private:
     void apply_pauses();
     void admit();
     bool evict_paused();
+    void take_slot(std::unique_ptr<request_state> r);
     std::pair<size_t, size_t> choose_slot(std::span<const llama_token> prompt) const; // a free slot, and its common prefix
     void compact();
     void prefill();
     void start(request_state & r, int32_t row);
+    void start_followers(const request_state & leader, int32_t row);
     step_plan plan_lengths();
     void draft(step_plan & plan);
     void verify(step_plan & plan);
@@ -71,6 +75,7 @@ private:
     void    finish(request_state & r, specdec_stop_reason stop);
     void    hand_out(request_state & r);
     bool    decoding(const request_state * r) const;
+    bool    admissible(const request_state & r) const;
 
     generation_backend & b_;
     const engine_params  p_;

@@ -49,6 +49,12 @@ public:
     // Moves everything of `from` (no proposal pending) into the empty
     // sequence `to`; `from` is empty afterwards. Throws specdec::error.
     virtual void move(llama_seq_id from, llama_seq_id to) = 0;
+    // Whether copy() may be called: the drafter's state of a sequence can be
+    // copied to another (plain decoding: always).
+    virtual bool copies_sequences() const = 0;
+    // Copies everything of `from` (no proposal pending) into the empty
+    // sequence `to`; `from` is unchanged. Throws specdec::error.
+    virtual void copy(llama_seq_id from, llama_seq_id to) = 0;
     // Target decode of a validated batch; throws specdec::error.
     virtual void decode(const llama_batch & batch) = 0;
     // The drafter's processing of the batch decode() just ran.

@@ -158,6 +158,10 @@ void mtp_drafter::move(llama_seq_id from, llama_seq_id to) {
     a.h_prev.assign(static_cast<size_t>(n_embd_), 0.0f);
 }
 
+void mtp_drafter::copy(llama_seq_id from, llama_seq_id to) {
+    seqs_[static_cast<size_t>(to)] = seqs_[static_cast<size_t>(from)];
+}
+
 void mtp_drafter::clear_batch() {
     b_token_.clear();
     b_embd_.clear();

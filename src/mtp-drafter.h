@@ -62,6 +62,8 @@ public:
     // caller has copied `from`'s cells of the head's cache into `to`;
     // `from` is left as never observed.
     void move(llama_seq_id from, llama_seq_id to);
+    // The same, `from` keeping what it had: both go on from the same point.
+    void copy(llama_seq_id from, llama_seq_id to);
 
     struct request {
         llama_seq_id seq;

@@ -696,24 +696,24 @@ bool session::can_move_sequences() const {
     return s.mtp != nullptr || detail::traits_of(s.params.strategy).movable;
 }
 
-void session::move_sequence(llama_seq_id from, llama_seq_id to) {
+void session::copy_sequence(llama_seq_id from, llama_seq_id to) {
     impl & s = live();
     s.check_seq(from);
     s.check_seq(to);
     if (from == to) {
-        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "move_sequence needs two different sequences, not ", from, " twice");
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "copying a sequence needs two different sequences, not ", from, " twice");
     }
     for (const llama_seq_id seq : {from, to}) {
         if (s.pending[static_cast<size_t>(seq)]) {
-            fail(SPECDEC_STATUS_PROPOSAL_PENDING, "sequence ", seq, " has a proposal awaiting accept(); accept it before moving");
+            fail(SPECDEC_STATUS_PROPOSAL_PENDING, "sequence ", seq, " has a proposal awaiting accept(); accept it before copying");
         }
     }
     if (!can_move_sequences()) {
         fail(SPECDEC_STATUS_MODEL_UNSUPPORTED, "strategy '", specdec_strategy_name(s.params.strategy),
-             "' keeps per-sequence drafter state inside llama.cpp that cannot be moved to another sequence");
+             "' keeps per-sequence drafter state inside llama.cpp that cannot be copied to another sequence");
     }
     if (llama_memory_seq_pos_max(llama_get_memory(s.target), to) >= 0) {
-        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "sequence ", to, " holds positions in the target; remove them before moving ",
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "sequence ", to, " holds positions in the target; remove them before copying ",
              from, " there");
     }
     detail::copy_sequence(s.target, from, to);
@@ -725,18 +725,26 @@ void session::move_sequence(llama_seq_id from, llama_seq_id to) {
             llama_memory_seq_rm(llama_get_memory(s.target), to, -1, -1);
             throw;
         }
+    }
+    if (s.mtp) {
+        s.mtp->copy(from, to);
+    }
+    s.history[static_cast<size_t>(to)] = s.history[static_cast<size_t>(from)];
+    s.clear_proposal(static_cast<size_t>(to));
+}
+
+void session::move_sequence(llama_seq_id from, llama_seq_id to) {
+    copy_sequence(from, to);
+    impl & s = live();
+    if (s.draft != nullptr) {
         llama_memory_seq_rm(llama_get_memory(s.draft), from, -1, -1);
     }
     llama_memory_seq_rm(llama_get_memory(s.target), from, -1, -1);
     if (s.mtp) {
-        s.mtp->move(from, to);
+        s.mtp->move(from, to); // `to` has a copy already: this leaves `from` as never observed
     }
-    const size_t f = static_cast<size_t>(from);
-    const size_t t = static_cast<size_t>(to);
-    s.history[t] = std::move(s.history[f]);
-    s.history[f].clear();
-    s.clear_proposal(t);
-    s.clear_proposal(f);
+    s.history[static_cast<size_t>(from)].clear();
+    s.clear_proposal(static_cast<size_t>(from));
 }
 
 static llama_context * context_for(const session & self, context_role role) {

@@ -507,7 +507,20 @@ SPECDEC_API specdec_status specdec_session_move_sequence(
         llama_seq_id      from,
         llama_seq_id      to);
 
-/* Whether specdec_session_move_sequence works with this session's drafter:
+/*
+ * Copies sequence `from` into the empty sequence `to`, as move_sequence
+ * moves it but leaving `from` as it was: its cells in the target and draft
+ * contexts, its history and its drafter state, so that both go on from the
+ * same point (n continuations of one prompt decoded once). Same cost,
+ * conditions and errors as specdec_session_move_sequence (NATIVE_FAILURE:
+ * `to` is emptied, `from` is intact).
+ */
+SPECDEC_API specdec_status specdec_session_copy_sequence(
+        specdec_session * session,
+        llama_seq_id      from,
+        llama_seq_id      to);
+
+/* Whether specdec_session_move_sequence (and copy) works with this session's drafter:
  * MTP where specdec drives the head (a single NextN head with a cache of its
  * own), DRAFT and NGRAM_SIMPLE. The other drafters keep per-sequence state
  * inside llama.cpp that its API cannot move. false for NULL. */
@@ -1027,6 +1040,29 @@ SPECDEC_API void specdec_engine_free(specdec_engine * engine);
  */
 SPECDEC_API specdec_status specdec_engine_add(specdec_engine * engine, const llama_token * prompt, size_t n_prompt,
                                               const specdec_generate_params * params, specdec_request_id * id);
+
+/*
+ * Queues n requests with one prompt (n completions of it, as OpenAI's `n`),
+ * whose prompt is decoded once. Request i (0 <= i < n) has the id
+ * *first_id + i and generates with `params` but the seed params->seed + i
+ * (as specdec_generate's sequence i), so greedy choices are equal and
+ * seeded ones differ, each reproducibly; otherwise each is an ordinary
+ * request (its own events, stop, cancel). They wait for n free slots
+ * together and are admitted in one step: the first decodes the prompt (or
+ * reuses a prefix, as any request), and when it is read to the end the
+ * others take a copy of its slot (specdec_session_copy_sequence; plain
+ * decoding: the target's cells) and draw their first token from the same
+ * logits; their FINISHED events say n_prompt_cached = n_prompt. Where the
+ * drafter cannot copy (specdec_session_can_move_sequences false), or
+ * prompt_logprobs is asked for, or the first is cancelled before its prompt
+ * is read, each decodes the prompt itself: the output is the same, the
+ * prompt's cost is n times. n = 1 is specdec_engine_add.
+ * Errors, nothing queued: those of specdec_engine_add, and INVALID_ARGUMENT
+ * for n == 0 or n above the engine's slots (the message names n).
+ */
+SPECDEC_API specdec_status specdec_engine_add_n(specdec_engine * engine, const llama_token * prompt, size_t n_prompt,
+                                                const specdec_generate_params * params, uint32_t n,
+                                                specdec_request_id * first_id);
 
 /*
  * Asks request `id` to stop; any thread. It ends at the start of the next

@@ -103,9 +103,11 @@ public:
     void restore_state(llama_seq_id seq_id, std::span<const uint8_t> blob);
 
     // Moves sequence `from` into the empty sequence `to` (see
-    // specdec_session_move_sequence); can_move_sequences: whether the
-    // drafter allows it.
+    // specdec_session_move_sequence), or copies it, `from` unchanged (see
+    // specdec_session_copy_sequence); can_move_sequences: whether the
+    // drafter allows either.
     void move_sequence(llama_seq_id from, llama_seq_id to);
+    void copy_sequence(llama_seq_id from, llama_seq_id to);
     bool can_move_sequences() const;
 
     // Drops [p0, p1) of `seq_id` from one context (negative = open end).
@@ -235,6 +237,9 @@ public:
 
     // Queues a request; see specdec_engine_add for the errors (thrown).
     request_id add(std::span<const llama_token> prompt, const request_params & params);
+    // Queues n requests sharing one prompt (see specdec_engine_add_n);
+    // returns the first id, the others follow it: id + 1 ... id + n - 1.
+    request_id add_n(std::span<const llama_token> prompt, const request_params & params, uint32_t n);
     // Any thread. Throws error(UNKNOWN_REQUEST) for an id never issued here;
     // a finished request is left as it is.
     void cancel(request_id id);

@@ -459,6 +459,99 @@ TEST_P(EngineLossless, ARequestMovedIntoAFreedSlotEqualsPlainDecoding) {
 
 INSTANTIATE_TEST_SUITE_P(Mtp, EngineLossless, ::testing::Values("mtp-qwen35", "mtp-glm4moe"), [](const auto & tc) { return test_name(tc.param); });
 
+// n choices of one prompt (engine add_n), three slots: where the drafter
+// copies sequences the prompt is decoded once (the others take the first's
+// cells: their prompt tokens count as cached), else in each slot; greedy,
+// every choice equals plain decoding; sampled with a seed, choice i equals a
+// request of its own with the seed + i. Plain decoding copies the target's cells.
+class EngineChoices : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EngineChoices, DecodeThePromptOnceAndEqualSeparateRequests) {
+    const strategy_case c = make_case(GetParam());
+    session_params sp = specdec_session_default_params();
+    sp.strategy = c.strategy;
+    sp.n_draft_max = 4;
+    sp.n_seq = 3;
+    const std::vector<llama_token> & prompt = (*c.inputs)[0];
+    generate_params greedy = specdec_generate_default_params();
+    greedy.n_predict = 20;
+    generate_params sampled = greedy;
+    sampled.temperature = 0.9f;
+    sampled.seed = 7;
+    sampled.ignore_eog = true;
+    engine_params ep = specdec_engine_default_params();
+    ep.n_prefill_chunk = 16; // the first reads the prompt over several steps while the others wait for it
+    using results = std::map<request_id, request_result>;
+    const auto record = [](results & done) {
+        return [&done](const engine_event & ev) {
+            if (ev.type == SPECDEC_ENGINE_EVENT_FINISHED) {
+                done[ev.id] = *ev.result;
+            }
+            return true;
+        };
+    };
+    auto model = load_model(c.target);
+    context_options t;
+    t.n_ctx = 512;
+    t.n_seq_max = 3;
+    auto ctx = make_context(model.get(), t);
+    const std::vector<llama_token> want = generate_plain(ctx.get(), std::span(&prompt, 1), greedy).sequences[0].tokens;
+    llama_memory_clear(llama_get_memory(ctx.get()), true);
+    {
+        results plain;
+        engine e(ctx.get(), ep, record(plain));
+        const request_id first = e.add_n(prompt, greedy, 3);
+        e.run_until_idle();
+        for (request_id i = 0; i < 3; ++i) {
+            EXPECT_EQ(plain.at(first + i).output.tokens, want) << "plain, choice " << i;
+            EXPECT_EQ(plain.at(first + i).n_prompt_cached, i == 0 ? 0 : prompt.size());
+        }
+    }
+
+    // Choice by choice what the speculative engine gives, n at once or one request each.
+    const auto choices = [&](const generate_params & gp, bool together, bool & copies) {
+        opened o = open(c, sp);
+        session s(o.target.get(), o.draft.get(), sp);
+        copies = s.can_move_sequences();
+        results done;
+        engine e(s, ep, record(done));
+        std::vector<request_id> ids;
+        if (together) {
+            const request_id first = e.add_n(prompt, gp, 3);
+            ids = {first, first + 1, first + 2};
+        } else {
+            for (uint32_t i = 0; i < 3; ++i) {
+                generate_params own = gp;
+                own.seed = gp.seed + i;
+                ids.push_back(e.add(prompt, own));
+            }
+        }
+        e.run_until_idle();
+        EXPECT_TRUE(s.is_quiescent());
+        std::vector<request_result> out;
+        for (request_id id : ids) {
+            out.push_back(done.at(id));
+        }
+        return out;
+    };
+    bool copies = false;
+    const std::vector<request_result> g = choices(greedy, true, copies);
+    EXPECT_EQ(copies, GetParam() != "eagle3") << "EAGLE-3 keeps its state inside llama.cpp";
+    for (size_t i = 0; i < 3; ++i) {
+        EXPECT_EQ(g[i].output.tokens, want) << "greedy, choice " << i;
+        EXPECT_EQ(g[i].n_prompt_cached, i > 0 && copies ? prompt.size() : 0) << "the prompt decoded once";
+    }
+    const std::vector<request_result> together = choices(sampled, true, copies);
+    const std::vector<request_result> apart = choices(sampled, false, copies);
+    for (size_t i = 0; i < 3; ++i) {
+        EXPECT_EQ(together[i].output.tokens, apart[i].output.tokens) << "sampled, choice " << i;
+        EXPECT_EQ(together[i].output.tokens.size(), 20u);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Choices, EngineChoices, ::testing::Values("mtp-qwen35", "mtp-glm4moe", "draft", "eagle3"),
+                         [](const auto & tc) { return test_name(tc.param); });
+
 // Moving a sequence, as the engine does to close a gap between its slots,
 // carries everything the sequence had: after session `a` moves its sequence
 // 2 into sequence 0 half-way, it drafts, accepts and emits exactly what

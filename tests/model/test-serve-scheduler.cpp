@@ -82,7 +82,7 @@ TEST(ServeScheduler, ShutdownCancelsARequestTakenFromTheInboxNotYetAdded) {
     running_scheduler r(f.ctx.get(), two_slots(), m);
     scheduler & sched = r.sched;
     const auto slow = request(greedy(200), std::vector<std::string>(100000, std::string(512, 'q')));
-    ASSERT_TRUE(sched.submit(slow));
+    ASSERT_TRUE(sched.submit({slow}));
     std::this_thread::sleep_for(20ms); // the engine thread took it and is copying its stop strings
     EXPECT_EQ(sched.shutdown(0ms), 1u);
     expect_all_cancelled({slow}, 0);
@@ -103,11 +103,11 @@ TEST(ServeScheduler, ShutdownCancelsEveryRequestHandedIn) {
         std::vector<std::shared_ptr<request_channel>> cs;
         for (int i = 0; i < n_requests; ++i) {
             cs.push_back(request(greedy(200)));
-            ASSERT_TRUE(sched.submit(cs.back()));
+            ASSERT_TRUE(sched.submit({cs.back()}));
         }
         std::this_thread::sleep_for(std::chrono::microseconds(round % 30 * 3));
         EXPECT_EQ(sched.shutdown(0ms), static_cast<size_t>(n_requests)) << "round " << round;
-        EXPECT_FALSE(sched.submit(request(greedy(1)))) << "shut down";
+        EXPECT_FALSE(sched.submit({request(greedy(1))})) << "shut down";
         expect_all_cancelled(cs, round);
         if (HasFailure()) {
             break;
@@ -124,7 +124,7 @@ TEST(ServeScheduler, TheNotificationTellsOfEveryChange) {
     cli::serve::metrics m;
     running_scheduler r(f.ctx.get(), two_slots(), m);
     const auto waited = request(greedy(32));
-    ASSERT_TRUE(r.sched.submit(waited));
+    ASSERT_TRUE(r.sched.submit({waited}));
     std::string want;
     while (!waited->wait_output(1s, want)) {
     }
@@ -139,7 +139,7 @@ TEST(ServeScheduler, TheNotificationTellsOfEveryChange) {
         ++n_notified;
         cv.notify_all();
     });
-    ASSERT_TRUE(r.sched.submit(c));
+    ASSERT_TRUE(r.sched.submit({c}));
     std::string text;
     size_t seen = 0;
     for (bool finished = false; !finished;) {
@@ -169,7 +169,7 @@ TEST(ServeScheduler, TheNotificationTellsOfEveryChange) {
         std::lock_guard<std::mutex> lock(mu);
         return n_notified;
     }();
-    ASSERT_TRUE(r.sched.submit(quiet));
+    ASSERT_TRUE(r.sched.submit({quiet}));
     std::string ignored;
     while (!quiet->wait_output(1s, ignored)) {
     }
@@ -193,7 +193,7 @@ TEST(ServeScheduler, APausedRequestWaitsForItsReaderAndOthersTakeItsSlot) {
         return c->result().output.tokens;
     };
     const auto solo = request(greedy(64));
-    ASSERT_TRUE(r.sched.submit(solo));
+    ASSERT_TRUE(r.sched.submit({solo}));
     const std::vector<llama_token> want = drain(solo);
     ASSERT_EQ(want.size(), 64u);
 
@@ -203,7 +203,7 @@ TEST(ServeScheduler, APausedRequestWaitsForItsReaderAndOthersTakeItsSlot) {
         if (before_admission) {
             r.sched.pause(held, true);
         }
-        ASSERT_TRUE(r.sched.submit(held));
+        ASSERT_TRUE(r.sched.submit({held}));
         std::string text;
         if (!before_admission) {
             ASSERT_FALSE(held->wait_output(10s, text)) << "a first token"; // admitted and decoding
@@ -213,7 +213,7 @@ TEST(ServeScheduler, APausedRequestWaitsForItsReaderAndOthersTakeItsSlot) {
         std::vector<std::shared_ptr<request_channel>> others;
         for (int i = 0; i < 3; ++i) {
             others.push_back(request(greedy(16)));
-            ASSERT_TRUE(r.sched.submit(others.back()));
+            ASSERT_TRUE(r.sched.submit({others.back()}));
         }
         for (const auto & o : others) {
             EXPECT_EQ(drain(o), std::vector<llama_token>(want.begin(), want.begin() + 16));
@@ -227,7 +227,7 @@ TEST(ServeScheduler, APausedRequestWaitsForItsReaderAndOthersTakeItsSlot) {
     }
     // Paused when the server stops: cancelled (the engine thread is woken for it).
     const auto last = request(greedy(200));
-    ASSERT_TRUE(r.sched.submit(last));
+    ASSERT_TRUE(r.sched.submit({last}));
     std::string text;
     ASSERT_FALSE(last->wait_output(10s, text));
     r.sched.pause(last, true);

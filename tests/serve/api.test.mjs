@@ -1,10 +1,10 @@
 // The OpenAI endpoints through the official client: completions and chat,
 // streaming and not, equal to plain decoding; aborting a stream cancels the
 // request; staggered concurrent streams each equal plain decoding; /metrics
-// moves; /v1/models and /health.
+// moves; /v1/models and /health; n choices and several prompts in one request.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { MODEL_ID, collect, metrics, reference, sleep, startServer, stopServer, waitForMetrics } from './server.mjs';
+import { MODEL_ID, assertError, collect, metrics, post, reference, sleep, startServer, stopServer, waitForMetrics } from './server.mjs';
 
 describe('serve api', { timeout: 240000 }, () => {
     let spec; // MTP with the exact drafter, 4 slots
@@ -304,5 +304,75 @@ describe('serve api', { timeout: 240000 }, () => {
         const n = await metrics(spec);
         assert.equal(n.get('llamacpp:tokens_predicted_total'), m.get('llamacpp:tokens_predicted_total') + 16);
         assert.ok(n.get('llamacpp:spec_decode_num_draft_tokens_total') > drafted);
+    });
+
+    test('n choices: greedy each equals plain decoding, the prompt counted once', async () => {
+        const req = { model: MODEL_ID, prompt: 'hello world', max_tokens: 24, temperature: 0 };
+        const want = await plainOf(req);
+        const one = await spec.client().completions.create(req);
+        const r = await spec.client().completions.create({ ...req, n: 3 });
+        assert.deepEqual(r.choices.map((c) => c.index), [0, 1, 2]);
+        for (const c of r.choices) assert.equal(c.text, want.text);
+        assert.deepEqual(r.specdec.map((s) => s.tokens), [want.tokens, want.tokens, want.tokens]);
+        assert.equal(r.usage.prompt_tokens, one.usage.prompt_tokens, 'the prompt is counted once');
+        assert.equal(r.usage.completion_tokens, 3 * 24);
+        const e = await post(spec, '/v1/completions', { ...req, n: 5 });
+        assertError(e, 400, 'invalid_value');
+        assert.equal(e.json.error.param, 'n');
+    });
+
+    test('n choices with a seed: choice i equals a request of its own with the seed + i', async () => {
+        const req = { prompt: 'abc', max_tokens: 20, temperature: 1.5, top_k: 50, seed: 41 };
+        const r = await spec.client().completions.create({ ...req, n: 3 });
+        for (let i = 0; i < 3; i++) {
+            const own = await spec.client().completions.create({ ...req, seed: 41 + i });
+            assert.equal(r.choices[i].text, own.choices[0].text, `choice ${i}`);
+        }
+        const again = await spec.client().completions.create({ ...req, n: 3 });
+        assert.deepEqual(again.choices.map((c) => c.text), r.choices.map((c) => c.text), 'reproducible');
+    });
+
+    test('n chat choices streamed: chunks carry their index, each choice equals plain decoding', async () => {
+        const chat = { messages: [{ role: 'user', content: 'count' }], max_tokens: 16, temperature: 0 };
+        const want = (await plain.client().chat.completions.create(chat)).choices[0].message.content;
+        const stream = await spec.client().chat.completions.create({ ...chat, n: 2, stream: true, stream_options: { include_usage: true } });
+        const text = ['', ''];
+        const finish = [null, null];
+        let usage = null;
+        for await (const chunk of stream) {
+            for (const c of chunk.choices) {
+                text[c.index] += c.delta?.content ?? '';
+                if (c.finish_reason) finish[c.index] = c.finish_reason;
+            }
+            if (chunk.usage) usage = chunk.usage;
+        }
+        assert.deepEqual(text, [want, want]);
+        assert.deepEqual(finish, ['length', 'length']);
+        assert.equal(usage.completion_tokens, 32);
+        const whole = await spec.client().chat.completions.create({ ...chat, n: 2 });
+        assert.deepEqual(whole.choices.map((c) => c.message.content), [want, want]);
+        assert.equal(whole.usage.prompt_tokens, usage.prompt_tokens);
+    });
+
+    test('several prompts: a choice per prompt times n, streamed or not', async () => {
+        const prompts = ['hello world', 'abc', [5, 6, 7]];
+        const base = { max_tokens: 12, temperature: 0 };
+        const want = [];
+        for (const p of prompts) want.push((await plainOf({ ...base, prompt: p })).text);
+        const r = await spec.client().completions.create({ ...base, prompt: prompts, n: 2 });
+        assert.equal(r.choices.length, 6);
+        r.choices.forEach((c, i) => {
+            assert.equal(c.index, i);
+            assert.equal(c.text, want[Math.floor(i / 2)], `choice ${i}`);
+        });
+        let promptTokens = 0;
+        for (const p of prompts) promptTokens += (await spec.client().completions.create({ ...base, prompt: p })).usage.prompt_tokens;
+        assert.equal(r.usage.prompt_tokens, promptTokens, 'each prompt counted once');
+        const stream = await spec.client().completions.create({ ...base, prompt: prompts, stream: true });
+        const text = ['', '', ''];
+        for await (const chunk of stream) {
+            for (const c of chunk.choices) text[c.index] += c.text;
+        }
+        assert.deepEqual(text, want);
     });
 });

@@ -1,13 +1,14 @@
 // llama-server's own endpoints and route names (issue 44): the routes
 // without /v1, GET /v1/models/{id} for any name, POST /tokenize,
-// /detokenize and /apply-template, GET /props; through the official client
+// /detokenize and /apply-template, GET /props and /slots, POST /infill, POST /completion (the native
+// completion, equal to /v1/completions' text and tokens); through the official client
 // where it reaches them (a baseURL without /v1), else fetch.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { MODEL_ID, assertError, post, startServer, stopServer } from './server.mjs';
+import { MODEL_ID, assertError, post, sseEvents, startServer, stopServer } from './server.mjs';
 
 const TEMPLATE = '{% for m in messages %}[{{ m.role }}] {{ m.content }} {% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}'; // run.sh's
 
@@ -86,7 +87,7 @@ describe('llama-server endpoints', { timeout: 120000 }, () => {
         assert.equal(mixed.json.usage.prompt_tokens, ids.length + xIds.length);
         const echo = await post(s, '/v1/completions', { ...req, prompt: ids, echo: true });
         assert.ok(echo.json.choices[0].text.startsWith(`${(await post(s, '/detokenize', { tokens: ids })).json.content}`), echo.text);
-        for (const [prompt, code] of [[[99999999], 'invalid_value'], [[1, 2.5], 'invalid_type'], [['a', 'b'], 'unsupported_parameter'], [[[1], [2]], 'unsupported_parameter']]) {
+        for (const [prompt, code] of [[[99999999], 'invalid_value'], [[1, 2.5], 'invalid_type'], [['a', ['b']], 'invalid_type'], [[], 'invalid_type']]) {
             const r = await post(s, '/v1/completions', { ...req, prompt });
             assertError(r, 400, code);
             assert.equal(r.json.error.param, 'prompt', r.text);
@@ -133,6 +134,160 @@ describe('llama-server endpoints', { timeout: 120000 }, () => {
         assert.equal(typeof p.bos_token, 'string');
         assert.deepEqual(p.modalities, { vision: false, audio: false });
         assert.deepEqual(await (await fetch(`${s.url}/v1/props`)).json(), p);
+    });
+
+    test('POST /completion: llama-server\'s native answer, the tokens of /v1/completions', async () => {
+        const base = { prompt: 'hello world', temperature: 0 };
+        const oai = (await post(s, '/v1/completions', { ...base, max_tokens: 16 })).json;
+        const want = oai.choices[0].text;
+        const r = await post(s, '/completion', { ...base, n_predict: 16, return_tokens: true, cache_prompt: true, id_slot: -1 });
+        assert.equal(r.status, 200, r.text);
+        assert.equal(r.json.content, want);
+        assert.deepEqual(r.json.tokens, oai.specdec.tokens);
+        assert.equal(r.json.stop, true);
+        assert.equal(r.json.stop_type, 'limit');
+        assert.equal(r.json.stopping_word, '');
+        assert.equal(r.json.tokens_predicted, 16);
+        assert.equal(r.json.tokens_evaluated, oai.usage.prompt_tokens);
+        assert.equal(r.json.prompt, 'hello world');
+        assert.equal(r.json.model, MODEL_ID);
+        assert.equal(r.json.generation_settings.n_predict, 16);
+        assert.equal(r.json.generation_settings.temperature, 0);
+        assert.equal(r.json.timings.predicted_n, 16);
+        assert.equal(r.json.timings.prompt_n + r.json.timings.cache_n, oai.usage.prompt_tokens);
+        assert.ok(r.json.timings.draft_n > 0, JSON.stringify(r.json.timings));
+        assert.deepEqual((await post(s, '/completion', { ...base, n_predict: 16 })).json.tokens, [], 'tokens only with return_tokens');
+        // max_tokens is read too; a prompt of token ids gives the same tokens.
+        const ids = (await post(s, '/tokenize', { content: 'hello world', add_special: true })).json.tokens;
+        const t = await post(s, '/completion', { prompt: ids, max_tokens: 16, temperature: 0, return_tokens: true });
+        assert.deepEqual(t.json.tokens, oai.specdec.tokens);
+
+        // Streamed: content events, then the last one (content "", stop true); no [DONE].
+        const st = await post(s, '/completion', { ...base, n_predict: 16, stream: true, return_tokens: true });
+        assert.equal(st.status, 200, st.text);
+        const { events, done } = sseEvents(st.text);
+        assert.equal(done, false, 'a native stream has no [DONE]');
+        const last = events.at(-1);
+        assert.equal(last.stop, true);
+        assert.equal(last.content, '');
+        assert.equal(last.stop_type, 'limit');
+        assert.equal(last.tokens_predicted, 16);
+        const parts = events.slice(0, -1);
+        assert.ok(parts.length >= 1 && parts.every((e) => e.stop === false));
+        assert.equal(parts.map((e) => e.content).join(''), want);
+        assert.deepEqual(parts.flatMap((e) => e.tokens), oai.specdec.tokens);
+        assert.equal(parts.at(-1).tokens_predicted, 16);
+
+        // A stop string: the text before it, and which one it was.
+        const word = want.slice(5, 7);
+        const w = await post(s, '/completion', { ...base, n_predict: 16, stop: ['zzzz', word] });
+        assert.equal(w.json.stop_type, 'word', w.text);
+        assert.equal(w.json.stopping_word, word);
+        assert.equal(w.json.content, want.slice(0, want.indexOf(word)));
+
+        // n_probs: pre-sampling log-probabilities of each token and its alternatives.
+        const p = await post(s, '/completion', { ...base, n_predict: 4, n_probs: 2, return_tokens: true });
+        const probs = p.json.completion_probabilities;
+        assert.equal(probs.length, 4);
+        probs.forEach((x, i) => {
+            assert.equal(x.id, p.json.tokens[i]);
+            assert.equal(x.top_logprobs.length, 2);
+            assert.equal(x.top_logprobs[0].id, x.id, 'greedy: the likeliest');
+            assert.ok(x.logprob <= 0);
+        });
+    });
+
+    test('POST /completion refuses what it cannot honour, naming the field', async () => {
+        const cases = [
+            [{ prompt: 'a', post_sampling_probs: true }, 'post_sampling_probs', 'unsupported_parameter'],
+            [{ prompt: 'a', samplers: ['top_k'] }, 'samplers', 'unsupported_parameter'],
+            [{ prompt: 'a', t_max_predict_ms: 10 }, 't_max_predict_ms', 'unsupported_parameter'],
+            [{ prompt: ['a', 'b'] }, 'prompt', 'unsupported_parameter'],
+            [{ prompt: 'a', n_predict: 'x' }, 'n_predict', undefined],
+            [{ prompt: 'a', id_slot: 3 }, 'id_slot', undefined], // 3 slots: 0..2
+            [{ prompt: 'a', n_probs: -1 }, 'n_probs', undefined],
+            [{ prompt: 'a', mirostat: 2 }, 'mirostat', 'unsupported_parameter'],
+            [{ prompt: 'a', ignore_eos: 'yes' }, 'ignore_eos', undefined],
+            [`{"prompt": "a", "n_probs": ${'['.repeat(100000)}`, 'n_probs', 'json_too_deep'],
+        ];
+        for (const [body, param, code] of cases) {
+            const r = await post(s, '/completion', body);
+            assertError(r, 400, code);
+            assert.equal(r.json.error.param, param, r.text);
+        }
+    });
+
+    test('GET /slots: each slot\'s request as the engine tells; slot actions 501; --no-slots 501', async () => {
+        await post(s, '/completion', { prompt: 'hello', n_predict: 7, temperature: 0, seed: 9 });
+        const slots = await (await fetch(`${s.url}/slots`)).json();
+        assert.deepEqual(slots.map((x) => x.id), [0, 1, 2]);
+        assert.ok(slots.every((x) => x.n_ctx === 1024 && x.speculative === true && x.is_processing === false));
+        const used = slots.filter((x) => x.id_task !== undefined);
+        assert.ok(used.length >= 1);
+        const last = used.reduce((a, b) => (b.id_task > a.id_task ? b : a));
+        assert.equal(last.next_token[0].n_decoded, 7);
+        assert.equal(last.next_token[0].has_next_token, false);
+        assert.equal(last.params.n_predict, 7);
+        assert.equal(last.params.seed, 9);
+        // A request generating is seen in its slot.
+        const ctl = new AbortController();
+        const long = fetch(`${s.url}/completion`, {
+            method: 'POST', signal: ctl.signal, headers: { 'Content-Type': 'application/json' },
+            body: JSON.stringify({ prompt: 'abc', n_predict: 900, ignore_eos: true, stream: true }),
+        });
+        const res = await long;
+        const reader = res.body.getReader();
+        await reader.read();
+        let busy = [];
+        for (let i = 0; i < 50 && busy.length === 0; i++) {
+            busy = (await (await fetch(`${s.url}/slots`)).json()).filter((x) => x.is_processing);
+        }
+        assert.equal(busy.length, 1);
+        assert.ok(busy[0].next_token[0].n_decoded > 0);
+        assert.equal(busy[0].next_token[0].n_remain, 900 - busy[0].next_token[0].n_decoded);
+        ctl.abort();
+        await reader.cancel().catch(() => {});
+        const erase = await post(s, '/slots/0?action=erase', {});
+        assertError(erase, 501, 'not_supported');
+        const off = await startServer(['-np', '1', '-c', '256', '--no-slots']);
+        try {
+            const r = await fetch(`${off.url}/slots`);
+            const text = await r.text();
+            assertError({ status: r.status, text, json: JSON.parse(text) }, 501, 'not_supported');
+        } finally {
+            assert.deepEqual(await stopServer(off), { code: 0, signal: null }, off.log);
+        }
+    });
+
+    test('POST /infill: llama-server\'s fill-in-the-middle prompt, decoded as /completion decodes its tokens', async () => {
+        const none = await post(s, '/infill', { input_prefix: 'ab', input_suffix: 'c' });
+        assertError(none, 400, 'not_supported'); // the exact fixture has no FIM tokens
+        const fim = await startServer(['-np', '2', '-c', '512'], { model: process.env.SPECDEC_FIM_MODEL });
+        try {
+            const tok = async (content, add_special = false) => (await post(fim, '/tokenize', { content, add_special, parse_special: false })).json.tokens;
+            const bos = await tok('', true); // [BOS] where the vocabulary adds one
+            const body = { input_prefix: 'hello wor', input_suffix: 'abc', prompt: 'ld', n_predict: 12, temperature: 0, return_tokens: true };
+            const want = [...bos, 3, ...(await tok('hello wor')), ...(await tok('ld')), 4, ...(await tok('abc')), 5];
+            const r = await post(fim, '/infill', body);
+            assert.equal(r.status, 200, r.text);
+            assert.equal(r.json.tokens_evaluated, want.length);
+            const c = await post(fim, '/completion', { prompt: want, n_predict: 12, temperature: 0, return_tokens: true });
+            assert.deepEqual(r.json.tokens, c.json.tokens);
+            assert.equal(r.json.content, c.json.content);
+            assert.equal(r.json.tokens_predicted, 12);
+            const st = sseEvents((await post(fim, '/infill', { ...body, stream: true })).text).events;
+            assert.equal(st.slice(0, -1).map((e) => e.content).join(''), c.json.content);
+            for (const [b, param] of [[{ input_suffix: 'a' }, 'input_prefix'], [{ input_prefix: 'a' }, 'input_suffix'],
+                [{ input_prefix: 'a', input_suffix: 'b', input_extra: 'x' }, 'input_extra'],
+                [{ input_prefix: 'a', input_suffix: 'b', input_extra: [{ filename: 'f' }] }, 'input_extra'],
+                [{ input_prefix: 5, input_suffix: 'b' }, 'input_prefix']]) {
+                const e = await post(fim, '/infill', b);
+                assertError(e, 400);
+                assert.equal(e.json.error.param, param, e.text);
+            }
+        } finally {
+            assert.deepEqual(await stopServer(fim), { code: 0, signal: null }, fim.log);
+        }
     });
 
     test('bad input: 400 naming the field, never a crash', async () => {

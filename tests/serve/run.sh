@@ -60,6 +60,14 @@ if [[ " ${tests[*]} " == *" near-ties "* ]]; then
     export SPECDEC_NEAR_TIE_MODEL="$work/near-tie.gguf"
 fi
 
+# The exact fixture with fill-in-the-middle tokens (three of its ordinary
+# ones named FIM prefix, suffix and middle), for /infill.
+if [[ " ${tests[*]} " == *" native "* ]]; then
+    "$fixture" glm4moe-mtp "$work/fim.gguf" --set tokenizer.ggml.fim_pre_token_id=u32:3 \
+        --set tokenizer.ggml.fim_suf_token_id=u32:4 --set tokenizer.ggml.fim_mid_token_id=u32:5 >/dev/null
+    export SPECDEC_FIM_MODEL="$work/fim.gguf"
+fi
+
 # The exact fixture with a chat template in a tool-call format llama.cpp
 # recognises (tools-template.jinja), after which the target calls a tool.
 if [[ " ${tests[*]} " == *" tools "* || " ${tests[*]} " == *" anthropic "* || " ${tests[*]} " == *" responses "* ]]; then

@@ -91,6 +91,14 @@ public:
         kv[from].clear();
         moves.emplace_back(from, to);
     }
+    bool copies_sequences() const override { return copyable; }
+    void copy(llama_seq_id from, llama_seq_id to) override {
+        EXPECT_TRUE(copyable);
+        EXPECT_FALSE(pending.count(from));
+        EXPECT_TRUE(kv[to].empty()) << "a sequence is copied only into an empty one";
+        kv[to] = kv[from];
+        copies.emplace_back(from, to);
+    }
 
     void decode(const llama_batch & b) override {
         if (fail_at_decode == n_decodes) {
@@ -198,6 +206,8 @@ public:
     bool                                             unified = false;   // one cache of n_ctx cells for all sequences
     bool                                             movable = true;    // the drafter lets sequences move (with !unified)
     std::vector<std::pair<llama_seq_id, llama_seq_id>> moves;           // every move(from, to)
+    bool                                             copyable = true;   // the drafter lets sequences be copied
+    std::vector<std::pair<llama_seq_id, llama_seq_id>> copies;          // every copy(from, to)
     std::vector<std::pair<int32_t, int32_t>>         batches;           // per decode: tokens, rows with logits
     std::vector<std::vector<llama_seq_id>>           batch_seqs;        // per decode: its sequences, in row order
 

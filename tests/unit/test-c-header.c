@@ -41,6 +41,9 @@ int main(void) {
     CHECK(!specdec_session_reads_target_features(NULL));
     CHECK(!specdec_session_can_move_sequences(NULL));
     CHECK(specdec_session_move_sequence(NULL, 0, 1) == SPECDEC_STATUS_INVALID_ARGUMENT);
+    CHECK(specdec_session_copy_sequence(NULL, 0, 1) == SPECDEC_STATUS_INVALID_ARGUMENT);
+    specdec_request_id first = 0;
+    CHECK(specdec_engine_add_n(NULL, NULL, 0, NULL, 2, &first) == SPECDEC_STATUS_INVALID_ARGUMENT);
     CHECK(specdec_session_n_nextn_heads(NULL) == -1);
     CHECK(specdec_session_get_stats(NULL).n_process == 0);
     CHECK(specdec_generation_n_sequences(NULL) == 0);

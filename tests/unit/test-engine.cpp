@@ -683,6 +683,81 @@ TEST(Engine, AFailedStepFailsTheRunningRequestsAndTheEngineGoesOn) {
     EXPECT_EQ(log.finished.at(d).output.tokens, solo({1, 2, 3}, greedy(40), 3).tokens);
 }
 
+// add_n: n requests of one prompt, the prompt decoded once (in the first
+// one's slot, copied into the others), each with seed + i, each equal to
+// its prompt alone with that seed; and each decoding its own prompt where
+// the drafter cannot copy.
+TEST(Engine, RequestsOfOnePromptShareItsDecodeAndGetTheirSoloTokens) {
+    for (const bool copyable : {true, false}) {
+        for (const bool sampling : {false, true}) {
+            SCOPED_TRACE(testing::Message() << "copyable " << copyable << " sampling " << sampling);
+            fake_backend spec(4, chained_drafter(3));
+            spec.copyable = copyable;
+            if (sampling) {
+                spec.logits_for = spread;
+            }
+            event_log log;
+            engine_core engine(spec, slots(4, 2), log.callback());
+            const std::vector<llama_token> prompt = {1, 2, 3, 4, 5};
+            const request_params p = sampling ? sampled(20, 40) : greedy(20);
+            const request_id first = engine.add_n(prompt, p, 3);
+            while (engine.has_work()) {
+                engine.step();
+            }
+            size_t decoded = 0; // prompt tokens decoded, over the three
+            for (uint32_t i = 0; i < 3; ++i) {
+                request_params pi = p;
+                pi.seed = p.seed + i;
+                const request_result & r = log.finished.at(first + i);
+                EXPECT_EQ(r.output.tokens, solo(prompt, pi, 4, sampling ? spread : std::function<void(llama_token, float *)>{}).tokens)
+                    << "choice " << i;
+                decoded += prompt.size() - r.n_prompt_cached;
+            }
+            EXPECT_EQ(decoded, copyable ? prompt.size() : 3 * prompt.size());
+            EXPECT_EQ(spec.copies.size(), copyable ? 2u : 0u);
+            if (sampling) {
+                EXPECT_NE(log.finished.at(first).output.tokens, log.finished.at(first + 1).output.tokens);
+            }
+        }
+    }
+}
+
+TEST(Engine, RequestsOfOnePromptWaitForAsManySlotsAndOutliveTheirLeader) {
+    fake_backend spec(4, chained_drafter(3));
+    event_log log;
+    engine_core engine(spec, slots(3), log.callback());
+    request_params endless = greedy(100000);
+    endless.ignore_eog = true;
+    const request_id a = engine.add({{9}}, endless);
+    engine.step(); // a holds a slot: two are free, three are needed
+    const request_id first = engine.add_n({{1, 2, 3}}, greedy(8), 3);
+    engine.step();
+    engine.step();
+    EXPECT_EQ(log.n_tokens[first] + log.n_tokens[first + 1] + log.n_tokens[first + 2], 0) << "admitted together or not at all";
+    engine.cancel(first); // the first leaves while waiting: the second reads the prompt, the third copies it
+    engine.step();
+    EXPECT_GT(log.n_tokens[first + 1], 0);
+    EXPECT_GT(log.n_tokens[first + 2], 0);
+    engine.cancel(a);
+    while (engine.has_work()) {
+        engine.step();
+    }
+    EXPECT_EQ(log.finished.at(a).output.stop, SPECDEC_STOP_CANCELLED);
+    EXPECT_EQ(log.finished.at(first).output.stop, SPECDEC_STOP_CANCELLED);
+    EXPECT_EQ(log.finished.at(first + 1).n_prompt_cached, 0u);
+    EXPECT_EQ(log.finished.at(first + 2).n_prompt_cached, 3u);
+    for (request_id id : {first + 1, first + 2}) {
+        EXPECT_EQ(log.finished.at(id).output.tokens, solo({1, 2, 3}, greedy(8)).tokens);
+    }
+    try {
+        engine.add_n({{1}}, greedy(1), 4);
+        ADD_FAILURE() << "n above the slots is refused";
+    } catch (const error & e) {
+        EXPECT_EQ(e.code(), SPECDEC_STATUS_INVALID_ARGUMENT);
+        EXPECT_NE(std::string(e.what()).find("n is 4"), std::string::npos) << e.what();
+    }
+}
+
 TEST(Engine, BadEngineParametersAreTypedErrors) {
     fake_backend spec(4, chained_drafter(), 2, 4096, 64);
     auto status = [&](const engine_params & p) {

@@ -24,6 +24,7 @@ request_limits limits() {
     request_limits l;
     l.model_id = "tiny";
     l.n_ctx = 256;
+    l.n_slots = 4;
     l.max_stop = 4;
     return l;
 }
@@ -60,7 +61,9 @@ api_failure failure_of(endpoint kind, const std::string & body, const request_li
 
 TEST(ServeParse, CompletionDefaultsAreOpenAIs) {
     const parsed_request r = completion(R"({"prompt": "abc"})");
-    EXPECT_EQ(r.prompt, "abc");
+    ASSERT_EQ(r.prompts.size(), 1u);
+    EXPECT_EQ(r.prompts[0].text, "abc");
+    EXPECT_EQ(r.n, 1u);
     EXPECT_FALSE(r.stream);
     EXPECT_EQ(r.max_tokens, -1);
     EXPECT_FLOAT_EQ(r.temperature, 1.0f);
@@ -77,7 +80,8 @@ TEST(ServeParse, EveryFieldIsRead) {
     const parsed_request r = completion(R"({"prompt": ["abc"], "model": "tiny", "stream": true, "max_tokens": 9,
         "temperature": 0, "top_p": 0.5, "top_k": 40, "min_p": 0.1, "seed": 4294967295, "stop": ["x", "yz"],
         "unknown_field": {"ignored": true}, "n": 1})");
-    EXPECT_EQ(r.prompt, "abc");
+    ASSERT_EQ(r.prompts.size(), 1u);
+    EXPECT_EQ(r.prompts[0].text, "abc");
     EXPECT_TRUE(r.stream);
     EXPECT_EQ(r.max_tokens, 9);
     EXPECT_FLOAT_EQ(r.temperature, 0.0f);
@@ -119,13 +123,70 @@ TEST(ServeParse, ChatMessages) {
                             limits()).max_tokens, 5);
 }
 
+TEST(ServeParse, SeveralPromptsAndChoices) {
+    const parsed_request texts = completion(R"({"prompt": ["ab", "c"], "n": 3})");
+    ASSERT_EQ(texts.prompts.size(), 2u);
+    EXPECT_EQ(texts.prompts[0].text, "ab");
+    EXPECT_EQ(texts.prompts[1].text, "c");
+    EXPECT_TRUE(texts.prompts[1].parts.empty());
+    EXPECT_EQ(texts.n, 3u);
+    const parsed_request tokens = completion(R"({"prompt": [[1, 2], [3, "x", 4]]})");
+    ASSERT_EQ(tokens.prompts.size(), 2u);
+    ASSERT_EQ(tokens.prompts[1].parts.size(), 3u);
+    EXPECT_EQ(tokens.prompts[1].parts[0].token, 3);
+    EXPECT_EQ(tokens.prompts[1].parts[1].text, "x");
+    EXPECT_EQ(tokens.prompts[1].text, "x");
+    const parsed_request mixed = completion(R"({"prompt": [12, "x", 34]})");
+    ASSERT_EQ(mixed.prompts.size(), 1u) << "ids and text in one list: one prompt";
+    EXPECT_EQ(mixed.prompts[0].parts.size(), 3u);
+    request_limits few = limits();
+    few.max_prompts = 2;
+    EXPECT_THROW(parse_request(endpoint::completions, R"({"prompt": ["a", "b", "c"]})", few), api_error);
+    EXPECT_EQ(parse_request(endpoint::chat, R"({"messages": [{"role": "user", "content": "a"}], "n": 4})", limits()).n, 4u);
+}
+
+TEST(ServeResponse, SeveralChoicesCountEachPromptOnce) {
+    specdec::request_result a, b;
+    a.output.tokens = {1, 2, 3};
+    a.output.text = "abc";
+    a.output.stop = SPECDEC_STOP_BUDGET;
+    a.n_prompt_cached = 0;
+    b.output.tokens = {4, 5};
+    b.output.text = "de";
+    b.output.stop = SPECDEC_STOP_EOG;
+    b.n_prompt_cached = 7; // the prompt's cells copied from a's
+    response_info info;
+    info.id = "cmpl-1";
+    info.model = "tiny";
+    std::vector<response_info> infos = {info, info};
+    infos[1].index = 1;
+    const json j = response_body(infos, {{&a, 7}, {&b, 7}}, 2);
+    ASSERT_EQ(j["choices"].size(), 2u);
+    EXPECT_EQ(j["choices"][0]["index"], 0);
+    EXPECT_EQ(j["choices"][1]["index"], 1);
+    EXPECT_EQ(j["choices"][0]["text"], "abc");
+    EXPECT_EQ(j["choices"][1]["text"], "de");
+    EXPECT_EQ(j["choices"][1]["finish_reason"], "stop");
+    EXPECT_EQ(j["usage"]["prompt_tokens"], 7) << "one prompt, n = 2";
+    EXPECT_EQ(j["usage"]["completion_tokens"], 5);
+    EXPECT_EQ(j["usage"]["total_tokens"], 12);
+    EXPECT_EQ(j["specdec"].size(), 2u);
+    EXPECT_EQ(usage_body({{&a, 7}, {&b, 4}}, 1)["prompt_tokens"], 11) << "two prompts, n = 1";
+    EXPECT_EQ(chunk_body(infos[1], "x", false)["choices"][0]["index"], 1);
+    EXPECT_EQ(final_chunk_body(infos[1], {&b, 7})["choices"][0]["index"], 1);
+}
+
 TEST(ServeParse, BadRequestsAre400WithTheField) {
     const std::vector<std::pair<std::string, std::string>> cases = {
         {R"({"prompt": "a")", ""},                              // malformed JSON
         {R"([1, 2])", ""},                                      // not an object
         {R"({})", "prompt"},                                    // missing
         {R"({"prompt": 5})", "prompt"},
-        {R"({"prompt": ["a", "b"]})", "prompt"},                // several prompts
+        {R"({"prompt": []})", "prompt"},
+        {R"({"prompt": ["a", 5.5]})", "prompt"},
+        {R"({"prompt": ["a", ["b"]]})", "prompt"},               // a list of texts in a list of prompts
+        {R"({"prompt": "a", "n": 0})", "n"},
+        {R"({"prompt": "a", "n": 5})", "n"},                      // above the slots (4 here)
         {R"({"prompt": "a", "model": 3})", "model"},
         {R"({"prompt": "a", "stream": "yes"})", "stream"},
         {R"({"prompt": "a", "max_tokens": -1})", "max_tokens"},
@@ -144,7 +205,6 @@ TEST(ServeParse, BadRequestsAre400WithTheField) {
         {R"({"prompt": "a", "stop": [""]})", "stop"},
         {R"({"prompt": "a", "stop": [1]})", "stop"},
         {R"({"prompt": "a", "stop": ["a", "b", "c", "d", "e"]})", "stop"},
-        {R"({"prompt": "a", "n": 2})", "n"},
         {R"({"prompt": "a", "stop": {"x": 1}})", "stop"},
     };
     for (const auto & [body, param] : cases) {
@@ -202,7 +262,6 @@ TEST(ServeParse, UnimplementedFieldsThatChangeTheResultAre400) {
         {R"("functions": [{"name": "f"}])", "functions"},
         {R"("function_call": {"name": "f"})", "function_call"},
         {R"("best_of": 2)", "best_of"},
-        {R"("n": 2)", "n"},
         {R"("mirostat": 2)", "mirostat"},
         {R"("typical_p": 0.9)", "typical_p"},
         {R"("tfs_z": 0.5)", "tfs_z"},
@@ -435,7 +494,7 @@ TEST(ServeFormat, ChatResponseAndChunks) {
     with_usage.include_usage = true;
     EXPECT_TRUE(chunk_body(with_usage, "yz", false)["usage"].is_null());
     EXPECT_TRUE(final_chunk_body(with_usage, {&r, 2})["usage"].is_null());
-    const json usage = usage_chunk_body(with_usage, {&r, 2});
+    const json usage = usage_chunk_body(with_usage, {{&r, 2}}, 1);
     EXPECT_EQ(usage["choices"], json::array());
     EXPECT_EQ(usage["usage"]["total_tokens"], 6);
     EXPECT_EQ(usage["object"], "chat.completion.chunk");

@@ -110,6 +110,7 @@ void add_serve_command(CLI::App & app, serve_options & o) {
     cmd->add_flag("!--no-prompt-reuse", o.reuse_prompts,
                   "decode every prompt whole (default: a request reuses the longest prefix of its prompt that a free "
                   "slot holds from earlier requests, as llama-server's prompt cache)");
+    cmd->add_flag("--slots,!--no-slots", o.slots_endpoint, "GET /slots: what each slot is doing (default: on, as llama-server)");
     cmd->add_option("--reasoning-format", o.reasoning_format,
                     "thinking models: none leaves the reasoning in content; auto and deepseek return it as reasoning_content "
                     "(also in stream deltas); deepseek-legacy as reasoning_content, and in content while streaming. A request "
@@ -223,8 +224,10 @@ int run_serve(const serve_options & o) {
     svc.strict_model = o.strict_model;
     svc.model_path = o.decoder.model;
     svc.n_slots = o.n_parallel;
+    svc.slots_endpoint = o.slots_endpoint;
     svc.strategy = d.strategy_name();
     svc.n_ctx = static_cast<int32_t>(o.decoder.n_ctx);
+    svc.n_batch = static_cast<int32_t>(llama_n_batch(d.target.get()));
     svc.max_prompt_bytes = max_prompt_bytes(d.target_model.get(), o.decoder.n_ctx);
     svc.n_draft = d.n_draft;
     svc.accept = accept_mode_of(o.accept);

@@ -365,6 +365,7 @@ SPECDEC_FUNCTIONS = {
     "specdec_session_state_set": (_status, [_P, llama_seq_id, POINTER(c_uint8), c_size_t]),
     "specdec_session_remove_range": (_status, [_P, c_enum, llama_seq_id, llama_pos, llama_pos]),
     "specdec_session_move_sequence": (_status, [_P, llama_seq_id, llama_seq_id]),
+    "specdec_session_copy_sequence": (_status, [_P, llama_seq_id, llama_seq_id]),
     "specdec_session_can_move_sequences": (c_bool, [_P]),
     "specdec_session_context_state_get": (
         _status,
@@ -408,6 +409,10 @@ SPECDEC_FUNCTIONS = {
     "specdec_engine_add": (
         _status,
         [_P, POINTER(llama_token), c_size_t, POINTER(specdec_generate_params), POINTER(specdec_request_id)],
+    ),
+    "specdec_engine_add_n": (
+        _status,
+        [_P, POINTER(llama_token), c_size_t, POINTER(specdec_generate_params), c_uint32, POINTER(specdec_request_id)],
     ),
     "specdec_engine_cancel": (_status, [_P, specdec_request_id]),
     "specdec_engine_pause": (_status, [_P, specdec_request_id, c_bool]),

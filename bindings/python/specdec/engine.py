@@ -117,6 +117,18 @@ class Engine(_Handle):
         del keep
         return rid.value
 
+    def add_n(self, prompt: Sequence[int], n: int, params: Optional[GenerateParams] = None, **kwargs) -> List[int]:
+        """Queues n requests of one prompt, decoded once, request i seeded
+        seed + i (specdec_engine_add_n); returns their ids."""
+        self._check_thread()
+        gp = GenerateParams.of(params, **kwargs)
+        c_params, keep = gp.to_c()
+        arr = _token_array(prompt)
+        first = _native.specdec_request_id()
+        check(lib.specdec_engine_add_n(self.handle, arr, len(prompt), ctypes.byref(c_params), n, ctypes.byref(first)))
+        del keep
+        return [first.value + i for i in range(n)]
+
     def cancel(self, request_id: int) -> None:
         """Asks a request to stop (any thread); it finishes with StopReason.CANCELLED
         at the start of the next step. Unknown ids raise UnknownRequestError."""

@@ -221,6 +221,10 @@ class Session(_Handle):
     def move_sequence(self, src: int, dst: int) -> None:
         check(lib.specdec_session_move_sequence(self.handle, src, dst))
 
+    def copy_sequence(self, src: int, dst: int) -> None:
+        """Copies sequence src into the empty dst, src unchanged (specdec_session_copy_sequence)."""
+        check(lib.specdec_session_copy_sequence(self.handle, src, dst))
+
     @property
     def n_nextn_heads(self) -> int:
         return lib.specdec_session_n_nextn_heads(self.handle)

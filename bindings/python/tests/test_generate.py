@@ -143,6 +143,18 @@ def test_engine_requests_equal_plain_decoding(opened, case):
     assert all(last_token[e.id] < n for n, e in enumerate(events) if isinstance(e, specdec.FinishedEvent))
 
 
+def test_engine_n_requests_of_one_prompt_decode_it_once(opened):
+    o = opened("mtp-qwen35", n_seq=3)
+    ref = o.plain(n_seq=1, n_predict=N_PREDICT)
+    prompt = o.prompts[0]
+    with specdec.Engine(o.session) as engine:
+        ids = engine.add_n(prompt, 3, n_predict=N_PREDICT)
+        finished = {e.id: e for e in engine.run_until_idle() if isinstance(e, specdec.FinishedEvent)}
+    assert sorted(finished) == ids
+    assert [finished[i].tokens for i in ids] == [ref[0].tokens] * 3
+    assert [finished[i].n_prompt_cached for i in ids] == [0, len(prompt), len(prompt)]  # copied from the first
+
+
 def test_engine_reuses_prompts_and_reports_cached_tokens(opened):
     o = opened("eagle3")
     prompt = list(range(10, 40))

@@ -176,6 +176,17 @@ impl<'s> Engine<'s> {
         Ok(id)
     }
 
+    /// Queues `n` requests of one prompt, decoded once, request i seeded
+    /// `params.seed + i` (see `specdec_engine_add_n`); returns the first id,
+    /// the others follow it.
+    pub fn add_n(&mut self, prompt: &[LlamaToken], params: &GenerateParams, n: u32) -> Result<u64> {
+        let (p, _strings, _ptrs) = params.to_c()?;
+        let mut id = 0u64;
+        // SAFETY: the prompt and params outlive the call (the engine copies them).
+        check(unsafe { sys::specdec_engine_add_n(self.raw, prompt.as_ptr().cast(), prompt.len(), &p, n, &mut id) })?;
+        Ok(id)
+    }
+
     /// Asks a request to stop (also [`Canceller::cancel`] from other threads).
     pub fn cancel(&self, id: u64) -> Result<()> {
         // SAFETY: alive.

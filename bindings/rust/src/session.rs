@@ -427,6 +427,11 @@ impl Core {
         check_with(unsafe { sys::specdec_session_move_sequence(self.ptr(), from, to) }, self.seq(from))
     }
 
+    pub(crate) fn copy_sequence(&mut self, from: i32, to: i32) -> Result<()> {
+        // SAFETY: scalars.
+        check_with(unsafe { sys::specdec_session_copy_sequence(self.ptr(), from, to) }, self.seq(from))
+    }
+
     pub(crate) fn can_move_sequences(&self) -> bool {
         // SAFETY: alive.
         unsafe { sys::specdec_session_can_move_sequences(self.ptr()) }
@@ -674,6 +679,11 @@ macro_rules! session_methods {
         /// Moves sequence `from` into `to` (target and draft cells, history, drafter state).
         pub fn move_sequence(&mut self, from: i32, to: i32) -> $crate::Result<()> {
             self.core.move_sequence(from, to)
+        }
+
+        /// Copies sequence `from` into the empty `to`, `from` unchanged (see `specdec_session_copy_sequence`).
+        pub fn copy_sequence(&mut self, from: i32, to: i32) -> $crate::Result<()> {
+            self.core.copy_sequence(from, to)
         }
 
         /// Whether [`move_sequence`](Self::move_sequence) works with this drafter.

@@ -566,6 +566,7 @@ extern "C" {
         p1: llama_pos,
     ) -> specdec_status;
     pub fn specdec_session_move_sequence(session: *mut specdec_session, from: llama_seq_id, to: llama_seq_id) -> specdec_status;
+    pub fn specdec_session_copy_sequence(session: *mut specdec_session, from: llama_seq_id, to: llama_seq_id) -> specdec_status;
     pub fn specdec_session_can_move_sequences(session: *const specdec_session) -> bool;
     pub fn specdec_session_context_state_get(
         session: *mut specdec_session,
@@ -634,6 +635,14 @@ extern "C" {
         n_prompt: usize,
         params: *const specdec_generate_params,
         id: *mut specdec_request_id,
+    ) -> specdec_status;
+    pub fn specdec_engine_add_n(
+        engine: *mut specdec_engine,
+        prompt: *const llama_token,
+        n_prompt: usize,
+        params: *const specdec_generate_params,
+        n: u32,
+        first_id: *mut specdec_request_id,
     ) -> specdec_status;
     pub fn specdec_engine_cancel(engine: *mut specdec_engine, id: specdec_request_id) -> specdec_status;
     pub fn specdec_engine_pause(engine: *mut specdec_engine, id: specdec_request_id, paused: bool) -> specdec_status;

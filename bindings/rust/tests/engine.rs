@@ -147,3 +147,24 @@ fn plain_engine_and_mtp_engine() {
     assert_eq!(done[0].1.logprobs.as_ref().unwrap().len(), 16);
     assert!(events.iter().any(|e| matches!(e, Event::Token { logprob: Some(_), .. })));
 }
+
+#[test]
+fn engine_n_requests_of_one_prompt_equal_plain_decoding() {
+    let backend = LlamaBackend::init();
+    let target_model = LlamaModel::load_from_file(&backend, fixture("llama"), &LlamaModelParams::default()).unwrap();
+    let draft_model = LlamaModel::load_from_file(&backend, fixture("eagle3"), &LlamaModelParams::default()).unwrap();
+    let want = plain(&backend, &fixture("llama"), &prompts(), 24);
+    let mut target = target_model.new_context(&backend, params(1024, 2)).unwrap();
+    let mut draft = target.new_draft_context(Some(&draft_model), Strategy::Eagle3, 2, 4, params(1024, 2)).unwrap();
+    let mut session = Eagle3Session::new(&mut target, &mut draft, 2, 4).unwrap();
+    let mut engine = Engine::new(&mut session, EngineParams::default()).unwrap();
+    let p = GenerateParams::default().with_n_predict(24);
+    let first = engine.add_n(&prompts()[0], &p, 2).unwrap();
+    assert!(engine.add_n(&prompts()[0], &p, 3).is_err(), "n above the slots");
+    let done = finished(&engine.run_until_idle().unwrap());
+    assert_eq!(done.len(), 2);
+    for id in [first, first + 1] {
+        let (_, c, _) = done.iter().find(|(d, _, _)| *d == id).unwrap();
+        assert_eq!(c.tokens, want[0]);
+    }
+}

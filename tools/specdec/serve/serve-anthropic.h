@@ -17,8 +17,9 @@
 namespace cli::serve {
 
 // Which API family a request came in by: it selects the formatter of its
-// answers and errors (the Responses API's errors are OpenAI's).
-enum class api_family { openai, anthropic, responses };
+// answers and errors (the Responses API's errors are OpenAI's; llama: llama-server's
+// native /completion and /infill, whose errors are OpenAI's shape too).
+enum class api_family { openai, anthropic, responses, llama };
 
 // An Anthropic request body as the equivalent OpenAI chat body (JSON text):
 // system (a string or text blocks) as a first system message; each message's

@@ -93,7 +93,9 @@ int64_t integer_in(const json & body, const char * field, int64_t fallback, int6
     if (!it->is_number_integer()) {
         throw wrong_type(field, "an integer", *it);
     }
-    if (it->is_number_unsigned() ? it->get<uint64_t>() > static_cast<uint64_t>(hi) : (it->get<int64_t>() < lo || it->get<int64_t>() > hi)) {
+    // A JSON integer that is not negative reads as unsigned: below lo only when lo > 0.
+    if (it->is_number_unsigned() ? it->get<uint64_t>() > static_cast<uint64_t>(hi) || (lo > 0 && it->get<uint64_t>() < static_cast<uint64_t>(lo))
+                                 : (it->get<int64_t>() < lo || it->get<int64_t>() > hi)) {
         throw invalid_request("'" + std::string(field) + "' is " + it->dump() + "; it must be within [" + std::to_string(lo) +
                                   ", " + std::to_string(hi) + "]",
                               field);
@@ -737,30 +739,44 @@ parsed_request parse_request(endpoint kind, std::string_view body, const request
         if (it == j.end() || it->is_null()) {
             throw invalid_request("'prompt' is required", "prompt", "missing_field");
         }
-        const json * p = &*it;
-        if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) {
-            p = &(*p)[0]; // one prompt in a list
-        }
-        if (p->is_string()) {
-            r.prompt = p->get<std::string>();
-        } else if (p->is_array() && !p->empty() &&
-                   std::any_of(p->begin(), p->end(), [](const json & x) { return x.is_number_integer(); })) {
-            for (const json & x : *p) { // token ids, with or without text between them
-                if (x.is_number_integer() && x.get<int64_t>() >= 0 && x.get<int64_t>() <= std::numeric_limits<int32_t>::max()) {
-                    r.prompt_parts.push_back({static_cast<llama_token>(x.get<int64_t>()), ""});
-                } else if (x.is_string()) {
-                    r.prompt_parts.push_back({-1, x.get<std::string>()});
-                    r.prompt += x.get_ref<const std::string &>();
+        const json & p = *it;
+        // One prompt: a text, or token ids with or without text between them.
+        const auto one = [](const json & x) {
+            parsed_request::completion_prompt out;
+            if (x.is_string()) {
+                out.text = x.get<std::string>();
+                return out;
+            }
+            if (!x.is_array() || std::none_of(x.begin(), x.end(), [](const json & y) { return y.is_number_integer(); })) {
+                throw invalid_request("'prompt' holds " + describe(x) + "; a prompt is a text or a list of token ids (and texts)",
+                                      "prompt", "invalid_type");
+            }
+            for (const json & y : x) {
+                if (y.is_number_integer() && y.get<int64_t>() >= 0 && y.get<int64_t>() <= std::numeric_limits<int32_t>::max()) {
+                    out.parts.push_back({static_cast<llama_token>(y.get<int64_t>()), ""});
+                } else if (y.is_string()) {
+                    out.parts.push_back({-1, y.get<std::string>()});
+                    out.text += y.get_ref<const std::string &>();
                 } else {
-                    throw invalid_request("'prompt' holds " + describe(x) + "; a prompt of tokens holds token ids (and text)",
+                    throw invalid_request("'prompt' holds " + describe(y) + "; a prompt of tokens holds token ids (and text)",
                                           "prompt", "invalid_type");
                 }
             }
-        } else if (p->is_array() && p->size() > 1) {
-            throw invalid_request("'prompt' holds several prompts; this server answers one prompt per request (send each alone)",
-                                  "prompt", "unsupported_parameter");
+            return out;
+        };
+        if (p.is_string() || (p.is_array() && std::any_of(p.begin(), p.end(), [](const json & x) { return x.is_number_integer(); }))) {
+            r.prompts.push_back(one(p));
+        } else if (p.is_array() && !p.empty()) {
+            if (p.size() > limits.max_prompts) {
+                throw invalid_request("'prompt' holds " + std::to_string(p.size()) + " prompts; this server answers at most " +
+                                          std::to_string(limits.max_prompts) + " in one request",
+                                      "prompt");
+            }
+            for (const json & x : p) { // several prompts
+                r.prompts.push_back(one(x));
+            }
         } else {
-            throw wrong_type("prompt", "a string, token ids, or a list of one of them", *it);
+            throw wrong_type("prompt", "a string, token ids, or a list of them", *it);
         }
     } else {
         r.messages = parse_messages(j, limits);
@@ -772,8 +788,11 @@ parsed_request parse_request(endpoint kind, std::string_view body, const request
         r.stream = it->get<bool>();
     }
     refuse_unimplemented(j);
-    if (integer_in(j, "n", 1, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()) != 1) {
-        throw invalid_request("'n' must be 1: this server returns one choice per request", "n");
+    r.n = static_cast<uint32_t>(integer_in(j, "n", 1, 1, std::numeric_limits<int32_t>::max()));
+    if (r.n > limits.n_slots) {
+        throw invalid_request("'n' is " + std::to_string(r.n) + "; this server runs at most " + std::to_string(limits.n_slots) +
+                                  " completions side by side (--parallel), which is the most choices one request can have",
+                              "n");
     }
     constexpr int64_t max_tokens_cap = int64_t(1) << 24;
     bool given = false;
@@ -814,6 +833,12 @@ parsed_request parse_request(endpoint kind, std::string_view body, const request
         const auto rf = j.find("response_format");
         r.json_schema_field = rf != j.end() && !rf->is_null() ? "response_format" : "json_schema";
     }
+    if (const auto it = j.find("ignore_eos"); it != j.end() && !it->is_null()) {
+        if (!it->is_boolean()) {
+            throw wrong_type("ignore_eos", "a boolean", *it);
+        }
+        r.ignore_eos = it->get<bool>();
+    }
     if (const auto it = j.find("echo"); it != j.end() && !it->is_null()) {
         if (!it->is_boolean()) {
             throw wrong_type("echo", "a boolean", *it);
@@ -853,6 +878,7 @@ specdec::request_params to_engine_params(const parsed_request & r, int32_t n_ctx
     p.accept = r.accept.value_or(accept);
     p.stop_strings = nullptr;
     p.n_stop_strings = 0;
+    p.ignore_eog = r.ignore_eos;
     p.n_top_logprobs = r.n_top_logprobs;
     p.prompt_logprobs = r.echo && r.n_top_logprobs >= 0;
     p.logit_bias = r.logit_bias.empty() ? nullptr : r.logit_bias.data();
@@ -970,14 +996,6 @@ json message_body(const response_info & info, const std::string & text) {
     return m;
 }
 
-json usage_body(const finished_request & f) {
-    const size_t n_out = f.result->output.tokens.size();
-    return {{"prompt_tokens", f.n_prompt},
-            {"completion_tokens", n_out},
-            {"total_tokens", f.n_prompt + n_out},
-            {"prompt_tokens_details", {{"cached_tokens", f.result->n_prompt_cached}}}};
-}
-
 json envelope(const response_info & info, bool chunk) {
     const char * object = info.kind == endpoint::completions ? "text_completion" : chunk ? "chat.completion.chunk" : "chat.completion";
     return {{"id", info.id}, {"object", object}, {"created", info.created}, {"model", info.model}};
@@ -1011,6 +1029,21 @@ json stats_body(const response_info & info, const finished_request & f) {
         {"time_to_first_token_ms", ms(f.result->times.t_first_token_us)},
         {"total_ms", ms(f.result->times.t_total_us)},
     };
+}
+
+json usage_body(const std::vector<finished_request> & fs, size_t n) {
+    size_t n_prompt = 0, n_cached = 0, n_out = 0;
+    for (size_t i = 0; i < fs.size(); ++i) {
+        if (i % std::max<size_t>(n, 1) == 0) {
+            n_prompt += fs[i].n_prompt;
+            n_cached += fs[i].result->n_prompt_cached;
+        }
+        n_out += fs[i].result->output.tokens.size();
+    }
+    return {{"prompt_tokens", n_prompt},
+            {"completion_tokens", n_out},
+            {"total_tokens", n_prompt + n_out},
+            {"prompt_tokens_details", {{"cached_tokens", n_cached}}}};
 }
 
 token_logprobs token_logprobs::of(const specdec::sequence_result & out) {
@@ -1105,21 +1138,34 @@ json response_body(const response_info & info, const finished_request & f) {
             logprobs = logprobs_body(info, token_logprobs::of(f.result->output), offset);
         }
     }
-    json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_reason_json(f.result->output.stop, info.answer)}};
+    json choice = {{"index", info.index}, {"logprobs", logprobs}, {"finish_reason", finish_reason_json(f.result->output.stop, info.answer)}};
     if (info.kind == endpoint::completions) {
         choice["text"] = echo ? *info.echo_text + f.result->output.text : f.result->output.text;
     } else {
         choice["message"] = message_body(info, f.result->output.text);
     }
     j["choices"] = json::array({choice});
-    j["usage"] = usage_body(f);
+    j["usage"] = usage_body({f}, 1);
     j["specdec"] = stats_body(info, f);
+    return j;
+}
+
+json response_body(const std::vector<response_info> & infos, const std::vector<finished_request> & fs, size_t n) {
+    json j = envelope(infos.front(), false);
+    j["choices"] = json::array();
+    j["specdec"] = json::array();
+    for (size_t i = 0; i < fs.size(); ++i) {
+        json one = response_body(infos[i], fs[i]);
+        j["choices"].push_back(std::move(one["choices"][0]));
+        j["specdec"].push_back(std::move(one["specdec"]));
+    }
+    j["usage"] = usage_body(fs, n);
     return j;
 }
 
 json chunk_body(const response_info & info, std::string_view piece, bool first, const json & logprobs) {
     json j = envelope(info, true);
-    json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
+    json choice = {{"index", info.index}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
     if (info.kind == endpoint::completions) {
         choice["text"] = piece;
     } else {
@@ -1195,7 +1241,7 @@ json delta_chunk_body(const response_info & info, json delta, bool first, const 
     if (first) {
         delta["role"] = "assistant";
     }
-    j["choices"] = json::array({{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", logprobs}, {"finish_reason", nullptr}}});
+    j["choices"] = json::array({{{"index", info.index}, {"delta", std::move(delta)}, {"logprobs", logprobs}, {"finish_reason", nullptr}}});
     if (info.include_usage) {
         j["usage"] = nullptr;
     }
@@ -1204,7 +1250,7 @@ json delta_chunk_body(const response_info & info, json delta, bool first, const 
 
 json final_chunk_body(const response_info & info, const finished_request & f) {
     json j = envelope(info, true);
-    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason_json(f.result->output.stop, info.answer)}};
+    json choice = {{"index", info.index}, {"logprobs", nullptr}, {"finish_reason", finish_reason_json(f.result->output.stop, info.answer)}};
     if (info.kind == endpoint::completions) {
         choice["text"] = "";
     } else {
@@ -1218,10 +1264,10 @@ json final_chunk_body(const response_info & info, const finished_request & f) {
     return j;
 }
 
-json usage_chunk_body(const response_info & info, const finished_request & f) {
+json usage_chunk_body(const response_info & info, const std::vector<finished_request> & fs, size_t n) {
     json j = envelope(info, true);
     j["choices"] = json::array();
-    j["usage"] = usage_body(f);
+    j["usage"] = usage_body(fs, n);
     return j;
 }
 

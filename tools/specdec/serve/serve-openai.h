@@ -54,6 +54,8 @@ struct request_limits {
     std::string model_id;          // the served model
     bool        strict_model = false; // `model` must then be absent, empty or model_id (else 404); by default any name is served, as llama-server does
     int32_t     n_ctx = 0;         // positions per sequence: max_tokens above it is refused
+    uint32_t    n_slots = 1;       // requests that run side by side: `n` above it is refused
+    size_t      max_prompts = 64;  // completions: prompts in one request at most
     size_t      max_stop = 16;     // stop strings at most
     // Bytes of one stop string, and of all of them: the engine thread checks
     // every stop string against each new token's text, for every request.
@@ -84,15 +86,20 @@ size_t json_text_depth(std::string_view text);
 // A validated request. Defaults are OpenAI's where it has one.
 struct parsed_request {
     endpoint                  kind = endpoint::completions;
-    std::string               prompt;            // completions: the prompt's text (with `prompt_parts`, theirs joined)
-    // Completions whose prompt holds token ids (llama-server's shapes: [ids],
-    // [[ids]], or text and ids mixed, [12, "text", 34]): its parts in
-    // order, a token id or a text (token -1); empty for a text prompt.
+    // Completions: its prompts, one or more (`prompt` a list of texts or of
+    // token lists: a choice per prompt, times n). A prompt that holds token
+    // ids (llama-server's shapes: [ids], [[ids]], or text and ids mixed,
+    // [12, "text", 34]) has its parts in order, a token id or a text (token -1).
     struct prompt_part {
         llama_token token = -1;
         std::string text;
     };
-    std::vector<prompt_part>  prompt_parts;
+    struct completion_prompt {
+        std::string              text;  // the prompt's text (with parts, theirs joined)
+        std::vector<prompt_part> parts; // empty for a text prompt
+    };
+    std::vector<completion_prompt> prompts;
+    uint32_t                  n = 1;             // choices per prompt, [1, limits.n_slots]
     std::vector<chat_message> messages;          // chat (at least one)
     bool                      stream = false;
     int32_t                   max_tokens = -1;   // -1: not given (completions: 16, chat: until the context is full)
@@ -125,6 +132,7 @@ struct parsed_request {
     std::optional<std::string> json_schema;   // the schema's JSON text
     std::string               json_schema_field; // the field it came in: "response_format" or "json_schema"
     bool                      echo = false;   // completions: the prompt comes first in the text (and logprobs)
+    bool                      ignore_eos = false; // llama-server's: generate past end-of-generation tokens
     // Chat: the functions the model may call, and how (tools, tool_choice,
     // parallel_tool_calls). Their calls' grammar comes from the chat
     // template, not the client: set into `grammar`, lazy from the first
@@ -154,8 +162,8 @@ struct parsed_request {
 
 // Parses a request body. Throws api_error: 400 (malformed JSON, JSON over
 // the limits' depth, values or containers: code json_too_deep /
-// json_too_large, naming the top-level field; not an object, a field of the wrong type or out of its range, n != 1, no prompt
-// or messages, a stop string over the limits, a field this server does not
+// json_too_large, naming the top-level field; not an object, a field of the wrong type or out of its range, no prompt
+// or messages, n above the limits' slots, more prompts than max_prompts, a stop string over the limits, a field this server does not
 // implement with a value other than its default: code unsupported_parameter),
 // 404 model_not_found (`model` names another model, with limits.strict_model). Unknown fields are
 // ignored.
@@ -188,6 +196,7 @@ const char * finish_reason(specdec_stop_reason stop);
 struct response_info {
     endpoint    kind = endpoint::completions;
     std::string id;          // "cmpl-N" / "chatcmpl-N"
+    uint32_t    index = 0;   // the choice's: prompt index x n + the choice's number among its prompt's
     int64_t     created = 0; // seconds since the epoch
     std::string model;
     std::string strategy;    // the server's drafter ("none": plain decoding)
@@ -232,8 +241,17 @@ struct finished_request {
 // accepted, acceptance by position, drafts by position, times in ms.
 nlohmann::json stats_body(const response_info & info, const finished_request & f);
 
-// The whole non-streaming response (choices[0].text or .message, usage, specdec).
+// The whole non-streaming response of one choice (choices[0].text or .message, usage, specdec).
 nlohmann::json response_body(const response_info & info, const finished_request & f);
+
+// The usage of a response's choices: their completion tokens summed, each
+// prompt's tokens counted once (`n` choices per prompt, consecutive).
+nlohmann::json usage_body(const std::vector<finished_request> & fs, size_t n);
+
+// The non-streaming response of several choices (n > 1, several prompts):
+// one per finished request, infos[i] its identity (index i), usage over all
+// of them, and "specdec" a list of each choice's statistics.
+nlohmann::json response_body(const std::vector<response_info> & infos, const std::vector<finished_request> & fs, size_t n);
 
 // With echo, the legacy `logprobs` of the prompt: its tokens, null then each
 // later token's log-probability (from `out`'s prompt_logprobs), null then
@@ -278,8 +296,9 @@ nlohmann::json delta_chunk_body(const response_info & info, nlohmann::json delta
 // The last chunk of a choice: empty text or delta, finish_reason and specdec.
 nlohmann::json final_chunk_body(const response_info & info, const finished_request & f);
 
-// With stream_options.include_usage, the chunk after it: no choices, the usage.
-nlohmann::json usage_chunk_body(const response_info & info, const finished_request & f);
+// With stream_options.include_usage, the chunk after the choices' last ones:
+// no choices, the usage of all (see usage_body).
+nlohmann::json usage_chunk_body(const response_info & info, const std::vector<finished_request> & fs, size_t n);
 
 // One server-sent event: "data: <json on one line>\n\n" (invalid UTF-8 replaced).
 std::string sse_event(const nlohmann::json & j);

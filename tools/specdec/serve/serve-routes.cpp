@@ -49,13 +49,6 @@ api_error unavailable(const std::string & message, const std::string & code) {
     return api_error(503, "unavailable_error", message, "", code);
 }
 
-// Why a request the engine ended has no answer: cancelled (the server is shutting down) or failed.
-api_error ended_without_answer(specdec_stop_reason stop) {
-    return stop == SPECDEC_STOP_CANCELLED
-               ? unavailable("the request was cancelled: the server is shutting down", "shutting_down")
-               : api_error(500, "server_error", "generation failed (run the server with -v for the reason)", "", "internal_error");
-}
-
 api_error queue_full() {
     return unavailable("the server is busy: every slot is taken and the waiting queue is full; retry later", "queue_full");
 }
@@ -256,10 +249,22 @@ std::string pieces_of(const response_info & info, const std::vector<llama_token>
     return out;
 }
 
+// llama-server's native completions: /completion and /infill. (llama-server
+// answers /completions without /v1 natively too; here it is OpenAI's, as
+// every route without /v1 is, so that OpenAI clients pointed at the root
+// get their shapes.)
+bool is_native_completion(const std::string & path) {
+    return path == "/completion" || path == "/infill";
+}
+
 // Anthropic's routes answer in its shapes (serve-anthropic.h), /responses in
-// the Responses API's (serve-responses.h); every other in OpenAI's.
-api_family api_of(std::string_view route) {
-    return route.rfind("/messages", 0) == 0 ? api_family::anthropic : route == "/responses" ? api_family::responses : api_family::openai;
+// the Responses API's (serve-responses.h), the native completion in
+// llama-server's (serve-native.h); every other in OpenAI's.
+api_family api_of(const std::string & path) {
+    return is_native_completion(path)                     ? api_family::llama
+           : route_of(path).rfind("/messages", 0) == 0 ? api_family::anthropic
+           : route_of(path) == "/responses"              ? api_family::responses
+                                                       : api_family::openai;
 }
 
 // A completion's place under route_options::max_completions, given back when the last owner drops it.
@@ -273,35 +278,53 @@ private:
     std::atomic<size_t> & n_;
 };
 
+// One choice of a completion: its engine request, and what its stream sent.
+struct completion_choice {
+    std::shared_ptr<request_channel> c;
+    response_info                    info;        // the completion's, with this choice's index
+    std::string                      echo_text;   // completions with echo: the prompt's text and tokens come first
+    std::vector<llama_token>         echo_tokens;
+    bool                             first = true;     // no chunk of it written yet
+    bool                             done = false;     // its last chunk written
+    size_t                           text_offset = 0;  // of the next token with log-probabilities (completions)
+    std::string                      text;             // with a chat parser: the answer's text so far, read again at each piece
+    answer_stream                    sent;             // and what its deltas sent
+};
+
 // One completion from its body on. A worker fills it; its pumps (on the
-// writer, under m) write what the engine released. The channel's
-// notification holds it until its final answer is handed to the exchange.
+// writer, under m) write what the engine released. The channels'
+// notifications hold it until its final answer is handed to the exchange.
 struct completion_state {
     std::shared_ptr<http_exchange>   ex;
     std::shared_ptr<void>            place;   // its admission: dropped when the engine is done with it
     std::mutex                       m;
     std::atomic<bool>                scheduled{false}; // a pump is queued and has not begun
     // Under m:
-    std::shared_ptr<request_channel> c;
+    std::vector<completion_choice>   choices; // n per prompt, index prompt x n + choice (anthropic: one)
+    size_t                           n = 1;
     api_family                       api = api_family::openai; // the formatter of its answer
-    std::vector<std::string>         stop_sequences;           // anthropic: the client's stop strings (which one ended the answer)
+    std::vector<std::string>         stop_sequences;           // anthropic, llama: the client's stop strings (which one ended the answer)
+    native_completion                native;                   // llama: what it asks beyond the OpenAI request
+    std::optional<infill_input>      infill;                   // llama, /infill: the text around the middle
     parsed_request                   r;       // the engine's parameters point into it (and chat) until admitted
     chat_prompt                      chat;
     bool                             stream = false;
-    response_info                    info;
+    response_info                    info;         // the completion's; each choice's is a copy with its index
     bool                             echo = false; // completions: the prompt's text and tokens come first
-    std::string                      echo_text;
-    std::vector<llama_token>         echo_tokens;
+    std::string                      prompt_text;  // llama: the prompt's text, which its answer carries
     bool                             admitted = false;
     bool                             finished = false;  // its final answer handed to the exchange
     // Streams:
     bool                             begun = false;     // its head handed to the exchange
-    bool                             first = true;      // no chunk written yet
-    size_t                           text_offset = 0; // of the next token with log-probabilities (completions)
-    std::string                      text;            // with a chat parser: the answer's text so far, read again at each piece
-    answer_stream                    sent;            // and what its deltas sent
     anthropic_stream                 events;          // anthropic: what its events sent
     responses_stream                 response;        // responses: what its events sent, and what its response repeats
+
+    // Every choice's engine request, in order.
+    void cancel_all(scheduler & sched) const {
+        for (const completion_choice & ch : choices) {
+            sched.cancel(ch.c);
+        }
+    }
 };
 
 } // namespace
@@ -435,6 +458,8 @@ struct api_routes::impl {
     void stream_anthropic(completion_state & st);
     void stream_responses(completion_state & st);
     api_error rejection(const request_channel & c) const;
+    bool write_choice(completion_state & st, completion_choice & ch);
+    void stream_native(completion_state & st);
 };
 
 api_error api_routes::impl::rejection(const request_channel & c) const {
@@ -456,7 +481,7 @@ api_error api_routes::impl::rejection(const request_channel & c) const {
 // key, the engine's bound), so that no refused request costs a body read,
 // a parse or a tokenization; the GET routes are answered here too.
 std::optional<http_response> api_routes::impl::on_headers(const http_request & req, std::shared_ptr<void> & hold) {
-    const api_family api = api_of(route_of(req.path));
+    const api_family api = api_of(req.path);
     const auto error_response = [api](const api_error & e) { return serve::error_response(e, api); };
     const origin_verdict origin = judge_origin(req, opt.cors_origins);
     if (origin == origin_verdict::refused) {
@@ -483,8 +508,9 @@ std::optional<http_response> api_routes::impl::on_headers(const http_request & r
         return res;
     }
     const std::string_view route = route_of(req.path);
-    const bool completion = req.method == "POST" && (route == "/completions" || route == "/chat/completions" || route == "/messages" ||
-                                                   route == "/responses");
+    const bool completion =
+        req.method == "POST" && (route == "/completions" || is_native_completion(req.path) || route == "/chat/completions" || route == "/messages" ||
+                                 route == "/responses");
     if (completion) {
         const std::string * cl = req.find("Content-Length");
         if (cl != nullptr && cl->size() <= 18 && std::all_of(cl->begin(), cl->end(), [](unsigned char ch) { return std::isdigit(ch); }) &&
@@ -510,6 +536,19 @@ std::optional<http_response> api_routes::impl::on_headers(const http_request & r
     }
     if (req.method == "GET" && route == "/props") {
         return json_response(200, props_answer(svc));
+    }
+    if (req.method == "GET" && route == "/slots") {
+        if (!svc.slots_endpoint) {
+            return error_response(api_error(501, "not_supported_error", "this server does not expose /slots: start it without --no-slots",
+                                            "", "not_supported"));
+        }
+        return json_response(200, slots_answer(svc));
+    }
+    if (req.method == "POST" && route.rfind("/slots/", 0) == 0) {
+        return error_response(api_error(501, "not_supported_error",
+                                        "slot actions (save, restore, erase) are not supported: specdec keeps no slot files "
+                                        "(llama-server's --slot-save-path); a slot's prefix is reused by the next prompt that shares it",
+                                        "", "not_supported"));
     }
     if (req.method == "POST" && is_native_post(route)) {
         return std::nullopt; // its body is read, then answered by a worker (no engine work: no admission place)
@@ -542,7 +581,7 @@ std::optional<http_response> api_routes::impl::on_headers(const http_request & r
 }
 
 http_response api_routes::impl::on_failure(http_failure f, const http_request & req) {
-    const auto error_response = [api = api_of(route_of(req.path))](const api_error & e) { return serve::error_response(e, api); };
+    const auto error_response = [api = api_of(req.path)](const api_error & e) { return serve::error_response(e, api); };
     switch (f) {
         case http_failure::timeout:
             return error_response(request_timeout());
@@ -584,8 +623,8 @@ void api_routes::impl::on_request(const std::shared_ptr<http_exchange> & ex, std
         workers.post([this, ex] { answer_native(*ex); });
         return;
     }
-    const endpoint kind = route == "/completions" ? endpoint::completions : endpoint::chat;
-    workers.post([this, kind, api = api_of(route), st] { prepare(kind, api, st); });
+    const endpoint kind = route == "/completions" || is_native_completion(ex->request().path) ? endpoint::completions : endpoint::chat;
+    workers.post([this, kind, api = api_of(ex->request().path), st] { prepare(kind, api, st); });
 }
 
 // A worker: llama-server's /tokenize, /detokenize and /apply-template.
@@ -604,10 +643,10 @@ void api_routes::impl::answer_native(http_exchange & ex) {
         ex.respond(json_response(200, answer));
     } catch (const api_error & e) {
         ex.release_body();
-        ex.respond(error_response(e, api_of(route_of(ex.request().path))));
+        ex.respond(error_response(e, api_of(ex.request().path)));
     } catch (const std::exception & e) {
         ex.release_body();
-        ex.respond(error_response(internal_error(e.what()), api_of(route_of(ex.request().path))));
+        ex.respond(error_response(internal_error(e.what()), api_of(ex.request().path)));
     }
 }
 
@@ -642,9 +681,18 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
         limits.model_id = svc.model_id;
         limits.strict_model = svc.strict_model;
         limits.n_ctx = svc.n_ctx;
+        limits.n_slots = std::max<uint32_t>(svc.n_slots, 1);
         st->api = api;
         if (api == api_family::anthropic) {
             st->r = parse_anthropic_request(ex.take_body(), limits);
+            st->stop_sequences = st->r.stop;
+        } else if (api == api_family::llama) {
+            if (ex.request().path == "/infill") {
+                st->infill.emplace();
+                st->r = parse_native_infill(ex.take_body(), limits, st->native, *st->infill);
+            } else {
+                st->r = parse_native_completion(ex.take_body(), limits, st->native);
+            }
             st->stop_sequences = st->r.stop;
         } else if (api == api_family::responses) {
             responses_request rr = parse_responses_request(ex.take_body(), limits);
@@ -659,7 +707,10 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
         const char * const prompt_field = kind == endpoint::completions ? "prompt" : api == api_family::responses ? "input" : "messages";
         // No position holds more than max_prompt_bytes / n_ctx bytes of text:
         // a longer text cannot fit, and is refused before it is templated or tokenized.
-        size_t n_text = r.prompt.size();
+        size_t n_text = 0;
+        for (const parsed_request::completion_prompt & p : r.prompts) {
+            n_text += p.text.size();
+        }
         for (const chat_message & m : r.messages) {
             n_text += m.content.size() + m.reasoning_content.size();
             for (const tool_call & call : m.tool_calls) {
@@ -683,7 +734,7 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
                                   prompt_field, "context_length_exceeded");
         }
 
-        std::string text = r.prompt;
+        std::string text; // chat: the templated prompt
         if (kind == endpoint::chat) {
             if (!r.tools.functions.empty() && r.tools.choice != tool_choice::none && !svc.chat->writes_tool_calls()) {
                 throw invalid_request("this model's chat template writes no tool calls, so its tools cannot be called; send "
@@ -725,38 +776,49 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
                 }
             }
         }
-        std::vector<llama_token> prompt;
         const llama_vocab * vocab = llama_model_get_vocab(svc.model);
+        std::vector<std::vector<llama_token>> prompts; // one per prompt (chat: the templated one)
         try {
-            if (r.prompt_parts.empty()) {
-                prompt = tokenize(svc.model, text, kind == endpoint::chat); // templates spell special tokens as text
+            if (kind == endpoint::chat) {
+                prompts.push_back(tokenize(svc.model, text, true)); // templates spell special tokens as text
             }
-            // Token ids as sent; a text part as a text prompt is tokenized (with the vocabulary's BOS only when it comes first).
-            for (size_t i = 0; i < r.prompt_parts.size(); ++i) {
-                const parsed_request::prompt_part & part = r.prompt_parts[i];
-                if (part.token >= llama_vocab_n_tokens(vocab)) {
-                    throw invalid_request("'prompt' holds the token " + std::to_string(part.token) + ", outside the vocabulary [0, " +
-                                              std::to_string(llama_vocab_n_tokens(vocab)) + ")",
-                                          "prompt");
+            for (const parsed_request::completion_prompt & p : r.prompts) {
+                std::vector<llama_token> & prompt = prompts.emplace_back();
+                if (p.parts.empty()) {
+                    prompt = tokenize(svc.model, p.text, false);
                 }
-                if (part.token >= 0) {
-                    prompt.push_back(part.token);
-                } else {
-                    const std::vector<llama_token> t = specdec::tokenize(vocab, part.text, i == 0, false);
-                    prompt.insert(prompt.end(), t.begin(), t.end());
+                // Token ids as sent; a text part as a text prompt is tokenized (with the vocabulary's BOS only when it comes first).
+                for (size_t i = 0; i < p.parts.size(); ++i) {
+                    const parsed_request::prompt_part & part = p.parts[i];
+                    if (part.token >= llama_vocab_n_tokens(vocab)) {
+                        throw invalid_request("'prompt' holds the token " + std::to_string(part.token) + ", outside the vocabulary [0, " +
+                                                  std::to_string(llama_vocab_n_tokens(vocab)) + ")",
+                                              "prompt");
+                    }
+                    if (part.token >= 0) {
+                        prompt.push_back(part.token);
+                    } else {
+                        const std::vector<llama_token> t = specdec::tokenize(vocab, part.text, i == 0, false);
+                        prompt.insert(prompt.end(), t.begin(), t.end());
+                    }
                 }
             }
         } catch (const specdec::error & e) {
             throw invalid_request(e.what(), prompt_field);
         }
-        if (prompt.empty()) {
-            throw invalid_request("the prompt is empty (it has no tokens)", prompt_field);
+        if (st->infill) {
+            prompts[0] = infill_prompt(vocab, *st->infill, svc.n_batch, svc.n_ctx);
         }
-        if (prompt.size() >= static_cast<size_t>(svc.n_ctx)) {
-            throw invalid_request("the prompt has " + std::to_string(prompt.size()) + " tokens; the context holds " +
-                                      std::to_string(svc.n_ctx) + " per request (-c), so at most " +
-                                      std::to_string(svc.n_ctx - 1) + " leave room for one token",
-                                  prompt_field, "context_length_exceeded");
+        for (const std::vector<llama_token> & prompt : prompts) {
+            if (prompt.empty()) {
+                throw invalid_request("the prompt is empty (it has no tokens)", prompt_field);
+            }
+            if (prompt.size() >= static_cast<size_t>(svc.n_ctx)) {
+                throw invalid_request("the prompt has " + std::to_string(prompt.size()) + " tokens; the context holds " +
+                                          std::to_string(svc.n_ctx) + " per request (-c), so at most " +
+                                          std::to_string(svc.n_ctx - 1) + " leave room for one token",
+                                      prompt_field, "context_length_exceeded");
+            }
         }
         if (r.json_schema) {
             try {
@@ -766,11 +828,7 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
                                       r.json_schema_field);
             }
         }
-        if (r.echo) {
-            st->echo = true;
-            st->echo_text = r.prompt_parts.empty() ? r.prompt : specdec::detokenize(vocab, prompt, false, true);
-            st->echo_tokens = prompt;
-        }
+        st->echo = r.echo;
         const specdec::request_params params = to_engine_params(r, svc.n_ctx, random_seed(), svc.n_draft, svc.accept);
         // The grammar is parsed here, on a worker, so that a bad one never
         // reaches the engine's thread (which parses it again).
@@ -782,6 +840,10 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
             throw invalid_request(specdec_last_error(), field);
         }
         st->stream = r.stream;
+        if (api == api_family::llama) {
+            st->native.settings = native_settings(params, r.stream, st->native.n_probs, r.stop);
+            st->prompt_text = r.prompts[0].parts.empty() && !st->infill ? r.prompts[0].text : specdec::detokenize(vocab, prompts[0], false, true);
+        }
         response_info & info = st->info;
         info.kind = kind;
         info.id = (api == api_family::anthropic   ? "msg_"
@@ -797,22 +859,64 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
         info.include_usage = r.include_usage;
         info.piece = [vocab = llama_model_get_vocab(svc.model)](llama_token t) { return token_text(vocab, t); };
 
-        st->c = std::make_shared<request_channel>(std::move(prompt), params, r.stop);
-        // The engine thread calls it after each change; the pumps run on the writer.
-        st->c->set_notify([this, st] {
-            if (!st->scheduled.exchange(true)) {
-                writer.post([this, st] { pump(st); });
+        // n choices per prompt, each prompt's decoded once (scheduler::submit); choice i has the seed + i.
+        st->n = r.n;
+        std::vector<std::vector<std::shared_ptr<request_channel>>> groups;
+        for (size_t k = 0; k < prompts.size(); ++k) {
+            std::vector<std::shared_ptr<request_channel>> & group = groups.emplace_back();
+            for (uint32_t i = 0; i < r.n; ++i) {
+                specdec::request_params p = params;
+                p.seed = params.seed + i;
+                completion_choice & ch = st->choices.emplace_back();
+                ch.c = std::make_shared<request_channel>(prompts[k], p, r.stop);
+                ch.info = info;
+                ch.info.index = static_cast<uint32_t>(st->choices.size() - 1);
+                if (r.echo) {
+                    ch.echo_text = r.prompts[k].parts.empty() ? r.prompts[k].text : specdec::detokenize(vocab, prompts[k], false, true);
+                    ch.echo_tokens = prompts[k];
+                }
+                // The engine thread calls it after each change; the pumps run on the writer.
+                ch.c->set_notify([this, st] {
+                    if (!st->scheduled.exchange(true)) {
+                        writer.post([this, st] { pump(st); });
+                    }
+                });
+                group.push_back(ch.c);
+            }
+        }
+        for (size_t k = 0; k < groups.size(); ++k) {
+            if (!svc.sched->submit(groups[k])) {
+                for (size_t g = 0; g < k; ++g) {
+                    for (const auto & c : groups[g]) {
+                        svc.sched->cancel(c); // their finished events give the place back
+                    }
+                }
+                for (size_t g = k; g < groups.size(); ++g) {
+                    for (const auto & c : groups[g]) {
+                        c->set_notify(nullptr);
+                    }
+                }
+                st->choices.resize(k * r.n); // the submitted ones, whose finished events the pumps still see
+                svc.stats->add_rejected();
+                throw unavailable("the server is shutting down", "shutting_down");
+            }
+        }
+        // A client gone cancels them; their finished events follow (and end the answer, to no one).
+        ex.on_gone([sched = svc.sched, groups] {
+            for (const auto & group : groups) {
+                for (const auto & c : group) {
+                    sched->cancel(c);
+                }
             }
         });
-        if (!svc.sched->submit(st->c)) {
-            st->c->set_notify(nullptr);
-            svc.stats->add_rejected();
-            throw unavailable("the server is shutting down", "shutting_down");
-        }
-        // A client gone cancels it; its finished event follows (and ends the answer, to no one).
-        ex.on_gone([sched = svc.sched, c = st->c] { sched->cancel(c); });
-        // A client that reads slower than it is sent holds its slot but no step's work until it catches up.
-        ex.on_backlog([sched = svc.sched, c = st->c](bool full) { sched->pause(c, full); });
+        // A client that reads slower than it is sent: its requests hold their slots but no step's work until it catches up.
+        ex.on_backlog([sched = svc.sched, groups](bool full) {
+            for (const auto & group : groups) {
+                for (const auto & c : group) {
+                    sched->pause(c, full);
+                }
+            }
+        });
     } catch (const api_error & e) {
         st->finished = true;
         ex.respond(error_response(e, api));
@@ -838,21 +942,66 @@ void api_routes::impl::pump(const std::shared_ptr<completion_state> & st) {
     if (!st->finished) {
         answer(st.get());
     }
-    // Answered, and the engine is done with it: the place goes back, and the
-    // notification (which holds st) is dropped.
-    const request_channel::state s = st->c->wait_admission(0ms);
-    if (st->finished && (s == request_channel::state::finished || s == request_channel::state::rejected)) {
+    // Answered, and the engine is done with every choice: the place goes
+    // back, and the notifications (which hold st) are dropped.
+    const bool engine_done = std::all_of(st->choices.begin(), st->choices.end(), [](const completion_choice & ch) {
+        const request_channel::state s = ch.c->wait_admission(0ms);
+        return s == request_channel::state::finished || s == request_channel::state::rejected;
+    });
+    if (st->finished && engine_done) {
         st->place.reset();
-        st->c->set_notify(nullptr);
+        for (const completion_choice & ch : st->choices) {
+            ch.c->set_notify(nullptr);
+        }
     }
 }
 
-// Under st.m: what the channel holds, written; st.finished once the final answer is handed over.
+namespace {
+
+// A finished choice's failure, as its answer says it: cancelled (the server is shutting down) or failed.
+std::optional<api_error> failure_of(const specdec::request_result & out) {
+    if (out.output.stop == SPECDEC_STOP_CANCELLED) {
+        return unavailable("the request was cancelled: the server is shutting down", "shutting_down");
+    }
+    if (out.output.stop == SPECDEC_STOP_ERROR) {
+        return api_error(500, "server_error", "generation failed (run the server with -v for the reason)", "", "internal_error");
+    }
+    return std::nullopt;
+}
+
+// The client's stop string that ended `out`, else "": the text stops right
+// before it, and the tokens' text holds it there.
+std::string stopping_word(const completion_state & st, const response_info & info, const specdec::request_result & out) {
+    if (out.output.stop != SPECDEC_STOP_STRING) {
+        return "";
+    }
+    const std::string pieces = pieces_of(info, out.output.tokens);
+    if (pieces.size() < out.output.text.size()) {
+        return "";
+    }
+    for (const std::string & s : st.stop_sequences) {
+        if (pieces.compare(out.output.text.size(), s.size(), s) == 0) {
+            return s;
+        }
+    }
+    return "";
+}
+
+} // namespace
+
+// Under st->m: what the channels hold, written once every choice is
+// admitted (or one refused: the answer is its error, the others are
+// cancelled); st->finished once the final answer is handed over.
 void api_routes::impl::answer(completion_state * st) {
-    request_channel & c = *st->c;
-    const request_channel::state s = c.wait_admission(0ms);
-    if (s == request_channel::state::pending) {
-        return;
+    const request_channel * refused = nullptr;
+    for (const completion_choice & ch : st->choices) {
+        const request_channel::state s = ch.c->wait_admission(0ms);
+        if (s == request_channel::state::pending) {
+            return;
+        }
+        if (s == request_channel::state::rejected && refused == nullptr) {
+            refused = ch.c.get();
+        }
     }
     if (!st->admitted) {
         // The engine copied what it needs: what the request was parsed into, and its body's charge, go.
@@ -861,51 +1010,69 @@ void api_routes::impl::answer(completion_state * st) {
         st->ex->release_body();
     }
     try {
-        if (s == request_channel::state::rejected) {
+        if (refused != nullptr) {
             st->finished = true;
-            st->ex->respond(error_response(rejection(c), st->api));
+            st->cancel_all(*svc.sched);
+            st->ex->respond(error_response(rejection(*refused), st->api));
         } else if (st->stream && st->api == api_family::anthropic) {
             stream_anthropic(*st);
         } else if (st->stream && st->api == api_family::responses) {
             stream_responses(*st);
+        } else if (st->stream && st->api == api_family::llama) {
+            stream_native(*st);
         } else if (st->stream) {
             stream_out(*st);
         } else {
             std::string ignored;
-            if (!c.wait_output(0ms, ignored)) {
-                return;
+            for (completion_choice & ch : st->choices) {
+                if (!ch.c->wait_output(0ms, ignored)) {
+                    return;
+                }
             }
             st->finished = true;
-            const specdec::request_result & out = c.result();
-            if (out.output.stop == SPECDEC_STOP_CANCELLED || out.output.stop == SPECDEC_STOP_ERROR) {
-                throw ended_without_answer(out.output.stop);
-            }
-            response_info info = st->info;
-            if (st->echo) {
-                info.echo_text = &st->echo_text;
-                info.echo_tokens = &st->echo_tokens;
-            }
-            std::optional<parsed_answer> answer;
-            if (st->chat.parser != nullptr) {
-                answer = st->chat.parser->parse(out.output.text, false);
-                if (st->api == api_family::openai) {
-                    name_tool_calls(*answer);
+            for (const completion_choice & ch : st->choices) {
+                if (const std::optional<api_error> e = failure_of(ch.c->result())) {
+                    st->cancel_all(*svc.sched);
+                    throw *e;
                 }
-                info.answer = &*answer;
             }
-            if (st->api == api_family::anthropic) {
-                const parsed_answer a = answer ? *answer : parsed_answer{out.output.text, {}, {}};
-                const finished_request f{&out, c.n_prompt()};
-                const anthropic_stop stop = anthropic_stop_of(f, a, st->stop_sequences, pieces_of(info, out.output.tokens));
-                st->ex->respond(json_response(200, anthropic_message_body(info, f, a, stop)));
+            std::vector<response_info> infos;
+            std::vector<finished_request> fs;
+            std::vector<parsed_answer> answers;
+            answers.reserve(st->choices.size()); // infos point into it
+            for (completion_choice & ch : st->choices) {
+                const specdec::request_result & out = ch.c->result();
+                response_info & info = infos.emplace_back(ch.info);
+                if (st->echo) {
+                    info.echo_text = &ch.echo_text;
+                    info.echo_tokens = &ch.echo_tokens;
+                }
+                if (st->chat.parser != nullptr) {
+                    answers.push_back(*st->chat.parser->parse(out.output.text, false));
+                    if (st->api == api_family::openai) {
+                        name_tool_calls(answers.back());
+                    }
+                    info.answer = &answers.back();
+                }
+                fs.push_back({&out, ch.c->n_prompt()});
+            }
+            if (st->api == api_family::llama) {
+                const specdec::request_result & out = *fs[0].result;
+                st->ex->respond(json_response(200, native_completion_body(st->native, infos[0], fs[0], out.output.text, st->prompt_text,
+                                                                          stopping_word(*st, infos[0], out), false)));
+            } else if (st->api == api_family::anthropic) {
+                const specdec::request_result & out = *fs[0].result;
+                const parsed_answer a = infos[0].answer != nullptr ? *infos[0].answer : parsed_answer{out.output.text, {}, {}};
+                const anthropic_stop stop = anthropic_stop_of(fs[0], a, st->stop_sequences, pieces_of(infos[0], out.output.tokens));
+                st->ex->respond(json_response(200, anthropic_message_body(infos[0], fs[0], a, stop)));
             } else if (st->api == api_family::responses) {
-                const parsed_answer a = answer ? *answer : parsed_answer{out.output.text, {}, {}};
-                const finished_request f{&out, c.n_prompt()};
-                const size_t n_reasoning = responses_reasoning_tokens(a, token_pieces(info, out.output.tokens), st->chat.reasoning_end);
-                st->ex->respond(json_response(200, responses_body(info, st->response.echo, st->response.encrypted_reasoning, f,
+                const specdec::request_result & out = *fs[0].result;
+                const parsed_answer a = infos[0].answer != nullptr ? *infos[0].answer : parsed_answer{out.output.text, {}, {}};
+                const size_t n_reasoning = responses_reasoning_tokens(a, token_pieces(infos[0], out.output.tokens), st->chat.reasoning_end);
+                st->ex->respond(json_response(200, responses_body(infos[0], st->response.echo, st->response.encrypted_reasoning, fs[0],
                                                                   responses_items_of(a), n_reasoning)));
             } else {
-                st->ex->respond(json_response(200, response_body(info, {&out, c.n_prompt()})));
+                st->ex->respond(json_response(200, fs.size() == 1 ? response_body(infos[0], fs[0]) : response_body(infos, fs, st->n)));
             }
         }
     } catch (const api_error & e) {
@@ -914,7 +1081,7 @@ void api_routes::impl::answer(completion_state * st) {
     } catch (const std::exception & e) {
         st->finished = true;
         if (st->begun) {
-            svc.sched->cancel(st->c); // its finished event gives the place back
+            st->cancel_all(*svc.sched); // their finished events give the place back
             if (svc.log) {
                 svc.log("a stream failed: " + std::string(e.what()));
             }
@@ -936,15 +1103,48 @@ static void begin_sse(completion_state & st) {
     st.ex->stream_begin(std::move(head), ":\n\n");
 }
 
-// Under st.m: the stream's head at admission, then a chunk per release, then its end.
+// Under st.m: the stream's head at admission, then a chunk per release of
+// each choice (its index in it), each choice's last chunk as it finishes,
+// then the usage (include_usage) and the end once every choice finished.
+// A choice cancelled or failed ends the stream with its error, and the
+// others are cancelled.
 void api_routes::impl::stream_out(completion_state & st) {
-    request_channel & c = *st.c;
-    const response_info & info = st.info;
     if (!st.begun) {
         begin_sse(st);
     }
-    std::string text = st.first ? std::move(st.echo_text) : std::string(); // the prompt's text, which the first chunk carries (echo)
-    st.echo_text.clear();
+    bool all_done = true;
+    for (completion_choice & ch : st.choices) {
+        if (!ch.done && !write_choice(st, ch)) {
+            all_done = false;
+        }
+        if (st.finished) {
+            return;
+        }
+    }
+    if (!all_done) {
+        return;
+    }
+    st.finished = true;
+    std::string tail;
+    if (st.info.include_usage) {
+        std::vector<finished_request> fs;
+        for (const completion_choice & ch : st.choices) {
+            fs.push_back({&ch.c->result(), ch.c->n_prompt()});
+        }
+        tail += sse_event(usage_chunk_body(st.info, fs, st.n));
+    }
+    tail += sse_done();
+    st.ex->stream_write(std::move(tail));
+    st.ex->stream_end();
+}
+
+// Under st.m: the chunks of what one choice released; its last one when it
+// finished (true). A failed or cancelled choice ends the stream (st.finished).
+bool api_routes::impl::write_choice(completion_state & st, completion_choice & ch) {
+    request_channel & c = *ch.c;
+    const response_info & info = ch.info;
+    std::string text = ch.first ? std::move(ch.echo_text) : std::string(); // the prompt's text, which the first chunk carries (echo)
+    ch.echo_text.clear();
     specdec::sequence_result lp;
     const bool finished = c.wait_output(0ms, text, info.n_top_logprobs >= 0 ? &lp : nullptr);
     const bool carries = !text.empty() || !lp.tokens.empty();
@@ -953,42 +1153,68 @@ void api_routes::impl::stream_out(completion_state & st) {
     std::optional<parsed_answer> answer;
     nlohmann::json delta = nlohmann::json::object();
     if (parser != nullptr && (carries || finished)) {
-        st.text += text;
-        answer = parser->parse(st.text, !finished);
+        ch.text += text;
+        answer = parser->parse(ch.text, !finished);
         if (answer) {
-            delta = answer_delta(st.sent, *answer, !finished);
+            delta = answer_delta(ch.sent, *answer, !finished);
         }
     }
     if (parser != nullptr ? !delta.empty() || !lp.tokens.empty() : carries) {
-        const nlohmann::json logprobs = lp.tokens.empty() ? nlohmann::json() : logprobs_body(info, token_logprobs::of(lp), st.text_offset);
-        st.ex->stream_write(sse_event(parser != nullptr ? delta_chunk_body(info, std::move(delta), st.first, logprobs)
-                                                        : chunk_body(info, text, st.first, logprobs)));
-        st.first = false;
+        const nlohmann::json logprobs = lp.tokens.empty() ? nlohmann::json() : logprobs_body(info, token_logprobs::of(lp), ch.text_offset);
+        st.ex->stream_write(sse_event(parser != nullptr ? delta_chunk_body(info, std::move(delta), ch.first, logprobs)
+                                                        : chunk_body(info, text, ch.first, logprobs)));
+        ch.first = false;
+    }
+    if (!finished) {
+        return false;
+    }
+    ch.done = true;
+    const specdec::request_result & out = c.result();
+    if (const std::optional<api_error> e = failure_of(out)) {
+        st.finished = true;
+        st.cancel_all(*svc.sched);
+        st.ex->stream_write(sse_event(error_body(*e)) + std::string(sse_done()));
+        st.ex->stream_end();
+        return true;
+    }
+    response_info last = info;
+    if (answer) {
+        for (size_t i = 0; i < answer->tool_calls.size() && i < ch.sent.calls.size(); ++i) {
+            answer->tool_calls[i].id = ch.sent.calls[i].id;
+        }
+        last.answer = &*answer;
+    }
+    st.ex->stream_write(sse_event(final_chunk_body(last, {&out, c.n_prompt()})));
+    return true;
+}
+
+// Under st.m: llama-server's native stream: an event per release ({content,
+// tokens, stop: false, ...}), then the last one (native_completion_body,
+// content "", stop: true) or an error event; no [DONE].
+void api_routes::impl::stream_native(completion_state & st) {
+    completion_choice & ch = st.choices.front();
+    request_channel & c = *ch.c;
+    if (!st.begun) {
+        begin_sse(st);
+    }
+    std::string text;
+    specdec::sequence_result lp;
+    const bool finished = c.wait_output(0ms, text, &lp);
+    ch.text_offset += lp.tokens.size(); // tokens predicted so far
+    if (!text.empty() || (st.native.return_tokens && !lp.tokens.empty())) {
+        st.ex->stream_write(sse_event(native_chunk_body(st.native, ch.info, text, lp, ch.text_offset, c.n_prompt())));
     }
     if (!finished) {
         return;
     }
     st.finished = true;
     const specdec::request_result & out = c.result();
-    std::string tail;
-    if (out.output.stop == SPECDEC_STOP_CANCELLED || out.output.stop == SPECDEC_STOP_ERROR) {
-        const api_error e = ended_without_answer(out.output.stop);
-        tail = sse_event(error_body(e));
+    if (const std::optional<api_error> e = failure_of(out)) {
+        st.ex->stream_write(sse_event(error_body(*e)));
     } else {
-        response_info last = info;
-        if (answer) {
-            for (size_t i = 0; i < answer->tool_calls.size() && i < st.sent.calls.size(); ++i) {
-                answer->tool_calls[i].id = st.sent.calls[i].id;
-            }
-            last.answer = &*answer;
-        }
-        tail = sse_event(final_chunk_body(last, {&out, c.n_prompt()}));
-        if (info.include_usage) {
-            tail += sse_event(usage_chunk_body(info, {&out, c.n_prompt()}));
-        }
+        st.ex->stream_write(sse_event(native_completion_body(st.native, ch.info, {&out, c.n_prompt()}, "", st.prompt_text,
+                                                             stopping_word(st, ch.info, out), true)));
     }
-    tail += sse_done();
-    st.ex->stream_write(std::move(tail));
     st.ex->stream_end();
 }
 
@@ -1004,19 +1230,21 @@ struct typed_stream {
 };
 
 // Under st.m: `format`'s start at admission, its events of what each
-// release adds to the answer, then its end (or its failure).
+// release adds to the answer, then its end (or its failure). These APIs'
+// answers have one choice.
 static void stream_typed(completion_state & st, const typed_stream & format) {
-    request_channel & c = *st.c;
+    completion_choice & ch = st.choices.front();
+    request_channel & c = *ch.c;
     if (!st.begun) {
         begin_sse(st);
         st.ex->stream_write(format.start());
     }
     std::string text;
     const bool finished = c.wait_output(0ms, text);
-    st.text += text;
+    ch.text += text;
     // Without a parser (no tools, no reasoning), the text is the content.
     std::optional<parsed_answer> answer =
-        st.chat.parser != nullptr ? st.chat.parser->parse(st.text, !finished) : parsed_answer{st.text, {}, {}};
+        st.chat.parser != nullptr ? st.chat.parser->parse(ch.text, !finished) : parsed_answer{ch.text, {}, {}};
     if (answer && (!text.empty() || finished)) {
         if (std::string events = format.events(*answer, !finished); !events.empty()) {
             st.ex->stream_write(std::move(events));
@@ -1027,8 +1255,8 @@ static void stream_typed(completion_state & st, const typed_stream & format) {
     }
     st.finished = true;
     const specdec::request_result & out = c.result();
-    if (out.output.stop == SPECDEC_STOP_CANCELLED || out.output.stop == SPECDEC_STOP_ERROR) {
-        st.ex->stream_write(format.failure(ended_without_answer(out.output.stop)));
+    if (const std::optional<api_error> e = failure_of(out)) {
+        st.ex->stream_write(format.failure(*e));
     } else {
         st.ex->stream_write(format.end(answer ? *answer : parsed_answer{}, {&out, c.n_prompt()}));
     }
@@ -1038,8 +1266,9 @@ static void stream_typed(completion_state & st, const typed_stream & format) {
 // Under st.m: Anthropic's stream (serve-anthropic.h): message_start, content
 // blocks, message_delta and message_stop; an error event on a failure.
 void api_routes::impl::stream_anthropic(completion_state & st) {
-    const response_info & info = st.info;
-    stream_typed(st, {[&] { return anthropic_stream_start(info, st.c->n_prompt()); },
+    const completion_choice & ch = st.choices.front();
+    const response_info & info = ch.info;
+    stream_typed(st, {[&] { return anthropic_stream_start(info, ch.c->n_prompt()); },
                       [&](const parsed_answer & a, bool partial) { return anthropic_stream_events(st.events, a, partial); },
                       [&](const parsed_answer & a, const finished_request & f) {
                           const anthropic_stop stop = anthropic_stop_of(f, a, st.stop_sequences, pieces_of(info, f.result->output.tokens));
@@ -1052,7 +1281,7 @@ void api_routes::impl::stream_anthropic(completion_state & st) {
 // response.created and response.in_progress, the items' events, then
 // response.completed or response.incomplete; response.failed on a failure.
 void api_routes::impl::stream_responses(completion_state & st) {
-    const response_info & info = st.info;
+    const response_info & info = st.choices.front().info;
     stream_typed(st, {[&] { return responses_stream_start(st.response, info); },
                       [&](const parsed_answer & a, bool partial) { return responses_stream_events(st.response, a, partial); },
                       [&](const parsed_answer & a, const finished_request & f) {

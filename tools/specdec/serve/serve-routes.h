@@ -34,7 +34,9 @@ struct service {
     std::string            strategy = "none";    // the drafter, reported per response
     std::string            model_path;           // the target's file (GET /props)
     uint32_t               n_slots = 0;          // sequences decoded together (-np; GET /props)
+    bool                   slots_endpoint = true; // GET /slots answers (--slots, the default; --no-slots: 501)
     int32_t                n_ctx = 0;            // positions per sequence
+    int32_t                n_batch = 0;          // tokens per decode (/infill fits its prefix and suffix in one, as llama-server)
     size_t                 max_prompt_bytes = 0; // longer prompt text cannot fit n_ctx (checked before tokenizing); 0: no bound
     int32_t                n_draft = 0;          // request_params::n_draft for every request
     specdec_accept_mode    accept = SPECDEC_ACCEPT_REJECTION; // a request's mode unless it names one (speculative_accept)

@@ -132,7 +132,7 @@ specdec::request_id request_channel::mark_cancelled() {
 scheduler::scheduler(specdec::session * s, llama_context * target, const specdec::engine_params & params, metrics & m,
                      std::function<void(const std::string &)> log)
     : metrics_(m), log_(std::move(log)),
-      n_slots_(params.n_seq > 0 ? params.n_seq : s != nullptr ? s->params().n_seq : llama_n_seq_max(target)) {
+      n_slots_(params.n_seq > 0 ? params.n_seq : s != nullptr ? s->params().n_seq : llama_n_seq_max(target)), slots_(n_slots_) {
     auto cb = [this](const specdec::engine_event & e) { return on_event(e); };
     engine_ = s != nullptr ? std::make_unique<specdec::engine>(*s, params, cb) : std::make_unique<specdec::engine>(target, params, cb);
 }
@@ -141,12 +141,13 @@ scheduler::~scheduler() {
     shutdown(std::chrono::milliseconds(0));
 }
 
-bool scheduler::submit(const std::shared_ptr<request_channel> & c) {
+bool scheduler::submit(std::vector<std::shared_ptr<request_channel>> group) {
     std::lock_guard<std::mutex> lock(m_);
     if (!accepting_) {
         return false;
     }
-    inbox_.push_back(c);
+    n_inbox_ += group.size();
+    inbox_.push_back(std::move(group));
     wake_.notify_one();
     return true;
 }
@@ -174,9 +175,14 @@ void scheduler::kick() {
     wake_.notify_one();
 }
 
+std::vector<slot_view> scheduler::slots() const {
+    std::lock_guard<std::mutex> lock(slots_m_);
+    return slots_;
+}
+
 size_t scheduler::n_in_flight() const {
     std::lock_guard<std::mutex> lock(m_);
-    return inbox_.size() + n_taken_ + live_.size();
+    return n_inbox_ + n_taken_ + live_.size();
 }
 
 size_t scheduler::shutdown(std::chrono::milliseconds deadline) {
@@ -186,7 +192,7 @@ size_t scheduler::shutdown(std::chrono::milliseconds deadline) {
     }
     accepting_ = false;
     const auto until = clock_type::now() + deadline;
-    const auto none_left = [this] { return inbox_.empty() && n_taken_ == 0 && live_.empty(); };
+    const auto none_left = [this] { return n_inbox_ == 0 && n_taken_ == 0 && live_.empty(); };
     idle_.wait_until(lock, until, none_left);
     size_t n_cancelled = 0;
     // The inbox and what the engine thread took from it empty within a
@@ -207,49 +213,58 @@ size_t scheduler::shutdown(std::chrono::milliseconds deadline) {
     return n_cancelled;
 }
 
-void scheduler::settle_taken(specdec::request_id id) {
+void scheduler::settle_taken(specdec::request_id first, size_t n) {
     std::lock_guard<std::mutex> lock(m_);
-    --n_taken_;
-    if (id != 0) {
-        live_.insert(id);
+    n_taken_ -= n;
+    for (size_t i = 0; first != 0 && i < n; ++i) {
+        live_.insert(first + i);
     }
     idle_.notify_all();
 }
 
-void scheduler::admit(const std::shared_ptr<request_channel> & c) {
-    specdec::request_id id = 0;
+void scheduler::admit(const std::vector<std::shared_ptr<request_channel>> & group) {
+    const request_channel & c0 = *group.front();
+    specdec::request_id first = 0;
+    const auto refuse = [&](specdec_status code, const std::string & message) {
+        settle_taken(0, group.size());
+        for (const auto & c : group) {
+            if (c->on_rejected(code, message)) {
+                n_paused_.fetch_sub(1);
+            }
+        }
+    };
     try {
-        id = engine_->add(c->prompt_, c->params_);
+        first = engine_->add_n(c0.prompt_, c0.params_, static_cast<uint32_t>(group.size()));
     } catch (const specdec::error & e) {
         if (e.code() == SPECDEC_STATUS_QUEUE_FULL) {
             metrics_.add_rejected();
         }
-        settle_taken(0);
-        if (c->on_rejected(e.code(), e.what())) {
-            n_paused_.fetch_sub(1);
-        }
+        refuse(e.code(), e.what());
         return;
     } catch (const std::exception & e) {
-        settle_taken(0);
-        if (c->on_rejected(SPECDEC_STATUS_NATIVE_FAILURE, e.what())) {
-            n_paused_.fetch_sub(1);
-        }
+        refuse(SPECDEC_STATUS_NATIVE_FAILURE, e.what());
         return;
     }
-    by_id_[id] = c;
-    settle_taken(id);
-    {
-        // Admitted and told the engine under the channel's lock: a pause
-        // marked before it is applied here, one marked after by pause().
-        std::lock_guard<std::mutex> lock(c->m_);
-        c->id_ = id;
-        if (c->paused_) {
-            engine_->pause(id, true);
-        }
+    for (size_t i = 0; i < group.size(); ++i) {
+        by_id_[first + i] = group[i];
     }
-    c->on_admitted(id);
-    if (c->cancel_requested()) {
-        engine_->cancel(id);
+    settle_taken(first, group.size());
+    for (size_t i = 0; i < group.size(); ++i) {
+        request_channel & c = *group[i];
+        const specdec::request_id id = first + i;
+        {
+            // Admitted and told the engine under the channel's lock: a pause
+            // marked before it is applied here, one marked after by pause().
+            std::lock_guard<std::mutex> lock(c.m_);
+            c.id_ = id;
+            if (c.paused_) {
+                engine_->pause(id, true);
+            }
+        }
+        c.on_admitted(id);
+        if (c.cancel_requested()) {
+            engine_->cancel(id);
+        }
     }
 }
 
@@ -266,6 +281,39 @@ bool scheduler::on_event(const specdec::engine_event & e) {
         return true;
     }
     const std::shared_ptr<request_channel> & c = it->second;
+    if (e.seq_id >= 0 && static_cast<size_t>(e.seq_id) < n_slots_) {
+        std::lock_guard<std::mutex> lock(slots_m_);
+        slot_view & v = slots_[static_cast<size_t>(e.seq_id)];
+        if (v.id_task != e.id) { // its first event in this slot (it may have moved down from another)
+            for (slot_view & other : slots_) {
+                other.processing = other.id_task == e.id ? false : other.processing;
+            }
+            v = slot_view{};
+            v.id_task = e.id;
+            v.n_prompt = c->n_prompt();
+            v.params = c->params_;
+            v.params.stop_strings = nullptr;
+            v.params.n_stop_strings = 0;
+            v.params.logit_bias = nullptr;
+            v.params.n_logit_bias = 0;
+            v.params.grammar = nullptr;
+            v.params.grammar_triggers = nullptr;
+            v.params.n_grammar_triggers = 0;
+            v.params.grammar_prefix = nullptr;
+            v.params.reasoning_start = nullptr;
+            v.params.reasoning_end = nullptr;
+            v.params.reasoning_budget_message = nullptr;
+            v.params.reasoning_prefix = nullptr;
+        }
+        if (e.type == SPECDEC_ENGINE_EVENT_TOKEN) {
+            v.processing = true;
+            v.n_decoded += e.token != LLAMA_TOKEN_NULL ? 1 : 0;
+        } else {
+            v.processing = false;
+            v.n_decoded = e.result->output.tokens.size();
+            v.n_prompt_cached = e.result->n_prompt_cached;
+        }
+    }
     if (e.type == SPECDEC_ENGINE_EVENT_TOKEN) {
         c->on_token(e, clock_type::now());
         if (e.token != LLAMA_TOKEN_NULL) {
@@ -310,12 +358,12 @@ void scheduler::run() {
     for (;;) {
         wake_.wait(lock, [&] { return busy || kicked_ || !inbox_.empty() || stop_; });
         kicked_ = false;
-        std::deque<std::shared_ptr<request_channel>> arrived;
+        std::deque<std::vector<std::shared_ptr<request_channel>>> arrived;
         arrived.swap(inbox_);
-        n_taken_ = arrived.size(); // shutdown() sees them until admit() settles each
+        n_taken_ = std::exchange(n_inbox_, 0); // shutdown() sees them until admit() settles each
         lock.unlock();
-        for (const auto & c : arrived) {
-            admit(c);
+        for (const auto & group : arrived) {
+            admit(group);
         }
         if (engine_->has_work()) {
             try {

@@ -124,6 +124,19 @@ private:
     uint64_t                        n_token_events_ = 0;
 };
 
+// What one slot is doing, as far as the engine's events tell (GET /slots):
+// a request is seen in its slot from its first token on (not while its
+// prompt is read), and stays listed there, finished, until another's
+// first token.
+struct slot_view {
+    bool                    processing = false; // a request in it is generating
+    specdec::request_id     id_task = 0;        // the last request seen in it (0: none yet)
+    size_t                  n_prompt = 0;       // that request's prompt tokens
+    size_t                  n_prompt_cached = 0; // of them taken from the slot's memory (known once it finished)
+    size_t                  n_decoded = 0;      // tokens it emitted so far
+    specdec::request_params params{};           // its parameters (the pointers in them cleared)
+};
+
 // Owns the engine. Construct, call run() on the thread that is to decode,
 // submit from any thread; shutdown() (or the destructor) makes run() return.
 // Every member is thread-safe.
@@ -139,10 +152,13 @@ public:
     scheduler(const scheduler &) = delete;
     scheduler & operator=(const scheduler &) = delete;
 
-    // Queues `c` for the engine thread (which adds it to the engine and
-    // reports on it through `c`); the scheduler keeps a reference until it
-    // finished. false (nothing queued) once shutdown has begun.
-    bool submit(const std::shared_ptr<request_channel> & c);
+    // Queues `group` (one channel or more) for the engine thread, which adds it to the engine and
+    // reports on each through its channel; the scheduler keeps a reference
+    // to each until it finished. A group of several is n completions of one
+    // prompt (specdec_engine_add_n): every channel holds the same prompt and
+    // parameters but the seed, which is channel 0's + i, and they are added
+    // (or refused) together. false (nothing queued) once shutdown has begun.
+    bool submit(std::vector<std::shared_ptr<request_channel>> group);
     // Cancels a request wherever it is (inbox, waiting, running); its
     // finished event follows with SPECDEC_STOP_CANCELLED. Idempotent.
     void cancel(const std::shared_ptr<request_channel> & c);
@@ -165,12 +181,14 @@ public:
     void run();
     // Requests handed in and not finished (inbox, being added, waiting, running).
     size_t n_in_flight() const;
+    // A copy of what each slot is doing, [0, slots); the engine thread updates it at each event.
+    std::vector<slot_view> slots() const;
 
 private:
     bool on_event(const specdec::engine_event & e);
-    void admit(const std::shared_ptr<request_channel> & c);
-    // A request taken from the inbox is added (id: its engine id) or refused (0).
-    void settle_taken(specdec::request_id id);
+    void admit(const std::vector<std::shared_ptr<request_channel>> & group);
+    // The n requests of a group taken from the inbox are added (ids first .. first + n - 1) or refused (first 0).
+    void settle_taken(specdec::request_id first, size_t n);
     void publish_load();
     // Wakes the engine thread for a step (a cancellation or pause to apply).
     void kick();
@@ -183,14 +201,17 @@ private:
     mutable std::mutex                           m_;
     std::condition_variable                      wake_;   // the engine thread: inbox, stop
     std::condition_variable                      idle_;   // shutdown: a request finished, run() returned
-    std::deque<std::shared_ptr<request_channel>> inbox_;
-    size_t                                       n_taken_ = 0; // taken from the inbox by the engine thread, not yet added or refused
+    std::deque<std::vector<std::shared_ptr<request_channel>>> inbox_;
+    size_t                                       n_inbox_ = 0; // requests in the inbox
+    size_t                                       n_taken_ = 0; // requests taken from the inbox by the engine thread, not yet added or refused
     std::set<specdec::request_id>                live_;   // admitted, not finished
     bool                                         accepting_ = true;
     bool                                         stop_ = false;    // set by shutdown() once nothing is left: run() returns, later shutdowns return 0
     bool                                         running_ = false; // run() is looping
     bool                                         kicked_ = false;  // a cancellation or pause for the engine: step even if it was idle
     std::atomic<size_t>                          n_paused_{0};     // channels marked paused and not finished
+    mutable std::mutex                           slots_m_; // guards slots_
+    std::vector<slot_view>                       slots_;
     // Engine thread only.
     std::unordered_map<specdec::request_id, std::shared_ptr<request_channel>> by_id_;
 };
