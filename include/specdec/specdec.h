@@ -893,7 +893,8 @@ SPECDEC_API specdec_generation_times specdec_generation_get_times(const specdec_
  * bare target context: plain decoding, the reference) and a bounded FIFO of
  * waiting requests. Each step:
  *  - cancelled requests leave;
- *  - waiting requests take free slots, in arrival order. With reuse_prompts
+ *  - waiting requests take free slots, in arrival order (the n requests of
+ *    one specdec_engine_add_n together, when n slots are free). With reuse_prompts
  *    each takes the free slot whose positions share the longest prefix with
  *    its prompt, where that prefix is more than a tenth of the prompt (as
  *    llama-server's default --slot-prompt-similarity); else an empty slot,
@@ -1056,7 +1057,9 @@ SPECDEC_API specdec_status specdec_engine_add(specdec_engine * engine, const lla
  * drafter cannot copy (specdec_session_can_move_sequences false), or
  * prompt_logprobs is asked for, or the first is cancelled before its prompt
  * is read, each decodes the prompt itself: the output is the same, the
- * prompt's cost is n times. n = 1 is specdec_engine_add.
+ * prompt's cost is n times. n = 1 is specdec_engine_add. The prompt and
+ * params are borrowed for the call (copied, as by specdec_engine_add); the
+ * n requests count n against max_waiting.
  * Errors, nothing queued: those of specdec_engine_add, and INVALID_ARGUMENT
  * for n == 0 or n above the engine's slots (the message names n).
  */
