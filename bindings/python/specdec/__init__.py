@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Optional, Union
 
 from . import _native
-from .engine import Engine, Event
+from .engine import Engine, Event, Stream
 from .errors import *  # noqa: F401,F403  (the exception hierarchy)
 from .errors import ERRORS, SpecdecError, Status, StatusKind, check
 from .models import (
@@ -32,7 +32,7 @@ from .models import (
     set_log_callback,
     set_upstream_log_level,
 )
-from .session import Session, Stream, draft_context
+from .session import Session, draft_context
 from .types import (
     AcceptMode,
     Completion,

@@ -1,19 +1,21 @@
-"""Continuous batching: requests that come and go (specdec_engine)."""
+"""Continuous batching: requests that come and go (specdec_engine); and
+Stream, one generation's pieces from a private engine."""
 
 from __future__ import annotations
 
 import ctypes
 import threading
-from typing import Callable, List, Optional, Sequence, Union
+from typing import Callable, Iterator, List, Optional, Sequence, Union
 
 from . import _native
+from ._handle import _Handle
 from .errors import InvalidArgumentError, Status, check, error_for
-from .models import Context, _Handle
-from .session import Session, _token_array
+from .generation import Tokens, _Source, _token_array
 from .types import (
     Completion,
     FinishedEvent,
     GenerateParams,
+    Piece,
     RequestTimes,
     StopReason,
     TokenEvent,
@@ -42,7 +44,7 @@ class Engine(_Handle):
 
     def __init__(
         self,
-        source: Union[Session, Context],
+        source: _Source,
         *,
         n_seq: int = 0,
         max_waiting: int = 64,
@@ -57,14 +59,9 @@ class Engine(_Handle):
         p.n_prefill_chunk = n_prefill_chunk
         p.keep_finished = keep_finished
         p.reuse_prompts = reuse_prompts
-        if isinstance(source, Session):
-            session, target = source, source.target
-            self._n_draft_max = source.params.n_draft_max
-        elif isinstance(source, Context):
-            session, target = None, source
-            self._n_draft_max = 0
-        else:
+        if not isinstance(source, _Source):
             raise TypeError("an Engine runs over a Session or a Context")
+        session, target, self._n_draft_max = source._handles()
         self.source = source
         # The callback reaches this state, never the Engine itself, so that an
         # engine nobody references is collected (and freed).
@@ -73,11 +70,7 @@ class Engine(_Handle):
         self._lock = threading.Lock()  # held by the thread inside step / run_until_idle
         self._stepping: Optional[int] = None
         out = ctypes.c_void_p()
-        check(
-            lib.specdec_engine_init(
-                None if session is None else session.handle, target.handle, ctypes.byref(p), self._callback, None, ctypes.byref(out)
-            )
-        )
+        check(lib.specdec_engine_init(session, target, ctypes.byref(p), self._callback, None, ctypes.byref(out)))
         self._own(out.value, lib.specdec_engine_free, source)
 
     @property
@@ -238,3 +231,69 @@ def _event_from_c(e, n_draft_max: int) -> Event:
         times=RequestTimes(e.times.t_first_token_us, e.times.t_total_us),
         n_prompt_cached=e.n_prompt_cached,
     )
+
+
+class Stream(Iterator[Piece]):
+    """Pieces of one generation as it runs, on the consumer's thread: each
+    next() runs steps of a private Engine (over the Session, or the plain
+    Context) until a piece is ready. The output is what generate returns for
+    the same prompt and parameters."""
+
+    def __init__(self, source: _Source, prompt: Tokens, params, kwargs):
+        self._engine = Engine(source, n_seq=1, keep_finished=True, reuse_prompts=False)
+        try:
+            self._id = self._engine.add(prompt, params, **kwargs)
+        except BaseException:
+            self._engine.close()
+            raise
+        self._queue: list = []
+        self.result: Optional[Completion] = None
+        self.finished = None  # the FinishedEvent, with times and n_prompt_cached
+
+    def __iter__(self) -> "Stream":
+        return self
+
+    def __next__(self) -> Piece:
+        while not self._queue:
+            if self.finished is not None or self._engine.closed:
+                self.close()
+                raise StopIteration
+            for e in self._engine.step():
+                if e.id != self._id:
+                    continue
+                if hasattr(e, "completion"):
+                    self.finished = e
+                    self.result = e.completion
+                else:
+                    self._queue.append(Piece(e.token, e.piece, e.seq_id, e.logprob, e.top_logprobs))
+        return self._queue.pop(0)
+
+    def close(self) -> None:
+        """Stops the generation (its slot is freed) and frees the engine."""
+        if not self._engine.closed:
+            if self.finished is None:
+                self._engine.cancel(self._id)
+                for e in self._engine.run_until_idle():
+                    if hasattr(e, "completion") and e.id == self._id:
+                        self.finished = e
+                        self.result = e.completion
+            self._engine.close()
+
+    def __enter__(self) -> "Stream":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    @property
+    def text(self) -> str:
+        """The whole text, after the stream is exhausted."""
+        if self.result is None:
+            raise InvalidArgumentError(Status.INVALID_ARGUMENT, "the stream has not finished")
+        return self.result.text

@@ -5,10 +5,8 @@ specdec_inspect before llama.cpp loads it (llama.cpp's loader aborts the
 process on some malformed files; inspect turns those into errors), then
 loaded with llama_model_load_from_file.
 
-Lifetimes: a Context keeps its Model alive, a Session its Contexts, an
-Engine its Session, so no object is freed before one that borrows it.
-close() (or leaving a `with` block) frees at once; otherwise the garbage
-collector does, and at the latest the interpreter's exit.
+Lifetimes: a Context keeps its Model alive; _handle says how every object
+is freed.
 """
 
 from __future__ import annotations
@@ -16,11 +14,13 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-import weakref
 from typing import Callable, Optional, Union
 
 from . import _native
+from ._handle import _Handle
+from .engine import Stream
 from .errors import FileReadError, NativeFailureError, Status, check
+from .generation import _generate, _Source
 from .types import ModelInfo, Strategy, model_info_from_c
 
 lib = _native.lib
@@ -104,53 +104,7 @@ def detect_strategy(target: PathLike, draft: Optional[PathLike] = None) -> Strat
     return Strategy(out.value)
 
 
-# --- owned handles -------------------------------------------------------------------
-class _Handle:
-    """A native handle freed exactly once: by close(), by the garbage collector,
-    or at exit. `keep` holds the objects the handle borrows, so that they are
-    freed after it whatever order the collector picks."""
-
-    _handle: Optional[int]
-
-    def _own(self, handle: int, free: Callable[[int], None], *keep) -> None:
-        self._handle = handle
-        self._dependents: "weakref.WeakSet[_Handle]" = weakref.WeakSet()
-        self._finalizer = weakref.finalize(self, _free, free, handle, keep)
-        for parent in keep:
-            if isinstance(parent, _Handle):
-                parent._dependents.add(self)
-
-    @property
-    def handle(self) -> int:
-        """The native pointer; ValueError once closed."""
-        if self._handle is None:
-            raise ValueError(f"{type(self).__name__} is closed")
-        return self._handle
-
-    @property
-    def closed(self) -> bool:
-        return self._handle is None
-
-    def close(self) -> None:
-        """Frees the native object now (idempotent), after closing the objects
-        that borrow it (a Model's contexts, a Context's sessions and engines)."""
-        if getattr(self, "_handle", None) is not None:
-            self._handle = None
-            for dependent in list(self._dependents):
-                dependent.close()
-            self._finalizer()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-def _free(free: Callable[[int], None], handle: int, keep) -> None:
-    free(handle)
-
-
+# --- models and contexts -----------------------------------------------------------
 def _read_sized(call, ctype, guess: int):
     """Calls a specdec function that fills the caller's buffer, call(dst,
     capacity, &n): first with `guess` elements, then once more with the size
@@ -262,7 +216,7 @@ def default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-class Context(_Handle):
+class Context(_Source):
     """A llama.cpp context over a Model (llama_init_from_model).
 
     n_ctx: positions in all (0: the model's training length), shared by the
@@ -329,19 +283,16 @@ class Context(_Handle):
     # Plain decoding of this context alone: the reference speculation equals.
     def generate(self, prompt, params=None, **kwargs):
         """Plain decoding (specdec_generate without a session); see Session.generate."""
-        from .session import _generate
-
-        return _generate(None, self, [prompt], params, kwargs, None)[0]
+        return _generate(self, [prompt], params, kwargs, None)[0]
 
     def generate_batch(self, prompts, params=None, on_piece=None, **kwargs):
-        from .session import _generate
-
-        return _generate(None, self, prompts, params, kwargs, on_piece)
+        return _generate(self, prompts, params, kwargs, on_piece)
 
     def stream(self, prompt, params=None, **kwargs):
-        from .session import Stream
+        return Stream(self, prompt, params, kwargs)
 
-        return Stream(None, self, prompt, params, kwargs)
+    def _handles(self):
+        return None, self.handle, 0
 
     def __repr__(self) -> str:
         return f"Context(n_ctx={self.n_ctx}, n_seq={self.n_seq_max})" if not self.closed else "Context(closed)"

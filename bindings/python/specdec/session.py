@@ -1,40 +1,31 @@
-"""Speculative sessions, generation and streaming."""
+"""Speculative sessions: the draft-and-verify loop by hand, checkpoints,
+and generation over a target and a draft context."""
 
 from __future__ import annotations
 
 import ctypes
-from typing import Callable, Iterator, Optional, Sequence, Union
+from typing import Callable, Optional, Sequence, Union
 
 from . import _native
-from .errors import InvalidArgumentError, Status, check, error_for
-from .models import Context, Model, _Handle, default_threads
+from .engine import Stream
+from .errors import InvalidArgumentError, Status, check
+from .generation import Tokens, _generate, _Source, _token_array
+from .models import Context, Model, default_threads
 from .types import (
     Completion,
     ContextRole,
     DraftSampling,
     GenerateParams,
     Generation,
-    GenerationTimes,
-    Piece,
     SessionParams,
     SessionStats,
-    StopReason,
     Strategy,
     TokenProb,
-    sequence_stats_from_c,
     session_params_from_c,
     session_stats_from_c,
-    top_logprobs_from_c,
 )
 
 lib = _native.lib
-Tokens = Sequence[int]
-
-
-def _token_array(tokens: Tokens):
-    if isinstance(tokens, (str, bytes)):
-        raise TypeError("a prompt is a sequence of token ids (tokenize text with Model.tokenize)")
-    return (_native.llama_token * len(tokens))(*tokens)
 
 
 def _session_params(strategy, n_seq, n_draft_max, n_draft_min, p_min):
@@ -78,7 +69,7 @@ def draft_context(
     return Context._wrap(out.value, model, target)
 
 
-class Session(_Handle):
+class Session(_Source):
     """A speculative session over a target Context and a draft Context (None
     for the n-gram strategies); see specdec_session_init. It borrows both for
     its whole life (they stay alive while it does). One thread at a time.
@@ -256,7 +247,7 @@ class Session(_Handle):
         """Generates from one prompt (token ids); keyword arguments are GenerateParams
         fields (n_predict=..., temperature=..., stop=[...], n_top_logprobs=...).
         Greedy output equals plain decoding of the target (Context.generate)."""
-        return _generate(self, self.target, [prompt], params, kwargs, None)[0]
+        return _generate(self, [prompt], params, kwargs, None)[0]
 
     def generate_batch(
         self,
@@ -267,13 +258,16 @@ class Session(_Handle):
     ) -> Generation:
         """One sequence per prompt, verified together. on_piece(seq_id, token,
         piece) is called for every emitted token; returning False stops that sequence."""
-        return _generate(self, self.target, prompts, params, kwargs, on_piece)
+        return _generate(self, prompts, params, kwargs, on_piece)
 
-    def stream(self, prompt: Tokens, params: Optional[GenerateParams] = None, **kwargs) -> "Stream":
+    def stream(self, prompt: Tokens, params: Optional[GenerateParams] = None, **kwargs) -> Stream:
         """An iterator over the Pieces of one generation, produced as it is
         consumed (on the calling thread); its `result` is the Completion once
         it is exhausted. Closing it early (break, close()) stops the generation."""
-        return Stream(self, self.target, prompt, params, kwargs)
+        return Stream(self, prompt, params, kwargs)
+
+    def _handles(self):
+        return self.handle, self.target.handle, self._params.n_draft_max
 
     def __repr__(self) -> str:
         return f"Session({self._params})" if not self.closed else "Session(closed)"
@@ -285,148 +279,3 @@ def _read_blob(call) -> bytes:
     buf = (ctypes.c_uint8 * max(1, n.value))()
     check(call(buf, n.value, ctypes.byref(n)))
     return bytes(buf[: n.value])
-
-
-def _completion(gen, i: int, n_draft_max: int) -> Completion:
-    n = ctypes.c_size_t()
-    tokens_p = lib.specdec_generation_tokens(gen, i, ctypes.byref(n))
-    tokens = tokens_p[: n.value] if n.value else []
-    n_text = ctypes.c_size_t()
-    text_p = lib.specdec_generation_text(gen, i, ctypes.byref(n_text))
-    text = ctypes.string_at(text_p, n_text.value) if n_text.value else b""
-    n_lp = ctypes.c_size_t()
-    lp = lib.specdec_generation_logprobs(gen, i, ctypes.byref(n_lp))
-    logprobs = lp[: n_lp.value] if lp else None
-    n_top = ctypes.c_size_t()
-    top = lib.specdec_generation_top_logprobs(gen, i, ctypes.byref(n_top))
-    top_logprobs = top_logprobs_from_c(top, n_top.value, len(tokens)) if top else ([[] for _ in tokens] if lp else None)
-    return Completion(
-        tokens=tokens,
-        text_bytes=text,
-        stop_reason=StopReason(lib.specdec_generation_stop_reason(gen, i)),
-        stats=sequence_stats_from_c(lib.specdec_generation_sequence_stats(gen, i), n_draft_max),
-        logprobs=logprobs,
-        top_logprobs=top_logprobs,
-    )
-
-
-def _generate(session: Optional[Session], target: Context, prompts, params, kwargs, on_piece) -> Generation:
-    gp = GenerateParams.of(params, **kwargs)
-    c_params, keep = gp.to_c()
-    n = len(prompts)
-    arrays = [_token_array(p) for p in prompts]
-    ptrs = (ctypes.POINTER(_native.llama_token) * max(1, n))(
-        *[ctypes.cast(a, ctypes.POINTER(_native.llama_token)) for a in arrays]
-    )
-    sizes = (ctypes.c_size_t * max(1, n))(*[len(p) for p in prompts])
-    raised = []
-    callback = _native.specdec_token_callback()  # NULL
-    if on_piece is not None:
-
-        def trampoline(seq_id, token, piece, n_piece, _user):
-            try:
-                return on_piece(seq_id, token, ctypes.string_at(piece, n_piece)) is not False
-            except BaseException as e:  # stop every sequence; raised after the call
-                raised.append(e)
-                return False
-
-        callback = _native.specdec_token_callback(trampoline)
-    out = ctypes.c_void_p()
-    # The GIL is released for the whole call (ctypes.CDLL); on_piece takes it back per token.
-    status = lib.specdec_generate(
-        None if session is None else session.handle,
-        target.handle,
-        ptrs,
-        sizes,
-        n,
-        ctypes.byref(c_params),
-        callback,
-        None,
-        ctypes.byref(out),
-    )
-    message = lib.specdec_last_error().decode("utf-8", "replace") if status != Status.OK else ""
-    result = None
-    if out.value:
-        try:
-            n_draft_max = session.params.n_draft_max if session is not None else 0
-            times = lib.specdec_generation_get_times(out.value)
-            result = Generation(
-                sequences=[_completion(out.value, i, n_draft_max) for i in range(lib.specdec_generation_n_sequences(out.value))],
-                times=GenerationTimes(times.t_prefill_us, times.t_verify_us, times.t_draft_us, times.t_total_us),
-            )
-        finally:
-            lib.specdec_generation_free(out.value)
-    del keep
-    if status != Status.OK:
-        raise error_for(status, message, partial=result)
-    if raised:
-        raise raised[0]
-    return result
-
-
-class Stream(Iterator[Piece]):
-    """Pieces of one generation as it runs, on the consumer's thread: each
-    next() runs engine steps (a private specdec_engine over the session, or
-    the plain context) until a piece is ready. The output is what generate
-    returns for the same prompt and parameters."""
-
-    def __init__(self, session: Optional[Session], target: Context, prompt: Tokens, params, kwargs):
-        from .engine import Engine
-
-        self._engine = Engine(session if session is not None else target, n_seq=1, keep_finished=True, reuse_prompts=False)
-        try:
-            self._id = self._engine.add(prompt, params, **kwargs)
-        except BaseException:
-            self._engine.close()
-            raise
-        self._queue: list = []
-        self.result: Optional[Completion] = None
-        self.finished = None  # the FinishedEvent, with times and n_prompt_cached
-
-    def __iter__(self) -> "Stream":
-        return self
-
-    def __next__(self) -> Piece:
-        while not self._queue:
-            if self.finished is not None or self._engine.closed:
-                self.close()
-                raise StopIteration
-            for e in self._engine.step():
-                if e.id != self._id:
-                    continue
-                if hasattr(e, "completion"):
-                    self.finished = e
-                    self.result = e.completion
-                else:
-                    self._queue.append(Piece(e.token, e.piece, e.seq_id, e.logprob, e.top_logprobs))
-        return self._queue.pop(0)
-
-    def close(self) -> None:
-        """Stops the generation (its slot is freed) and frees the engine."""
-        if not self._engine.closed:
-            if self.finished is None:
-                self._engine.cancel(self._id)
-                for e in self._engine.run_until_idle():
-                    if hasattr(e, "completion") and e.id == self._id:
-                        self.finished = e
-                        self.result = e.completion
-            self._engine.close()
-
-    def __enter__(self) -> "Stream":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
-
-    @property
-    def text(self) -> str:
-        """The whole text, after the stream is exhausted."""
-        if self.result is None:
-            raise InvalidArgumentError(Status.INVALID_ARGUMENT, "the stream has not finished")
-        return self.result.text

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, NamedTuple, Optional, Sequence, Union
 
 from . import _native
+from .errors import InvalidArgumentError, Status, check
 
 
 class Strategy(enum.IntEnum):
@@ -38,8 +39,6 @@ class Strategy(enum.IntEnum):
             return value
         if isinstance(value, int):
             return cls(value)
-        from .errors import check
-
         out = _native.c_enum()
         check(_native.lib.specdec_strategy_from_name(str(value).encode(), _native.ctypes.byref(out)))
         return cls(out.value)
@@ -105,8 +104,6 @@ class AcceptMode(enum.IntEnum):
                 return cls[name.upper()]
             except KeyError:
                 pass
-        from .errors import InvalidArgumentError, Status
-
         raise InvalidArgumentError(
             Status.INVALID_ARGUMENT, f"accept is {value!r}; it must be 'exact' or 'rejection' (or an AcceptMode)"
         )

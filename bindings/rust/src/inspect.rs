@@ -1,11 +1,10 @@
 //! GGUF metadata and pair rules, without loading weights.
 
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 use std::fmt;
 use std::path::Path;
 
 use crate::error::{check, Error, Result};
-use crate::model::opt_path_cstring;
 use crate::sys;
 
 /// `specdec_strategy`.
@@ -56,7 +55,7 @@ impl Strategy {
 
     /// Parses a name printed by [`Strategy::name`] ("mtp", "ngram-map-k").
     pub fn from_name(name: &str) -> Result<Strategy> {
-        let c = std::ffi::CString::new(name).map_err(|_| Error::InvalidArgument { message: "NUL in name".into() })?;
+        let c = CString::new(name).map_err(|_| Error::InvalidArgument { message: "NUL in name".into() })?;
         let mut out = 0;
         // SAFETY: a NUL-terminated string and an out pointer.
         check(unsafe { sys::specdec_strategy_from_name(c.as_ptr(), &mut out) })?;
@@ -127,9 +126,21 @@ fn info_from(i: &sys::specdec_model_info) -> ModelInfo {
     }
 }
 
+/// A path as the NUL-terminated string the C calls take (these and
+/// [`LlamaModel::load_from_file`](crate::LlamaModel::load_from_file));
+/// `InvalidArgument` when it holds a NUL byte.
+pub(crate) fn path_cstring(path: &Path) -> Result<CString> {
+    use std::os::unix::ffi::OsStrExt;
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::InvalidArgument { message: "path holds a NUL byte".into() })
+}
+
+fn opt_path_cstring(path: Option<&Path>) -> Result<Option<CString>> {
+    path.map(path_cstring).transpose()
+}
+
 /// A GGUF file's metadata (`specdec_inspect`).
 pub fn inspect(path: impl AsRef<Path>) -> Result<ModelInfo> {
-    let c = opt_path_cstring(Some(path.as_ref()))?.unwrap();
+    let c = path_cstring(path.as_ref())?;
     // SAFETY: zeroed plain data is a valid out value.
     let mut info: sys::specdec_model_info = unsafe { std::mem::zeroed() };
     // SAFETY: a path and an out pointer.
@@ -149,7 +160,7 @@ pub fn inspect_buffer(data: &[u8]) -> Result<ModelInfo> {
 /// Whether the files can run `strategy` together, from metadata alone
 /// (`specdec_check_pair`): `Ok(())`, or the compatibility error saying why not.
 pub fn check_pair(target: impl AsRef<Path>, draft: Option<&Path>, strategy: Strategy) -> Result<()> {
-    let t = opt_path_cstring(Some(target.as_ref()))?.unwrap();
+    let t = path_cstring(target.as_ref())?;
     let d = opt_path_cstring(draft)?;
     // SAFETY: NUL-terminated paths (or NULL) that outlive the call.
     check(unsafe { sys::specdec_check_pair(t.as_ptr(), d.as_ref().map_or(std::ptr::null(), |d| d.as_ptr()), strategy as i32) })
@@ -157,7 +168,7 @@ pub fn check_pair(target: impl AsRef<Path>, draft: Option<&Path>, strategy: Stra
 
 /// The strategy for a target and an optional draft (`specdec_detect_strategy`).
 pub fn detect_strategy(target: impl AsRef<Path>, draft: Option<&Path>) -> Result<Strategy> {
-    let t = opt_path_cstring(Some(target.as_ref()))?.unwrap();
+    let t = path_cstring(target.as_ref())?;
     let d = opt_path_cstring(draft)?;
     let mut out = 0;
     // SAFETY: as above.

@@ -7,7 +7,6 @@
 //! (reference-counted) until it is dropped itself, whatever order the Rust
 //! values are dropped in.
 
-use std::ffi::CString;
 use std::os::raw::c_char;
 use std::path::Path;
 use std::ptr::NonNull;
@@ -15,7 +14,7 @@ use std::rc::Rc;
 use std::sync::Once;
 
 use crate::error::{check, Error, Result};
-use crate::inspect::{inspect, Strategy};
+use crate::inspect::{inspect, path_cstring, Strategy};
 use crate::sys;
 
 /// A token id.
@@ -230,15 +229,6 @@ fn read_sized<T: Copy + Default>(
     check(status)?;
     buf.truncate(n);
     Ok(buf)
-}
-
-fn path_cstring(path: &Path) -> Result<CString> {
-    use std::os::unix::ffi::OsStrExt;
-    CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::InvalidArgument { message: "path holds a NUL byte".into() })
-}
-
-pub(crate) fn opt_path_cstring(path: Option<&Path>) -> Result<Option<CString>> {
-    path.map(path_cstring).transpose()
 }
 
 /// `llama_context_type`.
