@@ -154,10 +154,10 @@ SPECDEC_API const char * specdec_cpu_variant(void);
  * flash attention, and a single row's dot product where several rows take
  * llamafile's sgemm, the IQ grid types' 8-row panel): faster prompt
  * processing, but greedy output that may differ from plain decoding after a
- * near-tie. Every weight type llama.cpp's quantizer writes is covered on
- * x86 builds without AMX (docs/robustness.md); a unified KV cache
- * (kv_unified) with several sequences and an F16 or F32 cache is not: the
- * attention's tiles then hold other sequences' cells. Process-wide (it sets
+ * near-tie. The weight types llama.cpp's quantizer writes are covered on
+ * x86 builds without AMX, but Q1_0 and Q2_0 (specdec_check_exact says per
+ * file); a unified KV cache (kv_unified) with several sequences is checked
+ * only with a quantized cache type (docs/robustness.md). Process-wide (it sets
  * the CPU backend, every model and context alike); change it only while no
  * decode runs. GPU backends are not covered. Returns
  * SPECDEC_STATUS_UNAVAILABLE (and leaves the kernels as they are) when asked

@@ -225,9 +225,10 @@ std::vector<weight_type> near_tie_types() {
         return types;
     }
     // The kernels the NearTies suite does not reach: the IQ grid types'
-    // panel (iq4_xs), repacked Q2_K (AVX512), IQ4_NL and MXFP4, and sgemm's
-    // BF16. The other types take kernels these and NearTies cover.
-    std::string list = env != nullptr ? env : "iq4_xs,q2_k,iq4_nl,mxfp4_moe,bf16";
+    // panel beside IQ4_XS's aligned vec_dot (iq4_xs) and beside the others'
+    // (iq3_s, which needs no importance matrix), repacked Q2_K (AVX512),
+    // IQ4_NL and MXFP4, and sgemm's BF16.
+    std::string list = env != nullptr ? env : "iq4_xs,iq3_s,q2_k,iq4_nl,mxfp4_moe,bf16";
     for (size_t at = 0; at < list.size();) {
         const size_t comma = std::min(list.find(',', at), list.size());
         if (const fixtures::weight_type_info * i = fixtures::find_weight_type(list.substr(at, comma - at))) {
