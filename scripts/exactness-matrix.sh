@@ -12,10 +12,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir="${1:-build}"
 types="${2:-all}"
-bin="$build_dir/bin/test-near-ties"
+bin="$build_dir/tests/test-near-ties"
 [ -x "$bin" ] || { echo "exactness-matrix: $bin not built (cmake --build $build_dir --target test-near-ties)" >&2; exit 2; }
 lscpu | grep -E "^Model name" >&2 || true
-echo "exactness-matrix: types $types; CPU kernels: $("$build_dir/bin/specdec" info 2>/dev/null | grep -m1 '^CPU kernels' || echo unknown)" >&2
+echo "exactness-matrix: types $types; CPU kernels: $("$build_dir/bin/specdec" info 2>/dev/null | grep -m1 '^CPU kernels' | sed 's/^CPU kernels: *//' || echo unknown)" >&2
 log="$build_dir/exactness-matrix.log"
 set +e
 SPECDEC_NEAR_TIE_TYPES="$types" SPECDEC_NEAR_TIE_MATRIX=1 \
