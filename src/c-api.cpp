@@ -517,6 +517,13 @@ specdec_status specdec_inspect_buffer(const void * data, size_t size, specdec_mo
     });
 }
 
+specdec_status specdec_check_exact(const char * path) {
+    return guard([&] {
+        require(path, "path");
+        specdec::detail::check_exact(specdec::detail::inspect_file(path));
+    });
+}
+
 specdec_status specdec_check_pair(const char * target_path, const char * draft_path, specdec_strategy strategy) {
     return guard([&] {
         require(target_path, "target_path");

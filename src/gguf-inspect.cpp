@@ -113,6 +113,10 @@ gguf_summary summarize(const gguf_context * ctx, uint64_t file_size) {
             n *= static_cast<uint64_t>(std::max<int64_t>(ne[d], 0));
         }
         info.n_params += n;
+        const int type = static_cast<int>(gguf_get_tensor_type(ctx, i));
+        if (std::find(s.tensor_types.begin(), s.tensor_types.end(), type) == s.tensor_types.end()) {
+            s.tensor_types.push_back(type);
+        }
     }
 
     vocab_facts(r, f);

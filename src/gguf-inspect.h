@@ -7,11 +7,14 @@
 
 #include "specdec/specdec.h"
 
+#include <vector>
+
 namespace specdec::detail {
 
 struct gguf_summary {
     specdec_model_info info{};
     model_facts        facts;   // what the pair rules read, with llama.cpp's defaults filled in
+    std::vector<int>   tensor_types; // the ggml_type of the tensors, each once, in the order first met
 };
 
 // Throws error(IO_ERROR / MALFORMED_FILE).
@@ -22,6 +25,11 @@ gguf_summary inspect_bytes(const void * data, size_t size);
 // for MTP and n-gram strategies. Throws the compatibility status (or
 // INVALID_ARGUMENT for a missing or superfluous draft model).
 void check_pair(const gguf_summary & target, const gguf_summary * draft, specdec_strategy strategy);
+
+// Throws error(UNAVAILABLE) naming the weight type or build option for which
+// exact kernels (specdec_set_exact_kernels) do not make this build compute
+// the file's rows batch-invariantly; returns when they do.
+void check_exact(const gguf_summary & model);
 
 // Throws MODEL_UNSUPPORTED when no strategy fits.
 specdec_strategy detect_strategy(const gguf_summary & target, const gguf_summary * draft);

@@ -152,12 +152,18 @@ SPECDEC_API const char * specdec_cpu_variant(void);
  * moment the library is loaded (llama.cpp alone keeps its own paths).
  * Off restores llama.cpp's batch-dependent CPU paths (tiled and split-KV
  * flash attention, and a single row's dot product where several rows take
- * llamafile's sgemm): faster prompt processing on long prompts, but greedy
- * output that may differ from plain decoding after a near-tie. Process-wide
- * (it sets the CPU backend, every model and context alike); change it only
- * while no decode runs. GPU backends are not covered. Returns
+ * llamafile's sgemm, the IQ grid types' 8-row panel): faster prompt
+ * processing, but greedy output that may differ from plain decoding after a
+ * near-tie. The weight types llama.cpp's quantizer writes are covered on
+ * x86 builds without AMX, but Q1_0 and Q2_0 (specdec_check_exact says per
+ * file); a unified KV cache (kv_unified) with several sequences is checked
+ * only with a quantized cache type (docs/robustness.md). Process-wide (it sets
+ * the CPU backend, every model and context alike); change it only while no
+ * decode runs. GPU backends are not covered. Returns
  * SPECDEC_STATUS_UNAVAILABLE (and leaves the kernels as they are) when asked
- * for exact kernels by a library built on a llama.cpp without the patch. */
+ * for exact kernels by a library built on a llama.cpp without the patches,
+ * or with AMX (SPECDEC_CPU=native on an AMX host: exact kernels are then
+ * off from the start). */
 SPECDEC_API specdec_status specdec_set_exact_kernels(bool exact);
 /* Whether exact kernels are on (false when the build lacks them). */
 SPECDEC_API bool specdec_exact_kernels(void);
@@ -1155,6 +1161,16 @@ SPECDEC_API specdec_status specdec_inspect_buffer(const void * data, size_t size
  * for its contexts). Plus the errors of specdec_inspect.
  */
 SPECDEC_API specdec_status specdec_check_pair(const char * target_path, const char * draft_path, specdec_strategy strategy);
+
+/*
+ * Whether exact kernels (specdec_set_exact_kernels) make this build compute
+ * the model at `path` batch-invariantly, from its tensor types alone: OK, or
+ * UNAVAILABLE and a message naming the weight type or build option that is
+ * not covered (a type the near-tie tier does not check, an AMX build, a
+ * non-x86 build, a llama.cpp without the patches). Says nothing of whether
+ * exact kernels are on now. Plus the errors of specdec_inspect.
+ */
+SPECDEC_API specdec_status specdec_check_exact(const char * path);
 
 /*
  * Chooses the strategy for a target and an optional draft: the draft's

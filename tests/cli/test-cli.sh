@@ -43,6 +43,18 @@ check "fixture --quiet writes the same file" cmp -s "$work/shape.gguf" "$work/sh
 check "preset shape recorded" exit_is 0 "$specdec" inspect "$work/shape.gguf"
 check "preset vocabulary" contains "$work/out" "32768"
 check "fixture shape for another kind" exit_is 2 "$fixture" qwen35-mtp "$work/bad.gguf" --shape qwen3-0.6b
+check "fixture of an unknown type" exit_is 105 "$fixture" llama "$work/bad.gguf" --type q3_k_x
+check "unknown type: the valid ones listed" contains "$work/err" "expected one of .*iq4_xs.*bf16"
+check "fixture needing an importance matrix" exit_is 0 "$fixture" glm4moe-mtp "$work/iq2.gguf" --shape test-32k --n-layer 1 --type iq2_xxs --quiet
+check "inspect: exact kernels cover IQ2_XXS" exit_is 0 "$specdec" inspect "$work/iq2.gguf"
+check "inspect says so" contains "$work/out" "exact kernels  yes"
+# A weight type exact kernels do not cover: named, and refused under them.
+"$fixture" llama "$work/q1.gguf" --type q1_0 --quiet
+check "inspect: exact kernels do not cover Q1_0" exit_is 0 "$specdec" inspect "$work/q1.gguf"
+check "inspect names the type" contains "$work/out" "exact kernels  no: not exact: its q1_0 weights"
+check "generate refuses it under exact kernels" exit_is 1 "$specdec" generate -m "$work/q1.gguf" --spec none -p abc -n 4
+check "the refusal names the type" contains "$work/err" "q1_0 weights are not covered"
+check "generate runs it with --kernels fast" exit_is 0 "$specdec" generate -m "$work/q1.gguf" --spec none -p abc -n 4 --kernels fast
 head -c 3000 "$work/llama.gguf" > "$work/truncated.gguf"
 # The qwen35 fixture with a byte of its name (general.name) that is not UTF-8.
 cp "$work/qwen35.gguf" "$work/latin1-name.gguf"

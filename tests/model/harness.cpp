@@ -67,10 +67,10 @@ llama_context_ptr make_context(llama_model * model, const context_options & o) {
     p.type_v = o.type_v;
     p.ctx_type = o.type;
     p.ctx_other = o.other;
-    // One thread: ctest runs test processes in parallel, and spinning
-    // worker threads of several processes would starve each other.
-    p.n_threads = 1;
-    p.n_threads_batch = 1;
+    // One thread by default: ctest runs test processes in parallel, and
+    // spinning worker threads of several processes would starve each other.
+    p.n_threads = o.n_threads;
+    p.n_threads_batch = o.n_threads;
     llama_context * c = llama_init_from_model(model, p);
     if (c == nullptr) {
         throw std::runtime_error("llama.cpp refused the context parameters");

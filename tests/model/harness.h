@@ -33,6 +33,7 @@ struct context_options {
     ggml_type          type_v    = GGML_TYPE_F16;
     llama_context_type type      = LLAMA_CONTEXT_TYPE_DEFAULT;
     llama_context *    other     = nullptr; // ctx_other (e.g. the target of a draft context)
+    int32_t            n_threads = 1;       // decoding threads (n_threads and n_threads_batch)
 };
 
 // Throws std::runtime_error when llama.cpp refuses the parameters.

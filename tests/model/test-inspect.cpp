@@ -43,6 +43,20 @@ bool serves(const specdec_model_info & info, specdec_strategy s) {
     return (info.strategies & (1u << s)) != 0;
 }
 
+// Exact kernels cover the weight types the near-tie tier checks; a file
+// holding another is named as such (Q1_0: written by llama.cpp's quantizer,
+// not checked by the tier).
+TEST(Inspect, SaysWhetherExactKernelsCoverTheWeights) {
+    EXPECT_EQ(specdec_check_exact(qwen35_file().c_str()), SPECDEC_STATUS_OK) << specdec_last_error();
+    const std::string q1 = fixture("llama-target-q1_0", [](const std::string & p) {
+        fixtures::write_with_type([](const std::string & f16) { fixtures::write_llama_target(f16, {}); }, p,
+                                  fixtures::weight_type::q1_0);
+    });
+    EXPECT_EQ(specdec_check_exact(q1.c_str()), SPECDEC_STATUS_UNAVAILABLE);
+    EXPECT_NE(std::string(specdec_last_error()).find("q1_0 weights are not covered"), std::string::npos) << specdec_last_error();
+    EXPECT_EQ(specdec_check_exact("/nonexistent.gguf"), SPECDEC_STATUS_IO_ERROR);
+}
+
 TEST(Inspect, DescribesTargetsAndDrafts) {
     const auto q = inspect(qwen35_file());
     EXPECT_STREQ(q.architecture, "qwen35");

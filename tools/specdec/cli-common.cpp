@@ -458,6 +458,16 @@ const char * const accept_help =
     "draft is kept with probability min(1, p/q), else the token is drawn from the residual: the target's "
     "distribution, more drafts kept where the drafter reports q, i.e. MTP); greedy decoding is the same in both";
 
+void require_exact(const std::string & path) {
+    if (!specdec_exact_kernels()) {
+        return;
+    }
+    if (const specdec_status st = specdec_check_exact(path.c_str()); st != SPECDEC_STATUS_OK) {
+        throw specdec::error(st, path + ": " + specdec_last_error() +
+                                     "; greedy output could differ from plain decoding (--kernels fast runs it anyway)");
+    }
+}
+
 void use_kernels(const std::string & kernels) {
     const specdec_status st = specdec_set_exact_kernels(kernels == "exact");
     if (st != SPECDEC_STATUS_OK) {
@@ -550,6 +560,7 @@ decoder load_decoder(const decoder_options & o, uint32_t n_seq) {
     sp.p_min = o.p_min;
 
     add_rpc_servers(o.devices);
+    require_exact(o.model);
     d.target_model = load_model(o.model, speculative && d.strategy == SPECDEC_STRATEGY_MTP, o.devices.target, o.llama);
     llama_context_params tp = context_params(o.n_ctx, n_seq, o.n_threads, o.llama);
     if (speculative && (llama_model_is_recurrent(d.target_model.get()) || llama_model_is_hybrid(d.target_model.get()))) {

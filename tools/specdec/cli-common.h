@@ -127,6 +127,11 @@ extern const char * const accept_help;
 // llama.cpp without patches/0001.
 void use_kernels(const std::string & kernels);
 
+// With exact kernels on, throws specdec::error(UNAVAILABLE) naming what of
+// the target model at `path` they do not cover (specdec_check_exact): such a
+// target is refused rather than run without the guarantee.
+void require_exact(const std::string & path);
+
 // Accepts a draft length: "auto" (adaptive) or a number of tokens in
 // 1..SPECDEC_MAX_DRAFT.
 CLI::Validator draft_length_validator();

@@ -43,7 +43,11 @@ void add_bench_command(CLI::App & app, bench_options & o) {
         ->check(CLI::IsMember(shapes))
         ->capture_default_str();
     cmd->add_option("--fixture-type", o.fixture_type, "weights of the generated fixture")
-        ->check(CLI::IsMember({"f16", "q8_0", "q4_0", "q4_k_m"}))
+        ->check([](const std::string & name) {
+            return specdec::fixtures::find_weight_type(name) != nullptr
+                       ? std::string()
+                       : "unknown weight type '" + name + "'; expected one of " + specdec::fixtures::weight_type_names();
+        })
         ->capture_default_str();
     cmd->add_option("--fixture-blocks", o.fixture_blocks, "trunk blocks of the generated fixture (default: the shape's)")
         ->check(CLI::Range(1u, 64u));
@@ -339,10 +343,7 @@ public:
         if (o.fixture == "soft") {
             opt.soft_drafter = {{0.7f, 0.05f, 0.25f}};
         }
-        const fx::weight_type type = o.fixture_type == "f16"    ? fx::weight_type::f16
-                                   : o.fixture_type == "q8_0"   ? fx::weight_type::q8_0
-                                   : o.fixture_type == "q4_0"   ? fx::weight_type::q4_0
-                                                                : fx::weight_type::q4_k_m;
+        const fx::weight_type type = fx::find_weight_type(o.fixture_type)->type;
         const bool qwen35 = std::string(shape.mtp_kind) == "qwen35-mtp";
         progress_line progress("bench", o.quiet);
         const std::string what = std::string("the fixture (") + shape.name + ", " + std::to_string(opt.n_layer) + " blocks, " +
@@ -490,6 +491,7 @@ int bench_model(const bench_options & o) {
     const bool any_mtp = std::find(strategies.begin(), strategies.end(), SPECDEC_STRATEGY_MTP) != strategies.end();
 
     use_kernels(o.kernels);
+    require_exact(o.model);
     add_rpc_servers(o.devices);
     progress_line progress("bench", o.quiet);
     progress.step("loading " + o.model);

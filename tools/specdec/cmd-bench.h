@@ -17,7 +17,7 @@ struct bench_options {
     std::string              model;                    // or, with `fixture`, a generated one
     std::string              fixture;                  // exact, mixed, random, soft or soft-matched: bench a generated MTP pair
     std::string              fixture_shape = "qwen3-0.6b"; // its dimensions: a preset of specdec::fixtures::shape_presets()
-    std::string              fixture_type = "q4_k_m";  // its weights: f16, q8_0, q4_0 or q4_k_m
+    std::string              fixture_type = "q4_k_m";  // its weights: a name of specdec::fixtures::weight_types()
     uint32_t                 fixture_blocks = 0;       // its trunk blocks; 0: the shape's
     std::string              draft_model;
     std::string              kernels = "exact";        // CPU kernels: exact or fast (use_kernels)

@@ -52,6 +52,9 @@ nlohmann::json describe(const std::string & path, const specdec_model_info & m) 
         j["target_layers"] = std::vector<int32_t>(m.target_layers, m.target_layers + m.n_target_layers);
         j["target_hidden_size"] = m.target_hidden_size;
     }
+    // Whether exact kernels cover its weights in this build (whether or not they are on now).
+    const bool exact = specdec_check_exact(path.c_str()) == SPECDEC_STATUS_OK;
+    j["exact_kernels"] = {{"exact", exact}, {"reason", exact ? "" : specdec_last_error()}};
     if (std::string(m.architecture) == "dflash") {
         j["block_size"] = m.block_size;
         j["variant"] = m.markov_head ? "dspark" : (m.dflash2 ? "dflash2" : "dflash");
@@ -79,6 +82,12 @@ void print_text(const nlohmann::json & m) {
         list += (list.empty() ? "" : ", ") + s.get<std::string>();
     }
     std::printf("  strategies     %s\n", list.empty() ? "(none)" : list.c_str());
+    const auto & exact = m["exact_kernels"];
+    if (exact["exact"].get<bool>()) {
+        std::printf("  exact kernels  yes: each row of a batch computed as alone\n");
+    } else {
+        std::printf("  exact kernels  no: %s\n", exact["reason"].get<std::string>().c_str());
+    }
 }
 
 } // namespace
