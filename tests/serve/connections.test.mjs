@@ -19,6 +19,10 @@ import { MODEL_ID, metrics, parseResponses, post, probeHealth, quantile, rssKiB,
 // A sanitizer build (tests/CMakeLists.txt): ASan's quarantine holds freed
 // memory, and UBSan's vptr check opens a pipe, which fails out of descriptors.
 const SANITIZED = process.env.SPECDEC_SANITIZED === '1';
+// Slow readers beside the crowd: 100, as issue 43 measures; fewer under the
+// sanitizers, whose builds decode several times slower (what is checked there
+// is the behaviour, not the measurement).
+const N_READERS = SANITIZED ? 20 : 100;
 
 
 
@@ -77,7 +81,7 @@ describe('serve connections', { timeout: 240000 }, () => {
         rmSync(dir, { recursive: true, force: true });
     });
 
-    test('1,000 silent and slowloris sockets and 100 slow readers: /health answers, a stream meanwhile is exact and at its idle speed', async () => {
+    test('1,000 silent and slowloris sockets and 100 slow readers: /health answers, a stream meanwhile is exact (its speed reported)', async () => {
         // Each slow reader holds an admission place (-np + --max-waiting): room for the 100 and the stream measured.
         const crowd = await startServer(['-c', '65536', '--max-waiting', '128']); // -np 4
         const socks = [];
@@ -99,7 +103,7 @@ describe('serve connections', { timeout: 240000 }, () => {
             // 100 streams read at 256 bytes a second (their chunks carry log-probabilities: large). Each
             // runs until its client's buffers are full, then is paused and lends its slot.
             const readers = [];
-            for (let i = 0; i < 100; i++) {
+            for (let i = 0; i < N_READERS; i++) {
                 const sock = connect(crowd);
                 sock.pause();
                 const body = JSON.stringify({ prompt: `xyz ${i}`, max_tokens: 30000, temperature: 0, logprobs: 5, stream: true });
@@ -109,7 +113,7 @@ describe('serve connections', { timeout: 240000 }, () => {
                 socks.push(sock);
             }
             const fillStart = performance.now();
-            await waitForMetrics(crowd, (m) => m.get('specdec:requests_paused') === 100, 180000);
+            await waitForMetrics(crowd, (m) => m.get('specdec:requests_paused') === N_READERS, 180000);
             const fillS = (performance.now() - fillStart) / 1000;
             const health = probeHealth(crowd, 20);
             const t0 = performance.now();
@@ -128,7 +132,7 @@ describe('serve connections', { timeout: 240000 }, () => {
             assert.deepEqual(health.failures, []);
             const p99 = quantile(health.latencies, 0.99);
             const rss = rssKiB(crowd.proc.pid) / 1024;
-            console.log(`connections: /health beside 500 silent + 500 slowloris sockets and 100 slow readers: ${health.latencies.length} probes, ` +
+            console.log(`connections: /health beside 500 silent + 500 slowloris sockets and ${N_READERS} slow readers: ${health.latencies.length} probes, ` +
                 `p50 ${quantile(health.latencies, 0.5).toFixed(1)} ms, p99 ${p99.toFixed(1)} ms, max ${Math.max(...health.latencies).toFixed(1)} ms; ` +
                 `the readers paused ${fillS.toFixed(1)} s after they began, ${m.get('specdec:requests_paused')} paused and ${theirs} of their ` +
                 `tokens decoded while the stream ran; RSS ${rss.toFixed(0)} MiB`);
