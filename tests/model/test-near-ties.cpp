@@ -145,6 +145,20 @@ std::string replay_verification(llama_model * model, const std::vector<std::vect
     return "";
 }
 
+// Greedy MTP speculation with drafts of up to `k` tokens over `target` (one sequence per prompt of `batch`).
+generation_result mtp_generate(llama_context * target, int k, const std::vector<std::vector<llama_token>> & batch, const generate_params & gp) {
+    session_params sp = specdec_session_default_params();
+    sp.strategy = SPECDEC_STRATEGY_MTP;
+    sp.n_draft_max = k;
+    sp.n_seq = static_cast<uint32_t>(batch.size());
+    llama_context_params cp = llama_context_default_params();
+    cp.n_threads = 1;
+    cp.n_threads_batch = 1;
+    auto draft = make_draft_context(target, nullptr, sp, cp);
+    session s(target, draft.get(), sp);
+    return generate(s, batch, gp);
+}
+
 // The first index at which two token lists differ, or -1.
 long first_difference(const std::vector<llama_token> & a, const std::vector<llama_token> & b) {
     const auto [ia, ib] = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
@@ -273,17 +287,8 @@ TEST_P(NearTiesTypes, SpeculationAndBatchingGivePlainDecodingsTokens) {
                 }
             }
             for (const int k : draft_lengths) {
-                session_params sp = specdec_session_default_params();
-                sp.strategy = SPECDEC_STRATEGY_MTP;
-                sp.n_draft_max = k;
-                sp.n_seq = static_cast<uint32_t>(prompts.size());
                 auto target = target_context(model.get(), prompts.size(), k, kv, n_threads);
-                llama_context_params cp = llama_context_default_params();
-                cp.n_threads = 1;
-                cp.n_threads_batch = 1;
-                auto draft = make_draft_context(target.get(), nullptr, sp, cp);
-                session s(target.get(), draft.get(), sp);
-                const generation_result r = generate(s, prompts, gp);
+                const generation_result r = mtp_generate(target.get(), k, prompts, gp);
                 for (size_t i = 0; i < prompts.size(); ++i) {
                     EXPECT_EQ(first_difference(r.sequences[i].tokens, ref[i]), -1) << "MTP k = " << k << ": sequence " << i;
                     EXPECT_GT(r.sequences[i].stats.n_drafted, 0u);
@@ -388,17 +393,8 @@ TEST_P(NearTiesUnifiedKv, SpeculationAndBatchingGivePlainDecodingsTokens) {
             EXPECT_EQ(first_difference(r.sequences[i].tokens, ref[i]), -1) << "plain, all prompts batched: sequence " << i;
         }
     }
-    session_params sp = specdec_session_default_params();
-    sp.strategy = SPECDEC_STRATEGY_MTP;
-    sp.n_draft_max = 3;
-    sp.n_seq = static_cast<uint32_t>(prompts.size());
     auto target = unified(3);
-    llama_context_params cp = llama_context_default_params();
-    cp.n_threads = 1;
-    cp.n_threads_batch = 1;
-    auto draft = make_draft_context(target.get(), nullptr, sp, cp);
-    session s(target.get(), draft.get(), sp);
-    const generation_result r = generate(s, prompts, gp);
+    const generation_result r = mtp_generate(target.get(), 3, prompts, gp);
     for (size_t i = 0; i < prompts.size(); ++i) {
         EXPECT_EQ(first_difference(r.sequences[i].tokens, ref[i]), -1) << "MTP k = 3: sequence " << i;
     }
