@@ -10,7 +10,7 @@ A ctypes binding of libspecdec's C ABI (include/specdec/specdec.h):
 
 The layers under it: Model / Context (llama.cpp objects), Session (a
 speculative session over a target and a draft context), Engine (continuous
-batching), inspect / check_pair (GGUF metadata). Every failure raises a
+batching), inspect / check_pair / check_exact (GGUF metadata). Every failure raises a
 subclass of SpecdecError named after its specdec_status.
 """
 
@@ -25,6 +25,7 @@ from .errors import ERRORS, SpecdecError, Status, StatusKind, check
 from .models import (
     Context,
     Model,
+    check_exact,
     check_pair,
     detect_strategy,
     inspect,

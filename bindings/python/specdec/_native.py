@@ -422,6 +422,7 @@ SPECDEC_FUNCTIONS = {
     "specdec_inspect": (_status, [c_char_p, POINTER(specdec_model_info)]),
     "specdec_inspect_buffer": (_status, [c_void_p, c_size_t, POINTER(specdec_model_info)]),
     "specdec_check_pair": (_status, [c_char_p, c_char_p, c_enum]),
+    "specdec_check_exact": (_status, [c_char_p]),
     "specdec_detect_strategy": (_status, [c_char_p, c_char_p, POINTER(c_enum)]),
     "specdec_tokenize": (
         _status,

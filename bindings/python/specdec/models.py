@@ -97,6 +97,14 @@ def check_pair(target: PathLike, draft: Optional[PathLike], strategy: Union[Stra
     check(lib.specdec_check_pair(_path(target), None if draft is None else _path(draft), int(s)))
 
 
+def check_exact(path: PathLike) -> None:
+    """Returns when exact kernels make this build compute the model at `path`
+    batch-invariantly (from its tensor types alone); raises UnavailableError
+    naming the weight type or build option not covered (specdec_check_exact).
+    Says nothing of whether exact kernels are on now."""
+    check(lib.specdec_check_exact(_path(path)))
+
+
 def detect_strategy(target: PathLike, draft: Optional[PathLike] = None) -> Strategy:
     """The strategy for a target and an optional draft (specdec_detect_strategy)."""
     out = _native.c_enum()

@@ -31,6 +31,8 @@ import specdec  # noqa: E402
 FIXTURES = {
     "llama": ["llama"],
     "llama-v16": ["llama", "--n-vocab", "16"],
+    # Q1_0: written by llama.cpp's quantizer, not covered by exact kernels.
+    "llama-q1_0": ["llama", "--type", "q1_0"],
     "llama-w128": ["llama", "--n-embd", "128"],
     "eagle3": ["eagle3", "--drafter", "wrong"],
     "eagle3-w128": ["eagle3", "--drafter", "wrong", "--n-embd", "128"],

@@ -48,6 +48,15 @@ def test_bad_pair(fixtures):
     assert specdec.detect_strategy(fixture_path("qwen35-mtp")) == specdec.Strategy.MTP
 
 
+def test_check_exact(fixtures):
+    specdec.check_exact(fixture_path("qwen35-mtp"))
+    with pytest.raises(specdec.UnavailableError) as e:
+        specdec.check_exact(fixture_path("llama-q1_0"))
+    assert "q1_0 weights are not covered" in e.value.message
+    with pytest.raises(specdec.FileReadError):
+        specdec.check_exact("/nonexistent.gguf")
+
+
 def test_bad_files(tmp_path):
     with pytest.raises(specdec.FileReadError) as e:
         specdec.inspect(tmp_path / "missing.gguf")

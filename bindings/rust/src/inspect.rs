@@ -166,6 +166,16 @@ pub fn check_pair(target: impl AsRef<Path>, draft: Option<&Path>, strategy: Stra
     check(unsafe { sys::specdec_check_pair(t.as_ptr(), d.as_ref().map_or(std::ptr::null(), |d| d.as_ptr()), strategy as i32) })
 }
 
+/// Whether exact kernels make this build compute the model at `path`
+/// batch-invariantly, from its tensor types alone (`specdec_check_exact`):
+/// `Ok(())`, or `Error::Unavailable` naming the weight type or build option
+/// not covered. Says nothing of whether exact kernels are on now.
+pub fn check_exact(path: impl AsRef<Path>) -> Result<()> {
+    let p = path_cstring(path.as_ref())?;
+    // SAFETY: a NUL-terminated path that outlives the call.
+    check(unsafe { sys::specdec_check_exact(p.as_ptr()) })
+}
+
 /// The strategy for a target and an optional draft (`specdec_detect_strategy`).
 pub fn detect_strategy(target: impl AsRef<Path>, draft: Option<&Path>) -> Result<Strategy> {
     let t = path_cstring(target.as_ref())?;

@@ -44,7 +44,7 @@ pub use eagle::{DFlashSession, Eagle3Session, Eagle3SessionConfig, Eagle3Session
 pub use engine::{Canceller, Engine, EngineParams, Event};
 pub use error::{Error, Result, StatusKind};
 pub use generate::{generate_plain, AcceptMode, OnPiece, Completion, DraftLength, GenerateError, GenerateParams, Generation, SequenceStats, StopReason, TokenLogprob};
-pub use inspect::{check_pair, detect_strategy, inspect, inspect_buffer, ModelInfo, Strategy};
+pub use inspect::{check_exact, check_pair, detect_strategy, inspect, inspect_buffer, ModelInfo, Strategy};
 pub use model::{LlamaBackend, LlamaBatch, LlamaContext, LlamaContextParams, LlamaContextType, LlamaModel, LlamaModelParams, LlamaToken};
 pub use mtp::{MtpSession, MtpSessionConfig, MtpSessionError};
 pub use ngram::NgramSession;

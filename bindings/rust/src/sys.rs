@@ -656,6 +656,7 @@ extern "C" {
         draft_path: *const c_char,
         strategy: specdec_strategy,
     ) -> specdec_status;
+    pub fn specdec_check_exact(path: *const c_char) -> specdec_status;
     pub fn specdec_detect_strategy(
         target_path: *const c_char,
         draft_path: *const c_char,

@@ -143,6 +143,10 @@ fn every_seed_error_variant_has_its_trigger() {
         // A draft made for another width: refused from the files alone, and before llama.cpp could abort.
         let e = check_pair(fixture("llama"), Some(&fixture("eagle3-w128")), Strategy::Eagle3).unwrap_err();
         assert!(matches!(e, Error::WidthMismatch { .. }), "{}", e);
+        // Exact kernels: covered weight types pass; Q1_0 is named as not covered.
+        check_exact(fixture("qwen35-mtp")).unwrap();
+        let e = check_exact(fixture("llama-q1_0")).unwrap_err();
+        assert!(matches!(e, Error::Unavailable { .. }) && e.to_string().contains("q1_0 weights are not covered"), "{}", e);
         let narrow = load(&backend, "eagle3-w128", false);
         let e = t2.new_draft_context(Some(&narrow), Strategy::Eagle3, 1, 3, params(256, 1)).unwrap_err();
         assert!(matches!(e, Error::WidthMismatch { .. }), "{}", e);

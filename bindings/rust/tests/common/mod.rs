@@ -19,6 +19,8 @@ pub fn fixture(name: &str) -> PathBuf {
     let args: &[&str] = match name {
         "llama" => &["llama"],
         "llama-v16" => &["llama", "--n-vocab", "16"],
+        // Q1_0: written by llama.cpp's quantizer, not covered by exact kernels.
+        "llama-q1_0" => &["llama", "--type", "q1_0"],
         "eagle3" => &["eagle3", "--drafter", "wrong"],
         "eagle3-w128" => &["eagle3", "--drafter", "wrong", "--n-embd", "128"],
         "dflash" => &["dflash", "--drafter", "wrong"],
