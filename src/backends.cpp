@@ -77,6 +77,23 @@ int32_t keepable(std::initializer_list<const restore_points *> memories, llama_s
     return n;
 }
 
+// What save() reads: each context's full per-sequence state, the
+// session's own bytes (speculative backend only) and the restore points.
+struct saved_state final : generation_backend::saved_sequence {
+    std::vector<uint8_t>               target, draft, session;
+    std::vector<restore_points::point> target_points, draft_points;
+
+    size_t bytes() const override {
+        size_t n = target.size() + draft.size() + session.size();
+        for (const auto * ps : {&target_points, &draft_points}) {
+            for (const restore_points::point & p : *ps) {
+                n += p.bytes.size();
+            }
+        }
+        return n;
+    }
+};
+
 class session_backend final : public context_backend {
 public:
     explicit session_backend(session & s)
@@ -152,6 +169,36 @@ public:
     }
     bool copies_sequences() const override { return s_.can_move_sequences(); }
     void copy(llama_seq_id from, llama_seq_id to) override { s_.copy_sequence(from, to); }
+    std::unique_ptr<saved_sequence> save(llama_seq_id seq) override {
+        auto out = std::make_unique<saved_state>();
+        out->target = s_.context_state(SPECDEC_CONTEXT_TARGET, seq, 0);
+        if (s_.draft_context() != nullptr) {
+            out->draft = s_.context_state(SPECDEC_CONTEXT_DRAFT, seq, 0);
+        }
+        out->session = s_.state(seq);
+        out->target_points = target_points_.points(seq);
+        out->draft_points = draft_points_.points(seq);
+        return out;
+    }
+    int32_t load(llama_seq_id seq, const saved_sequence & saved) override {
+        const auto & in = dynamic_cast<const saved_state &>(saved);
+        s_.restore_context_state(SPECDEC_CONTEXT_TARGET, seq, 0, in.target);
+        if (s_.draft_context() != nullptr) {
+            s_.restore_context_state(SPECDEC_CONTEXT_DRAFT, seq, 0, in.draft);
+        }
+        s_.restore_state(seq, in.session);
+        target_points_.set_points(seq, in.target_points);
+        draft_points_.set_points(seq, in.draft_points);
+        const int32_t held = llama_memory_seq_pos_max(llama_get_memory(target_), seq) + 1;
+        // llama.cpp's drafters over a draft context keep the target's last
+        // row to themselves until the next token comes (their exported state
+        // carries it only over a recurrent target): their context holds one
+        // position less, and they resume from there.
+        const bool deferred_row = s_.params().strategy != SPECDEC_STRATEGY_MTP && s_.draft_context() != nullptr &&
+                                  !restore_points::needed_for(target_);
+        return deferred_row ? keep(seq, held - 1, held) : held;
+    }
+    size_t restore_bytes() const override { return target_points_.bytes() + draft_points_.bytes(); }
     void decode(const llama_batch & batch) override { s_.decode_target(batch); }
     void process(const llama_batch & batch) override { s_.process(batch); }
     void draft(std::span<const draft_request> requests) override { s_.draft(requests); }
@@ -205,6 +252,22 @@ public:
     }
     bool copies_sequences() const override { return true; }
     void copy(llama_seq_id from, llama_seq_id to) override { copy_sequence(target_, from, to); }
+    std::unique_ptr<saved_sequence> save(llama_seq_id seq) override {
+        auto out = std::make_unique<saved_state>();
+        out->target = read_sequence(target_, seq, 0);
+        out->target_points = points_.points(seq);
+        return out;
+    }
+    int32_t load(llama_seq_id seq, const saved_sequence & saved) override {
+        const auto & in = dynamic_cast<const saved_state &>(saved);
+        if (!write_sequence(target_, seq, 0, in.target)) {
+            fail(SPECDEC_STATUS_NATIVE_FAILURE, "llama.cpp rejected the saved state of sequence ", seq, " (",
+                 in.target.size(), " bytes)");
+        }
+        points_.set_points(seq, in.target_points);
+        return llama_memory_seq_pos_max(llama_get_memory(target_), seq) + 1;
+    }
+    size_t restore_bytes() const override { return points_.bytes(); }
     void decode(const llama_batch & batch) override {
         const int32_t rc = llama_decode(target_, batch);
         if (rc == 1) {
@@ -344,5 +407,6 @@ extern "C" specdec_engine_params specdec_engine_default_params(void) {
     p.n_prefill_chunk = 256;
     p.keep_finished = false;
     p.reuse_prompts = true;
+    p.prompt_cache_bytes = 0;
     return p;
 }

@@ -440,13 +440,19 @@ void engine_core::take_slot(std::unique_ptr<request_state> r) {
     // A scored prompt needs every row's logits: it reuses nothing.
     const bool reuse = p_.reuse_prompts && !r->scores_prompt() && r->leader == 0;
     const std::vector<llama_token> & input = r->input();
-    const auto [s, prefix] = choose_slot(reuse ? std::span<const llama_token>(input) : std::span<const llama_token>());
+    auto [s, prefix] = choose_slot(reuse ? std::span<const llama_token>(input) : std::span<const llama_token>());
+    if (reuse) {
+        prefix = load_cached(input, s, prefix);
+    }
     const auto seq = static_cast<llama_seq_id>(s);
     r->result.seq_id = seq;
     std::vector<llama_token> & held = held_[s];
     if (reuse) {
         // At least the input's last token is decoded: its logits give the first token.
         const size_t n = std::min(prefix, input.size() - 1);
+        if (n < held.size()) {
+            save_slot(s); // what the slot loses goes to the prompt cache
+        }
         const int32_t kept = b_.keep(seq, static_cast<int32_t>(n), static_cast<int32_t>(held.size()));
         held.resize(static_cast<size_t>(kept));
         r->n_prefilled = static_cast<size_t>(kept);
@@ -454,6 +460,7 @@ void engine_core::take_slot(std::unique_ptr<request_state> r) {
             r->result.n_prompt_cached = static_cast<size_t>(kept);
         }
     } else {
+        save_slot(s);
         b_.clear(seq);
         held.clear();
     }
@@ -492,6 +499,89 @@ std::pair<size_t, size_t> engine_core::choose_slot(std::span<const llama_token> 
         }
     }
     return {best, best_prefix};
+}
+
+// The prompt cache: when the sequence the cache saved that shares the
+// longest prefix with `prompt` shares more than free slot `s` (and more
+// than a tenth of the prompt, as choose_slot), it is loaded into s, whose
+// own contents are saved first; returns the prefix s then shares. A state
+// llama.cpp refuses to load leaves s empty (the prompt is decoded whole).
+size_t engine_core::load_cached(std::span<const llama_token> prompt, size_t s, size_t prefix) {
+    auto best = cache_.end();
+    size_t best_prefix = prefix;
+    for (auto it = cache_.begin(); it != cache_.end(); ++it) {
+        const size_t n = common_prefix(it->tokens, prompt);
+        if (n > best_prefix && 10 * n > prompt.size()) {
+            best = it;
+            best_prefix = n;
+        }
+    }
+    if (best == cache_.end()) {
+        return prefix;
+    }
+    cached_sequence c = std::move(*best);
+    cache_.erase(best);
+    cache_bytes_ -= c.state->bytes();
+    save_slot(s);
+    const auto seq = static_cast<llama_seq_id>(s);
+    b_.clear(seq);
+    held_[s].clear();
+    int32_t loaded = 0;
+    try {
+        loaded = b_.load(seq, *c.state);
+    } catch (const error &) {
+        b_.clear(seq);
+        return 0;
+    }
+    c.tokens.resize(std::min(c.tokens.size(), static_cast<size_t>(std::max(loaded, 0))));
+    held_[s] = std::move(c.tokens);
+    return std::min(best_prefix, held_[s].size());
+}
+
+// Saves what free slot `s` holds into the prompt cache, before it is cut
+// back or cleared for another prompt. A saved sequence that begins with
+// another's tokens replaces it; the least recently saved go first when the
+// cache's bytes and the backend's restore points would exceed
+// p_.prompt_cache_bytes. Nothing is saved that would not fit, nor when the
+// backend fails to read the state (the slot is left as it was).
+void engine_core::save_slot(size_t s) {
+    const std::vector<llama_token> & held = held_[s];
+    if (p_.prompt_cache_bytes == 0 || !p_.reuse_prompts || held.empty()) {
+        return;
+    }
+    for (const cached_sequence & c : cache_) {
+        if (common_prefix(c.tokens, held) == held.size()) {
+            return; // already saved, whole or as the beginning of a longer one
+        }
+    }
+    std::unique_ptr<generation_backend::saved_sequence> state;
+    try {
+        state = b_.save(static_cast<llama_seq_id>(s));
+    } catch (const error &) {
+        return;
+    }
+    const size_t bytes = state->bytes();
+    for (auto it = cache_.begin(); it != cache_.end();) {
+        if (common_prefix(it->tokens, held) == it->tokens.size()) {
+            cache_bytes_ -= it->state->bytes();
+            it = cache_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    const auto budget = [this] {
+        const size_t fixed = b_.restore_bytes();
+        return p_.prompt_cache_bytes > fixed ? static_cast<size_t>(p_.prompt_cache_bytes - fixed) : size_t{0};
+    };
+    while (!cache_.empty() && cache_bytes_ + bytes > budget()) {
+        cache_bytes_ -= cache_.back().state->bytes();
+        cache_.pop_back();
+    }
+    if (cache_bytes_ + bytes > budget()) {
+        return;
+    }
+    cache_.push_front({held, std::move(state)});
+    cache_bytes_ += bytes;
 }
 
 // With a KV stream per sequence, llama.cpp decodes a batch in one forward

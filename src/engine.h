@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <deque>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -43,6 +44,9 @@ public:
     bool       has_work() const;
     const specdec_generation_times & times() const { return times_; }
     uint32_t   n_slots() const { return static_cast<uint32_t>(slots_.size()); }
+    // The prompt cache's sequences and the host bytes they hold.
+    size_t     n_cached() const { return cache_.size(); }
+    size_t     cached_bytes() const { return cache_bytes_; }
 
 private:
     struct step_plan; // per slot: draft cap, asked length, proposal, batch row (engine.cpp)
@@ -54,6 +58,8 @@ private:
     bool evict_paused();
     void take_slot(std::unique_ptr<request_state> r);
     std::pair<size_t, size_t> choose_slot(std::span<const llama_token> prompt) const; // a free slot, and its common prefix
+    size_t load_cached(std::span<const llama_token> prompt, size_t s, size_t prefix);
+    void   save_slot(size_t s);
     void compact();
     void prefill();
     void start(request_state & r, int32_t row);
@@ -86,6 +92,15 @@ private:
     std::vector<std::unique_ptr<request_state>> slots_;   // [seq]: the request holding it, or null
     std::vector<std::vector<llama_token>>       held_;    // [seq]: the tokens at its positions [0, size) in the target
     std::deque<std::unique_ptr<request_state>>  waiting_; // FIFO, at most p_.max_waiting + free slots
+
+    // The prompt cache (p_.prompt_cache_bytes): what slots held before
+    // another prompt took them, most recently saved first.
+    struct cached_sequence {
+        std::vector<llama_token>                                 tokens;
+        std::unique_ptr<generation_backend::saved_sequence> state;
+    };
+    std::list<cached_sequence> cache_;
+    size_t                     cache_bytes_ = 0;
 
     std::atomic<request_id>  next_id_{1};
     mutable std::mutex       cancel_mutex_; // guards cancelled_ and pauses_, the only state other threads touch

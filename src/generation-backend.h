@@ -55,6 +55,22 @@ public:
     // Copies everything of `from` (no proposal pending) into the empty
     // sequence `to`; `from` is unchanged. Throws specdec::error.
     virtual void copy(llama_seq_id from, llama_seq_id to) = 0;
+    // A sequence's whole state in host memory, for the engine's prompt
+    // cache: save() reads it (no proposal pending; the sequence is left as
+    // it was) and load() writes it into an empty sequence, which then holds
+    // what the saved one held, its restore points included, or a prefix of
+    // it: load() returns the positions it holds (a drafter whose state
+    // llama.cpp does not export, the last row it deferred, resumes from the
+    // position before; 0: nothing). Throws specdec::error.
+    class saved_sequence {
+    public:
+        virtual ~saved_sequence() = default;
+        virtual size_t bytes() const = 0; // host memory it holds
+    };
+    virtual std::unique_ptr<saved_sequence> save(llama_seq_id seq) = 0;
+    virtual int32_t load(llama_seq_id seq, const saved_sequence & saved) = 0;
+    // Host memory the restore points of every sequence hold (see begin()).
+    virtual size_t restore_bytes() const = 0;
     // Target decode of a validated batch; throws specdec::error.
     virtual void decode(const llama_batch & batch) = 0;
     // The drafter's processing of the batch decode() just ran.

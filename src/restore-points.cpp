@@ -59,4 +59,14 @@ void restore_points::move(llama_seq_id from, llama_seq_id to) {
     points_[static_cast<size_t>(from)].clear();
 }
 
+size_t restore_points::bytes() const {
+    size_t n = 0;
+    for (const std::vector<point> & ps : points_) {
+        for (const point & p : ps) {
+            n += p.bytes.size();
+        }
+    }
+    return n;
+}
+
 } // namespace specdec::detail

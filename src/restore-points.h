@@ -18,6 +18,11 @@ public:
     // The points kept per sequence; the oldest goes first.
     static constexpr size_t max_points = 4;
 
+    struct point {
+        llama_pos            n;     // the sequence held exactly [0, n)
+        std::vector<uint8_t> bytes; // llama.cpp's partial state there
+    };
+
     // Whether `ctx`'s memory needs points: a recurrent or hybrid model, or
     // sliding-window attention. An attention cache cuts back anywhere.
     static bool needed_for(const llama_context * ctx);
@@ -42,13 +47,13 @@ public:
     void forget_above(llama_seq_id seq, llama_pos n);
     // `to` takes `from`'s points; `from` has none afterwards.
     void move(llama_seq_id from, llama_seq_id to);
+    // A copy of `seq`'s points, and replacing them (the prompt cache's save and load).
+    std::vector<point> points(llama_seq_id seq) const { return points_[static_cast<size_t>(seq)]; }
+    void set_points(llama_seq_id seq, std::vector<point> ps) { points_[static_cast<size_t>(seq)] = std::move(ps); }
+    // Bytes every sequence's points hold.
+    size_t bytes() const;
 
 private:
-    struct point {
-        llama_pos            n;
-        std::vector<uint8_t> bytes;
-    };
-
     llama_context *                 ctx_;
     bool                            enabled_;
     std::vector<std::vector<point>> points_; // [seq], ascending n

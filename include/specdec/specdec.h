@@ -958,6 +958,14 @@ typedef struct specdec_engine_params {
                                  reuses the prefix a free slot holds (see above; the event's
                                  n_prompt_cached says how much); false: every prompt is decoded whole;
                                  default true */
+    uint64_t prompt_cache_bytes; /* with reuse_prompts: host memory for the prompt cache, in bytes. When a
+                                 prompt takes a slot and would cut back or clear what it holds, the slot's
+                                 whole state (both contexts, the drafter's, the restore points) is saved
+                                 first; a later prompt that shares more with a saved state than with any
+                                 free slot (and more than a tenth of itself) has it loaded into its slot
+                                 instead of decoded. The least recently saved go first when the saved
+                                 states and the slots' restore points would exceed it; UINT64_MAX: no
+                                 bound; 0: no cache; default 0 */
 } specdec_engine_params;
 
 SPECDEC_API specdec_engine_params specdec_engine_default_params(void);

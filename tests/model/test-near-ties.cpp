@@ -409,7 +409,9 @@ INSTANTIATE_TEST_SUITE_P(Caches, NearTiesUnifiedKv, ::testing::Values(GGML_TYPE_
 // the way in. Each turn's tokens must be its prompt's decoded alone on a
 // fresh context, and the reused counts what the memory allows: an
 // attention cache cuts back anywhere, the hybrid's recurrent state goes back
-// to where the first prompt ended.
+// to where the first prompt ended. Then the same on one slot with the
+// prompt cache: the stranger takes the slot after the first turn, and the
+// second turn has the first's state loaded back from host memory.
 TEST_P(NearTies, AReusedPrefixGivesAFreshPrefillsTokens) {
     const auto [t, type] = GetParam();
     auto model = load_model(target_file(t, type));
@@ -436,8 +438,8 @@ TEST_P(NearTies, AReusedPrefixGivesAFreshPrefillsTokens) {
     const std::vector<llama_token> & out2 = ref2.tokens;
     const std::vector<llama_token> out3 = alone(turn3);
 
-    for (const bool speculative : {false, true}) {
-        SCOPED_TRACE(speculative ? "MTP k = 3" : "plain");
+    for (const auto & [speculative, cached] : {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
+        SCOPED_TRACE(std::string(speculative ? "MTP k = 3" : "plain") + (cached ? ", one slot and the prompt cache" : ""));
         auto target = target_context(model.get(), 2, 3);
         session_params sp = specdec_session_default_params();
         sp.strategy = SPECDEC_STRATEGY_MTP;
@@ -460,7 +462,8 @@ TEST_P(NearTies, AReusedPrefixGivesAFreshPrefillsTokens) {
             return true;
         };
         engine_params ep = specdec_engine_default_params();
-        ep.n_seq = 2;
+        ep.n_seq = cached ? 1 : 2;
+        ep.prompt_cache_bytes = cached ? UINT64_MAX : 0;
         ASSERT_TRUE(ep.reuse_prompts);
         std::optional<engine> engine_slot;
         if (speculative) {

@@ -100,6 +100,37 @@ public:
         copies.emplace_back(from, to);
     }
 
+    // A saved sequence: its tokens and restore points, at bytes_per_token
+    // bytes a token (the prompt cache's budget in the tests).
+    struct saved : saved_sequence {
+        std::vector<llama_token> tokens;
+        std::vector<int32_t>     points;
+        size_t bytes() const override { return tokens.size() * bytes_per_token; }
+    };
+    std::unique_ptr<saved_sequence> save(llama_seq_id seq) override {
+        EXPECT_FALSE(pending.count(seq));
+        if (fail_save) {
+            throw error(SPECDEC_STATUS_NATIVE_FAILURE, "scripted save failure");
+        }
+        auto out = std::make_unique<saved>();
+        out->tokens = kv[seq];
+        out->points = points[seq];
+        saves.push_back({seq, kv[seq]});
+        return out;
+    }
+    int32_t load(llama_seq_id seq, const saved_sequence & s) override {
+        EXPECT_TRUE(kv[seq].empty()) << "a saved sequence is loaded only into an empty one";
+        if (fail_load) {
+            throw error(SPECDEC_STATUS_NATIVE_FAILURE, "scripted load failure");
+        }
+        const auto & in = dynamic_cast<const saved &>(s);
+        kv[seq] = in.tokens;
+        points[seq] = in.points;
+        loads.push_back({seq, in.tokens});
+        return static_cast<int32_t>(kv[seq].size());
+    }
+    size_t restore_bytes() const override { return restore_bytes_held; }
+
     void decode(const llama_batch & b) override {
         if (fail_at_decode == n_decodes) {
             throw error(SPECDEC_STATUS_DECODE_FAILED, "scripted decode failure");
@@ -208,6 +239,12 @@ public:
     std::vector<std::pair<llama_seq_id, llama_seq_id>> moves;           // every move(from, to)
     bool                                             copyable = true;   // the drafter lets sequences be copied
     std::vector<std::pair<llama_seq_id, llama_seq_id>> copies;          // every copy(from, to)
+    static constexpr size_t                          bytes_per_token = 100;
+    std::vector<std::pair<llama_seq_id, std::vector<llama_token>>> saves; // every save(): sequence, its tokens
+    std::vector<std::pair<llama_seq_id, std::vector<llama_token>>> loads; // every load(): sequence, its tokens
+    bool                                             fail_save = false;
+    bool                                             fail_load = false;
+    size_t                                           restore_bytes_held = 0; // what restore_bytes() reports
     std::vector<std::pair<int32_t, int32_t>>         batches;           // per decode: tokens, rows with logits
     std::vector<std::vector<llama_seq_id>>           batch_seqs;        // per decode: its sequences, in row order
 

@@ -509,6 +509,145 @@ TEST(Engine, ARecurrentMemoryReusesUpToARecordedPoint) {
     EXPECT_EQ(spec.keeps.back(), (std::pair<llama_seq_id, int32_t>{0, 0}));
 }
 
+// Runs a request to its end; returns its result.
+request_result run_one(engine_core & engine, event_log & log, const std::vector<llama_token> & prompt, int n_predict) {
+    const request_id id = engine.add(prompt, greedy(n_predict));
+    while (engine.has_work()) {
+        engine.step();
+    }
+    return log.finished.at(id);
+}
+
+std::vector<llama_token> next_turn(std::vector<llama_token> turn, const request_result & answer,
+                                   std::initializer_list<llama_token> more) {
+    turn.insert(turn.end(), answer.output.tokens.begin(), answer.output.tokens.end());
+    turn.insert(turn.end(), more);
+    return turn;
+}
+
+engine_params cached_slots(uint32_t n_seq, uint64_t cache_bytes) {
+    engine_params p = slots(n_seq, 0, 8, true);
+    p.prompt_cache_bytes = cache_bytes;
+    return p;
+}
+
+// Two conversations over one slot: when the second takes the slot, what the
+// first held goes to the prompt cache, and the first's next turn has it
+// loaded back and decodes only its new tokens; its output is what its whole
+// prompt gives alone. The cache then holds the second conversation.
+TEST(Engine, APromptCacheBringsBackWhatAnotherPromptTookTheSlotFrom) {
+    fake_backend spec(4, chained_drafter(3));
+    event_log log;
+    engine_core engine(spec, cached_slots(1, 1 << 20), log.callback());
+    const std::vector<llama_token> a1 = {1, 2, 3, 4, 5};
+    const request_result ra1 = run_one(engine, log, a1, 6);
+    const std::vector<llama_token> held_a = spec.kv[0];
+    const std::vector<llama_token> b1 = {9, 8, 7, 6};
+    const request_result rb1 = run_one(engine, log, b1, 4);
+    EXPECT_EQ(rb1.n_prompt_cached, 0u);
+    ASSERT_EQ(spec.saves.size(), 1u);
+    EXPECT_EQ(spec.saves[0].second, held_a);
+    EXPECT_EQ(engine.n_cached(), 1u);
+    EXPECT_EQ(engine.cached_bytes(), held_a.size() * fake_backend::bytes_per_token);
+
+    const std::vector<llama_token> held_b = spec.kv[0];
+    const std::vector<llama_token> a2 = next_turn(a1, ra1, {7, 8});
+    const size_t before = spec.batches.size();
+    const request_result ra2 = run_one(engine, log, a2, 8);
+    ASSERT_EQ(spec.loads.size(), 1u);
+    EXPECT_EQ(spec.loads[0].second, held_a);
+    EXPECT_EQ(ra2.n_prompt_cached, held_a.size());
+    EXPECT_EQ(ra2.output.tokens, solo(a2, greedy(8)).tokens);
+    EXPECT_EQ(spec.batches[before].first, static_cast<int32_t>(a2.size() - held_a.size())) << "only the new tokens are decoded";
+    ASSERT_EQ(spec.saves.size(), 2u);
+    EXPECT_EQ(spec.saves[1].second, held_b);
+    EXPECT_EQ(engine.n_cached(), 1u) << "the loaded state left the cache; the second conversation's came in";
+
+    // The second conversation's next turn: back from the cache, the first's saved again.
+    const std::vector<llama_token> b2 = next_turn(b1, rb1, {3});
+    const request_result rb2 = run_one(engine, log, b2, 5);
+    EXPECT_EQ(rb2.n_prompt_cached, held_b.size());
+    EXPECT_EQ(rb2.output.tokens, solo(b2, greedy(5)).tokens);
+    EXPECT_EQ(engine.n_cached(), 1u);
+
+    // The first conversation's third turn: a state that begins with its
+    // earlier one replaced it in the cache.
+    const std::vector<llama_token> a3 = next_turn(a2, ra2, {4});
+    const request_result ra3 = run_one(engine, log, a3, 3);
+    EXPECT_EQ(ra3.n_prompt_cached, a2.size() + ra2.output.tokens.size() - 1);
+    EXPECT_EQ(ra3.output.tokens, solo(a3, greedy(3)).tokens);
+}
+
+// The cache's bytes: the least recently saved state goes first; the
+// backend's restore points count against the same budget; a state that
+// would not fit is not saved; without a budget nothing is. Four
+// conversations take one slot in turn, then the first comes back.
+TEST(Engine, APromptCacheKeepsWithinItsBytes) {
+    const std::vector<std::vector<llama_token>> firsts = {{1, 2, 3, 4}, {5, 6, 7, 8}, {9, 10, 11, 12}, {2, 4, 6, 8}};
+    const auto first_again = [&](uint64_t budget, size_t restore_bytes) {
+        fake_backend spec(4, chained_drafter(3));
+        spec.restore_bytes_held = restore_bytes;
+        event_log log;
+        engine_core engine(spec, cached_slots(1, budget), log.callback());
+        std::vector<request_result> answers;
+        for (const auto & p : firsts) {
+            answers.push_back(run_one(engine, log, p, 4));
+        }
+        const std::vector<llama_token> again = next_turn(firsts[0], answers[0], {13});
+        const request_result r = run_one(engine, log, again, 2);
+        EXPECT_EQ(r.output.tokens, solo(again, greedy(2)).tokens);
+        return r.n_prompt_cached;
+    };
+    // Each first turn leaves 4 + 3 positions (its last token is not decoded).
+    const size_t one = 7 * fake_backend::bytes_per_token;
+    EXPECT_EQ(first_again(3 * one, 0), 7u) << "room for the three that lost the slot";
+    EXPECT_EQ(first_again(2 * one, 0), 0u) << "room for two: the first went when the third's came in";
+    EXPECT_EQ(first_again(4 * one, 2 * one), 0u) << "the restore points take two's room";
+    EXPECT_EQ(first_again(4 * one, one), 7u);
+    EXPECT_EQ(first_again(one - 1, 0), 0u);
+    EXPECT_EQ(first_again(0, 0), 0u);
+    EXPECT_EQ(first_again(UINT64_MAX, 0), 7u);
+}
+
+// A state the backend cannot save or load costs only the reuse: the
+// prompt is decoded whole and its tokens are the same.
+TEST(Engine, APromptCacheThatFailsDecodesThePromptWhole) {
+    for (const bool fail_save : {true, false}) {
+        fake_backend spec(4, chained_drafter(3));
+        event_log log;
+        engine_core engine(spec, cached_slots(1, UINT64_MAX), log.callback());
+        const std::vector<llama_token> a1 = {1, 2, 3, 4, 5};
+        const request_result ra1 = run_one(engine, log, a1, 6);
+        spec.fail_save = fail_save;
+        run_one(engine, log, {9, 8, 7, 6}, 4);
+        spec.fail_load = !fail_save;
+        const std::vector<llama_token> a2 = next_turn(a1, ra1, {7, 8});
+        const request_result ra2 = run_one(engine, log, a2, 8);
+        EXPECT_EQ(ra2.n_prompt_cached, 0u);
+        EXPECT_EQ(ra2.output.tokens, solo(a2, greedy(8)).tokens);
+        EXPECT_EQ(ra2.output.stop, SPECDEC_STOP_BUDGET);
+    }
+}
+
+// A memory that cannot be cut back anywhere: a loaded state keeps its
+// restore points, so an edit inside the answer restarts from where the
+// saved conversation's prompt ended.
+TEST(Engine, APromptCacheKeepsARecurrentMemorysRestorePoints) {
+    fake_backend spec(4, chained_drafter(3));
+    spec.cuts_anywhere = false;
+    event_log log;
+    engine_core engine(spec, cached_slots(1, UINT64_MAX), log.callback());
+    const std::vector<llama_token> a1 = {1, 2, 3, 4, 5};
+    const request_result ra1 = run_one(engine, log, a1, 6);
+    run_one(engine, log, {9, 8, 7, 6}, 4);
+    std::vector<llama_token> edited = a1; // the answer's second token differs
+    edited.insert(edited.end(), {ra1.output.tokens[0], static_cast<llama_token>((ra1.output.tokens[1] + 1) % 15), 2, 2});
+    const request_result r = run_one(engine, log, edited, 5);
+    EXPECT_EQ(spec.loads.size(), 1u);
+    EXPECT_EQ(r.n_prompt_cached, a1.size()) << "back to where the saved prompt ended";
+    EXPECT_EQ(r.output.tokens, solo(edited, greedy(5)).tokens);
+}
+
 // Four requests in slots 0-3; those in slots 0 and 2 finish first. With a
 // stream per sequence the request in slot 3 moves to slot 0 once slot 0 is
 // free, so every batch holds sequences [0, n); its tokens stay its solo ones.

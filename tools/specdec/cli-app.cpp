@@ -30,6 +30,7 @@ void parse(CLI::App & app, const std::vector<std::string> & args) {
         {"-np", "--parallel"},            {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"},
         {"-fa", "--flash-attn"},          {"-ub", "--ubatch-size"},   {"-tb", "--threads-batch"},
         {"-lm", "--load-mode"},           {"-to", "--timeout"},
+        {"-cram", "--cache-ram"},
     };
     std::vector<std::string> reversed; // CLI11 consumes arguments from the back
     for (auto it = args.rbegin(); it != args.rend(); ++it) {

@@ -110,6 +110,12 @@ void add_serve_command(CLI::App & app, serve_options & o) {
     cmd->add_flag("!--no-prompt-reuse", o.reuse_prompts,
                   "decode every prompt whole (default: a request reuses the longest prefix of its prompt that a free "
                   "slot holds from earlier requests, as llama-server's prompt cache)");
+    cmd->add_option("--cache-ram", o.cache_ram_mib,
+                    "-cram: MiB of host memory for the prompt cache: when a prompt takes a slot from another conversation, what "
+                    "the slot held is saved there, and that conversation's next turn is loaded back instead of decoded "
+                    "(-1: no limit; 0: no cache; as llama-server's)")
+        ->check(CLI::Range(int64_t(-1), int64_t(1) << 40))
+        ->capture_default_str();
     cmd->add_flag("--slots,!--no-slots", o.slots_endpoint, "GET /slots: what each slot is doing (default: on, as llama-server)");
     cmd->add_option("--reasoning-format", o.reasoning_format,
                     "thinking models: none leaves the reasoning in content; auto and deepseek return it as reasoning_content "
@@ -212,6 +218,7 @@ int run_serve(const serve_options & o) {
     ep.max_waiting = o.max_waiting;
     ep.n_prefill_chunk = o.n_prefill_chunk;
     ep.reuse_prompts = o.reuse_prompts;
+    ep.prompt_cache_bytes = o.cache_ram_mib < 0 ? UINT64_MAX : static_cast<uint64_t>(o.cache_ram_mib) << 20;
     serve::scheduler sched(d.session.get(), d.target.get(), ep, stats, o.verbosity >= 1 ? log_line : std::function<void(const std::string &)>());
 
     serve::service svc;

@@ -30,6 +30,7 @@ struct serve_options {
     size_t          max_connections = 0;        // connections open at once; 0: the descriptor limit less a reserve
     int32_t         n_prefill_chunk = 256;      // prompt tokens decoded per request per step
     bool            reuse_prompts = true;       // a request reuses the longest prefix a free slot holds
+    int64_t         cache_ram_mib = 8192;       // --cache-ram: MiB of host memory for the prompt cache (-1: no limit, 0: none)
     bool            slots_endpoint = true;      // GET /slots answers (llama-server's --slots / --no-slots)
     std::string     accept = "rejection";       // a request's specdec_accept_mode unless it names one (speculative_accept)
     std::vector<std::string> cors_origins;      // --cors-origin: web page origins allowed to call from a browser ("*": any)

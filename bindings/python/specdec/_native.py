@@ -192,6 +192,7 @@ class specdec_engine_params(Structure):
         ("n_prefill_chunk", c_int32),
         ("keep_finished", c_bool),
         ("reuse_prompts", c_bool),
+        ("prompt_cache_bytes", c_uint64),
     ]
 
 

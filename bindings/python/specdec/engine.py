@@ -51,6 +51,7 @@ class Engine(_Handle):
         n_prefill_chunk: int = 256,
         keep_finished: bool = False,
         reuse_prompts: bool = True,
+        prompt_cache_bytes: int = 0,
         on_event: Optional[Callable[[Event], Optional[bool]]] = None,
     ):
         p = lib.specdec_engine_default_params()
@@ -59,6 +60,7 @@ class Engine(_Handle):
         p.n_prefill_chunk = n_prefill_chunk
         p.keep_finished = keep_finished
         p.reuse_prompts = reuse_prompts
+        p.prompt_cache_bytes = prompt_cache_bytes
         if not isinstance(source, _Source):
             raise TypeError("an Engine runs over a Session or a Context")
         session, target, self._n_draft_max = source._handles()

@@ -168,6 +168,29 @@ def test_engine_reuses_prompts_and_reports_cached_tokens(opened):
     assert second.tokens == expected_cycle(91, 8)
 
 
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_engine_prompt_cache_brings_back_a_taken_slot(opened, case):
+    o = opened(case)
+    prompt, stranger = o.prompts[0] * 4, o.prompts[1] * 4
+
+    def second_turn(cache_bytes):
+        with specdec.Engine(o.session, n_seq=1, prompt_cache_bytes=cache_bytes) as engine:
+            engine.add(prompt, n_predict=8)
+            first = [e for e in engine.run_until_idle() if isinstance(e, specdec.FinishedEvent)][0]
+            engine.add(stranger, n_predict=4)  # takes the only slot
+            engine.run_until_idle()
+            engine.add(prompt + first.tokens + prompt[:2], n_predict=8)
+            return [e for e in engine.run_until_idle() if isinstance(e, specdec.FinishedEvent)][0]
+
+    cached, uncached = second_turn(1 << 30), second_turn(0)
+    # The first turn's state, loaded from host memory: its prompt and answer
+    # less the answer's last token (never decoded), less the row llama.cpp's
+    # drafters defer to the next token.
+    assert cached.n_prompt_cached >= len(prompt) + 8 - 2
+    assert uncached.n_prompt_cached == 0
+    assert cached.tokens == uncached.tokens
+
+
 def test_plain_engine_and_session_statistics(opened):
     o = opened("draft")
     with specdec.Engine(o.context) as engine:  # plain decoding: no session

@@ -242,7 +242,7 @@ def test_defaults_equal_the_library_defaults():
     import inspect
 
     sig = inspect.signature(specdec.Engine.__init__).parameters
-    for name in ("n_seq", "max_waiting", "n_prefill_chunk", "keep_finished", "reuse_prompts"):
+    for name in ("n_seq", "max_waiting", "n_prefill_chunk", "keep_finished", "reuse_prompts", "prompt_cache_bytes"):
         assert sig[name].default == getattr(e, name), name
     s = _native.lib.specdec_session_default_params()
     sig = inspect.signature(specdec.Session.__init__).parameters

@@ -24,11 +24,15 @@ pub struct EngineParams {
     pub keep_finished: bool,
     /// A new request reuses the longest prefix a free slot holds.
     pub reuse_prompts: bool,
+    /// Host bytes for the prompt cache (with `reuse_prompts`): what a slot
+    /// held before another prompt took it, loaded back for a prompt that
+    /// continues it; `u64::MAX`: no bound; 0: no cache.
+    pub prompt_cache_bytes: u64,
 }
 
 impl Default for EngineParams {
     fn default() -> Self {
-        EngineParams { n_seq: 0, max_waiting: 64, n_prefill_chunk: 256, keep_finished: false, reuse_prompts: true }
+        EngineParams { n_seq: 0, max_waiting: 64, n_prefill_chunk: 256, keep_finished: false, reuse_prompts: true, prompt_cache_bytes: 0 }
     }
 }
 
@@ -159,6 +163,7 @@ impl<'s> Engine<'s> {
             n_prefill_chunk: params.n_prefill_chunk,
             keep_finished: params.keep_finished,
             reuse_prompts: params.reuse_prompts,
+            prompt_cache_bytes: params.prompt_cache_bytes,
         };
         let mut out = std::ptr::null_mut();
         let user = &mut *collector as *mut Collector as *mut c_void;

@@ -410,6 +410,7 @@ pub struct specdec_engine_params {
     pub n_prefill_chunk: i32,
     pub keep_finished: bool,
     pub reuse_prompts: bool,
+    pub prompt_cache_bytes: u64,
 }
 
 #[repr(C)]

@@ -79,6 +79,21 @@ fn engine_requests_equal_plain_decoding() {
     assert_eq!(cached_a, 0);
     assert!(cached_b >= first.len(), "{} cached", cached_b);
     assert_eq!(b.tokens, expected_cycle(91, 8, 128));
+    drop(engine);
+    // The prompt cache: a stranger takes the only slot; the second turn has
+    // the first's state loaded back from host memory.
+    let cache = EngineParams { n_seq: 1, prompt_cache_bytes: 1 << 30, ..EngineParams::default() };
+    let mut engine = Engine::new(&mut session, cache).unwrap();
+    engine.add(&first, &p.clone().with_n_predict(8)).unwrap();
+    engine.run_until_idle().unwrap();
+    engine.add(&toks(&(60..80).collect::<Vec<_>>()), &p.clone().with_n_predict(4)).unwrap();
+    engine.run_until_idle().unwrap();
+    engine.add(&second, &p.clone().with_n_predict(8)).unwrap();
+    let (_, c, cached_c) = finished(&engine.run_until_idle().unwrap()).remove(0);
+    // Its prompt and answer less the answer's last token (never decoded),
+    // less the row llama.cpp's EAGLE-3 drafter defers to the next token.
+    assert_eq!(cached_c, first.len() + 8 - 2);
+    assert_eq!(c.tokens, expected_cycle(91, 8, 128));
 }
 
 #[test]
