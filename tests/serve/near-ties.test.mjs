@@ -4,7 +4,9 @@
 // exactly the tokens each gets decoded alone by a plain server with one slot.
 // A conversation's later turns reuse what the MTP server's slot holds of
 // their prompts, and still get what the plain server, which decodes every
-// prompt whole (--no-prompt-reuse), gives.
+// prompt whole (--no-prompt-reuse), gives. Two conversations taking turns
+// on a one-slot MTP server have their earlier turns loaded back from the
+// prompt cache (--cache-ram), with the same tokens.
 // SPECDEC_SERVE_KERNELS=fast runs both servers with --kernels fast: built on
 // a llama.cpp without patches/0001, the test then fails (measured: prompt 0
 // differs at token 31).
@@ -18,15 +20,18 @@ const prompts = ['the quick brown fox', 'jumps over a lazy dog', 'once upon a ti
 describe('serve near-ties', { timeout: 280000 }, () => {
     let spec;
     let plain;
+    let oneSlot;
 
     before(async () => {
         const model = process.env.SPECDEC_NEAR_TIE_MODEL;
         spec = await startServer(['--spec', 'mtp', '--n-draft', '3', '-np', '3', '-c', '512', ...kernels], { model });
         plain = await startServer(['--spec', 'none', '-np', '1', '-c', '512', '--no-prompt-reuse', ...kernels], { model });
+        oneSlot = await startServer(['--spec', 'mtp', '--n-draft', '3', '-np', '1', '-c', '512', '--cache-ram', '64', ...kernels], { model });
     });
     after(async () => {
         assert.deepEqual(await stopServer(spec), { code: 0, signal: null }, spec.log);
         assert.deepEqual(await stopServer(plain), { code: 0, signal: null }, plain.log);
+        assert.deepEqual(await stopServer(oneSlot), { code: 0, signal: null }, oneSlot.log);
     });
 
     test('concurrent speculative requests equal each request decoded alone', async () => {
@@ -68,5 +73,27 @@ describe('serve near-ties', { timeout: 280000 }, () => {
         }
         const after = await metrics(spec);
         assert.ok(after.get('specdec:prompt_tokens_cached_total') > before.get('specdec:prompt_tokens_cached_total'));
+    });
+
+    test('two conversations on one slot have their turns loaded back from the prompt cache', async () => {
+        const conversations = ['the quick brown fox', 'once upon a time there was'];
+        const cached = [0, 0];
+        for (const [turn, more] of [' and then', ' but the', ' so a'].entries()) {
+            for (const c of [0, 1]) {
+                const request = { model: 'near-tie', prompt: conversations[c], max_tokens: 32, temperature: 0 };
+                const got = await oneSlot.client().completions.create(request);
+                const want = await plain.client().completions.create(request);
+                const at = got.specdec.tokens.findIndex((t, j) => t !== want.specdec.tokens[j]);
+                assert.deepEqual(got.specdec.tokens, want.specdec.tokens, `conversation ${c}, turn ${turn}: first difference at token ${at}`);
+                const reused = got.usage.prompt_tokens_details.cached_tokens;
+                if (turn > 0) {
+                    // The other conversation took the only slot in between:
+                    // this one's earlier turn came back from host memory.
+                    assert.ok(reused >= cached[c] && reused < got.usage.prompt_tokens, `conversation ${c}, turn ${turn}: ${reused} cached`);
+                }
+                cached[c] = got.usage.prompt_tokens;
+                conversations[c] += got.choices[0].text + more;
+            }
+        }
     });
 });
