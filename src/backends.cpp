@@ -364,6 +364,10 @@ specdec_generation_times engine::times() const {
     return impl_->core.times();
 }
 
+engine::prompt_cache_use engine::prompt_cache() const {
+    return {impl_->core.n_cached(), impl_->core.cached_bytes()};
+}
+
 } // namespace specdec
 
 extern "C" specdec_generate_params specdec_generate_default_params(void) {

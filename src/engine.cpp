@@ -450,8 +450,8 @@ void engine_core::take_slot(std::unique_ptr<request_state> r) {
     if (reuse) {
         // At least the input's last token is decoded: its logits give the first token.
         const size_t n = std::min(prefix, input.size() - 1);
-        if (n < held.size()) {
-            save_slot(s); // what the slot loses goes to the prompt cache
+        if (prefix == 0) {
+            save_slot(s); // another conversation takes the slot: what it held goes to the prompt cache
         }
         const int32_t kept = b_.keep(seq, static_cast<int32_t>(n), static_cast<int32_t>(held.size()));
         held.resize(static_cast<size_t>(kept));
@@ -538,8 +538,9 @@ size_t engine_core::load_cached(std::span<const llama_token> prompt, size_t s, s
     return std::min(best_prefix, held_[s].size());
 }
 
-// Saves what free slot `s` holds into the prompt cache, before it is cut
-// back or cleared for another prompt. A saved sequence that begins with
+// Saves what free slot `s` holds into the prompt cache, before it is
+// cleared for a prompt that keeps none of it (a prompt that keeps part of
+// it continues or edits the same text, as a conversation's next turn). A saved sequence that begins with
 // another's tokens replaces it; the least recently saved go first when the
 // cache's bytes and the backend's restore points would exceed
 // p_.prompt_cache_bytes. Nothing is saved that would not fit, nor when the

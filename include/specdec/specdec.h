@@ -959,7 +959,7 @@ typedef struct specdec_engine_params {
                                  n_prompt_cached says how much); false: every prompt is decoded whole;
                                  default true */
     uint64_t prompt_cache_bytes; /* with reuse_prompts: host memory for the prompt cache, in bytes. When a
-                                 prompt takes a slot and would cut back or clear what it holds, the slot's
+                                 prompt takes a slot and keeps none of what it holds, the slot's
                                  whole state (both contexts, the drafter's, the restore points) is saved
                                  first; a later prompt that shares more with a saved state than with any
                                  free slot (and more than a tenth of itself) has it loaded into its slot

@@ -255,6 +255,13 @@ public:
     bool has_work() const;
     // Sums over every step so far (t_total_us: time inside step()).
     specdec_generation_times times() const;
+    // The prompt cache (engine_params.prompt_cache_bytes): the sequence
+    // states it holds and their host bytes. The engine's thread.
+    struct prompt_cache_use {
+        size_t n_sequences = 0;
+        size_t n_bytes = 0;
+    };
+    prompt_cache_use prompt_cache() const;
 
 private:
     struct impl;

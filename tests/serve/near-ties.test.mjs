@@ -95,5 +95,9 @@ describe('serve near-ties', { timeout: 280000 }, () => {
                 conversations[c] += got.choices[0].text + more;
             }
         }
+        // The other conversation's state waits in host memory.
+        const m = await metrics(oneSlot);
+        assert.equal(m.get('specdec:prompt_cache_sequences'), 1);
+        assert.ok(m.get('specdec:prompt_cache_bytes') > 0 && m.get('specdec:prompt_cache_bytes') <= 64 * 2 ** 20);
     });
 });

@@ -64,6 +64,12 @@ void metrics::set_load(size_t running, size_t waiting, size_t paused) {
     paused_ = paused;
 }
 
+void metrics::set_prompt_cache(size_t n_sequences, size_t n_bytes) {
+    std::lock_guard<std::mutex> lock(m_);
+    cached_sequences_ = n_sequences;
+    cached_bytes_ = n_bytes;
+}
+
 void metrics::add_generated(uint64_t n_tokens) {
     std::lock_guard<std::mutex> lock(m_);
     n_generated_ += n_tokens;
@@ -129,6 +135,9 @@ std::string metrics::render() const {
     scalar(out, "specdec:requests_paused", "gauge",
            "Requests whose clients are not reading their streams: not decoded, their slots free for others",
            static_cast<double>(paused_));
+    scalar(out, "specdec:prompt_cache_sequences", "gauge",
+           "Slot states the prompt cache holds in host memory (--cache-ram)", static_cast<double>(cached_sequences_));
+    scalar(out, "specdec:prompt_cache_bytes", "gauge", "Host bytes the prompt cache holds", static_cast<double>(cached_bytes_));
     scalar(out, "specdec:exact_kernels", "gauge",
            "1: each row of a batch is computed as alone, so output equals plain decoding; 0: --kernels fast",
            specdec_exact_kernels() ? 1.0 : 0.0);

@@ -51,6 +51,8 @@ public:
     // Requests in slots being decoded, waiting for one, and paused (their
     // clients not reading: see scheduler::pause), each counted once.
     void set_load(size_t running, size_t waiting, size_t paused);
+    // What the prompt cache (--cache-ram) holds.
+    void set_prompt_cache(size_t n_sequences, size_t n_bytes);
     void add_generated(uint64_t n_tokens);
     void add_finished(const request_metrics & r);
     // HTTP threads: a request refused with 503 (queue full or shutting down).
@@ -73,6 +75,7 @@ private:
     size_t   n_pos_ = 0;                                     // positions seen (the longest proposal)
     uint64_t n_stop_ = 0, n_length_ = 0, n_cancelled_ = 0, n_error_ = 0, n_rejected_ = 0;
     size_t   running_ = 0, waiting_ = 0, paused_ = 0;
+    size_t   cached_sequences_ = 0, cached_bytes_ = 0;
     histogram ttft_;
     histogram itl_;
 };

@@ -273,6 +273,8 @@ void scheduler::publish_load() {
     const size_t live = by_id_.size() - paused;
     const size_t running = std::min(live, n_slots_);
     metrics_.set_load(running, live - running, paused);
+    const specdec::engine::prompt_cache_use cache = engine_->prompt_cache();
+    metrics_.set_prompt_cache(cache.n_sequences, cache.n_bytes);
 }
 
 bool scheduler::on_event(const specdec::engine_event & e) {
