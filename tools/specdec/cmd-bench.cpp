@@ -85,6 +85,10 @@ void add_bench_command(CLI::App & app, bench_options & o) {
     cmd->add_option("--json", o.json_path, "write the results as JSON to this file");
     cmd->add_option("--markdown", o.markdown_path, "write a Markdown report to this file");
     cmd->add_option("--chart", o.chart_path, "write a chart of speedup against draft length (.png or .svg; needs gnuplot)");
+    cmd->add_option("--curve-rows", o.curve_rows,
+                    "measure the verification-cost curve up to this many rows per sequence (default: the longest "
+                    "draft + 1)")
+        ->check(CLI::Range(2, SPECDEC_MAX_DRAFT + 1));
     cmd->add_flag("--speedups-only", o.speedups_only,
                   "measure the runs only: no verification-cost curve and no oracle (quicker; the table's columns stay)");
     cmd->add_flag("-q,--quiet", o.quiet, "no progress on stderr (which configuration and round runs, and the time left)");
@@ -625,10 +629,11 @@ int bench_model(const bench_options & o) {
     out["exact_kernels"] = specdec_exact_kernels();
     out["synthetic_acceptance"] = synthetic ? nlohmann::json(o.synthetic_acceptance) : nlohmann::json(nullptr);
     // The target's cost of verifying k + 1 tokens, relative to one token.
+    const int32_t k_curve = std::max(n_draft_top, o.curve_rows - 1);
     for (int32_t n_seq : o.speedups_only ? std::vector<int32_t>{} : o.n_seqs) {
         const auto t0 = std::chrono::steady_clock::now();
         const auto on_pass = [&](int32_t pass, int32_t passes) {
-            std::string line = "verification cost of 1 to " + std::to_string(n_draft_top + 1) + " tokens, " +
+            std::string line = "verification cost of 1 to " + std::to_string(k_curve + 1) + " tokens, " +
                                std::to_string(n_seq) + (n_seq > 1 ? " sequences" : " sequence") + ": pass " +
                                std::to_string(pass + 1) + "/" + std::to_string(passes);
             if (pass > 0) {
@@ -637,7 +642,7 @@ int bench_model(const bench_options & o) {
             }
             progress.step(line);
         };
-        const std::vector<double> curve = verify_cost_curve(target.get(), prompt, n_seq, n_draft_top, o.repeats, on_pass);
+        const std::vector<double> curve = verify_cost_curve(target.get(), prompt, n_seq, k_curve, o.repeats, on_pass);
         std::vector<double> relative;
         for (double us : curve) {
             relative.push_back(curve[0] > 0 ? us / curve[0] : 0.0);

@@ -39,6 +39,7 @@ struct bench_options {
     std::string              upstream;                 // llama.cpp's speculative-simple, run as the reference loop
     bool                     quiet = false;            // no progress lines on stderr
     bool                     speedups_only = false;    // no verification-cost curve, no oracle
+    int32_t                  curve_rows = 0;           // verification-cost curve up to this many rows per sequence (0: longest draft + 1)
 };
 
 void add_bench_command(CLI::App & app, bench_options & opt);

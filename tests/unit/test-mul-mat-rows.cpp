@@ -1,0 +1,242 @@
+// Batch invariance of the CPU backend's quantized matrix products, kernel by
+// kernel: with ggml_cpu_set_batch_invariant(true), each row of a product with
+// r = 1..16 rows of activations must be, bit for bit, the product of that row
+// alone. The multi-row kernels of patches/0003 (each weight block unpacked
+// once and applied to every row) are checked here directly; the near-tie tier
+// (ctest -R NearTies) checks the same through whole models.
+//
+// DISABLED_cost prints the time of a product against r at the shapes of a
+// Qwen3-0.6B layer (run it with --gtest_also_run_disabled_tests).
+
+#include <ggml-backend.h>
+#include <ggml-cpu.h>
+#include <ggml.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr int k_max_rows = 16;
+
+// The repacking buffer type of the CPU backend (weights of Q4_0, Q4_K, IQ4_NL,
+// ... rearranged for its gemm and gemv kernels), or null.
+ggml_backend_buffer_type_t repack_buffer_type() {
+    ggml_backend_reg_t reg = ggml_backend_cpu_reg();
+    auto get_extra = reinterpret_cast<ggml_backend_dev_get_extra_bufts_t>(
+        ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts"));
+    if (get_extra == nullptr) {
+        return nullptr;
+    }
+    for (ggml_backend_buffer_type_t * b = get_extra(ggml_backend_reg_dev_get(reg, 0)); b != nullptr && *b != nullptr; ++b) {
+        if (std::string(ggml_backend_buft_name(*b)) == "CPU_REPACK") {
+            return *b;
+        }
+    }
+    return nullptr;
+}
+
+// One quantized weight matrix (n_out rows of n_in), in a CPU buffer or the
+// repacking one, and products of it with r rows of activations.
+class weights {
+public:
+    weights(ggml_type type, int64_t n_in, int64_t n_out, bool repack, uint32_t seed) : type_(type) {
+        ggml_init_params params = {ggml_tensor_overhead() * 2, nullptr, true};
+        ctx_ = ggml_init(params);
+        w_ = ggml_new_tensor_2d(ctx_, type, n_in, n_out);
+        ggml_backend_buffer_type_t buft = repack ? repack_buffer_type() : ggml_backend_cpu_buffer_type();
+        buf_ = buft != nullptr ? ggml_backend_alloc_ctx_tensors_from_buft(ctx_, buft) : nullptr;
+        if (buf_ == nullptr) {
+            return;
+        }
+        // A weight tensor as a model loader gives it (the repacking buffer rearranges it on set).
+        ggml_backend_buffer_set_usage(buf_, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+        std::mt19937 rng(seed);
+        std::normal_distribution<float> normal(0.0f, 0.02f);
+        std::vector<float> f(static_cast<size_t>(n_in * n_out));
+        for (float & v : f) {
+            v = normal(rng);
+        }
+        std::vector<uint8_t> q(ggml_row_size(type, n_in) * static_cast<size_t>(n_out));
+        ggml_quantize_chunk(type, f.data(), q.data(), 0, n_out, n_in, nullptr);
+        ggml_backend_tensor_set(w_, q.data(), 0, q.size());
+    }
+    ~weights() {
+        if (buf_ != nullptr) {
+            ggml_backend_buffer_free(buf_);
+        }
+        ggml_free(ctx_);
+    }
+    weights(const weights &) = delete;
+    weights & operator=(const weights &) = delete;
+
+    bool ok() const { return buf_ != nullptr; }
+    // Whether the buffer rearranged the weights (a type the repacking kernels take).
+    bool repacked() const { return buf_ != nullptr && w_->extra != nullptr; }
+    int64_t n_in() const { return w_->ne[0]; }
+    int64_t n_out() const { return w_->ne[1]; }
+
+    // out[i*n_out + j]: row i of x (r rows of n_in) times weight row j.
+    std::vector<float> mul(const float * x, int r, int n_threads, int repeats = 1, double * best_us = nullptr) const {
+        const size_t mem = ggml_tensor_overhead() * 8 + ggml_graph_overhead() +
+                           static_cast<size_t>(r) * static_cast<size_t>(n_in() + n_out()) * sizeof(float) + 1024;
+        ggml_init_params params = {mem, nullptr, false};
+        ggml_context * ctx = ggml_init(params);
+        ggml_tensor * a = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n_in(), r);
+        std::memcpy(a->data, x, ggml_nbytes(a));
+        ggml_tensor * y = ggml_mul_mat(ctx, w_, a);
+        ggml_cgraph * gf = ggml_new_graph(ctx);
+        ggml_build_forward_expand(gf, y);
+        ggml_threadpool_params tpp = ggml_threadpool_params_default(n_threads);
+        ggml_threadpool * tp = ggml_threadpool_new(&tpp);
+        ggml_cplan plan = ggml_graph_plan(gf, n_threads, tp);
+        std::vector<uint8_t> work(plan.work_size);
+        plan.work_data = work.data();
+        double best = 1e300;
+        for (int i = 0; i < repeats; ++i) {
+            const auto t0 = std::chrono::steady_clock::now();
+            ggml_graph_compute(gf, &plan);
+            best = std::min(best, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+        }
+        ggml_threadpool_free(tp);
+        if (best_us != nullptr) {
+            *best_us = best;
+        }
+        std::vector<float> out(static_cast<const float *>(y->data), static_cast<const float *>(y->data) + r * n_out());
+        ggml_free(ctx);
+        return out;
+    }
+
+private:
+    ggml_type type_;
+    ggml_context * ctx_ = nullptr;
+    ggml_tensor * w_ = nullptr;
+    ggml_backend_buffer_t buf_ = nullptr;
+};
+
+std::vector<float> activations(int64_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float & v : x) {
+        v = normal(rng);
+    }
+    return x;
+}
+
+struct case_param {
+    ggml_type type;
+    bool repack;
+};
+
+std::string case_name(const testing::TestParamInfo<case_param> & info) {
+    return std::string(ggml_type_name(info.param.type)) + (info.param.repack ? "_repack" : "");
+}
+
+class MulMatRows : public testing::TestWithParam<case_param> {
+protected:
+    void SetUp() override {
+        ggml_cpu_init();
+        was_ = ggml_cpu_get_batch_invariant();
+        ggml_cpu_set_batch_invariant(true);
+    }
+    void TearDown() override { ggml_cpu_set_batch_invariant(was_); }
+    bool was_ = false;
+};
+
+// Each row of r rows, bit for bit the row alone, for r = 1..16, at 1 and 2
+// threads, on two widths (one super-block and a Qwen3-0.6B layer's), with
+// weight rows enough for several chunks of work.
+TEST_P(MulMatRows, EachRowAsAlone) {
+    const case_param p = GetParam();
+    for (int64_t n_in : {256, 1024}) {
+        const weights w(p.type, n_in, 96, p.repack, 7);
+        ASSERT_TRUE(w.ok());
+        if (p.repack && !w.repacked()) {
+            GTEST_SKIP() << ggml_type_name(p.type) << " is not repacked on this CPU";
+        }
+        const std::vector<float> x = activations(n_in * k_max_rows, 11);
+        for (int n_threads : {1, 2}) {
+            std::vector<std::vector<float>> alone(k_max_rows);
+            for (int i = 0; i < k_max_rows; ++i) {
+                alone[static_cast<size_t>(i)] = w.mul(x.data() + i * n_in, 1, n_threads);
+            }
+            for (int r = 2; r <= k_max_rows; ++r) {
+                const std::vector<float> all = w.mul(x.data(), r, n_threads);
+                for (int i = 0; i < r; ++i) {
+                    const float * got = all.data() + i * w.n_out();
+                    const float * want = alone[static_cast<size_t>(i)].data();
+                    int64_t first = -1;
+                    for (int64_t j = 0; j < w.n_out() && first < 0; ++j) {
+                        if (std::memcmp(got + j, want + j, sizeof(float)) != 0) {
+                            first = j;
+                        }
+                    }
+                    EXPECT_EQ(first, -1) << "n_in " << n_in << ", " << n_threads << " threads, row " << i << " of " << r
+                                         << ": output " << first << " is " << (first < 0 ? 0.0f : got[first])
+                                         << " in the batch, " << (first < 0 ? 0.0f : want[first]) << " alone";
+                }
+            }
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, MulMatRows,
+                         testing::Values(case_param{GGML_TYPE_Q4_K, true}, case_param{GGML_TYPE_Q4_K, false},
+                                         case_param{GGML_TYPE_Q5_K, false}, case_param{GGML_TYPE_Q6_K, false},
+                                         case_param{GGML_TYPE_Q8_0, false}, case_param{GGML_TYPE_Q4_0, true},
+                                         case_param{GGML_TYPE_Q4_0, false}, case_param{GGML_TYPE_IQ4_XS, false},
+                                         case_param{GGML_TYPE_Q2_K, true}, case_param{GGML_TYPE_Q3_K, false},
+                                         case_param{GGML_TYPE_IQ4_NL, true}),
+                         case_name);
+
+// The time of one product against r, at Qwen3-0.6B's shapes (hidden 1024,
+// feed-forward 3072, vocabulary 151,936), 2 threads: a kernel-level view of the verification-cost
+// curve of `specdec bench`.
+TEST(MulMatRowsCost, DISABLED_cost) {
+    ggml_cpu_init();
+    ggml_cpu_set_batch_invariant(true);
+    const struct {
+        ggml_type type;
+        bool repack;
+        int64_t n_in, n_out;
+    } shapes[] = {
+        {GGML_TYPE_Q4_K, true, 1024, 3072},    {GGML_TYPE_Q4_K, false, 1024, 3072}, {GGML_TYPE_Q5_K, false, 1024, 3072},
+        {GGML_TYPE_Q6_K, false, 3072, 1024},   {GGML_TYPE_Q6_K, false, 1024, 3072}, {GGML_TYPE_Q6_K, false, 1024, 151936},
+        {GGML_TYPE_Q8_0, false, 1024, 3072},   {GGML_TYPE_Q4_0, true, 1024, 3072},  {GGML_TYPE_Q4_0, false, 1024, 3072},
+        {GGML_TYPE_IQ4_XS, false, 1024, 3072},
+    };
+    const char * env = std::getenv("SPECDEC_TEST_THREADS");
+    const int n_threads = env != nullptr ? std::atoi(env) : 1;
+    const std::vector<float> x = activations(3072 * k_max_rows, 3);
+    for (const auto & s : shapes) {
+        const weights w(s.type, s.n_in, s.n_out, s.repack, 5);
+        if (!w.ok() || (s.repack && !w.repacked())) {
+            continue;
+        }
+        std::printf("%-7s%-7s %5lld x %5lld:", ggml_type_name(s.type), s.repack ? "repack" : "", static_cast<long long>(s.n_in),
+                    static_cast<long long>(s.n_out));
+        double t1 = 0;
+        for (int r = 1; r <= k_max_rows; ++r) {
+            double us = 0;
+            w.mul(x.data(), r, n_threads, 20, &us);
+            if (r == 1) {
+                t1 = us;
+                std::printf(" %.0f us;", us);
+            } else {
+                std::printf(" %.2f", us / t1);
+            }
+        }
+        std::printf("\n");
+    }
+}
+
+} // namespace
