@@ -333,8 +333,11 @@ void add_decoder_options(CLI::App * cmd, decoder_options & o) {
     cmd->add_option("-t,--threads", o.n_threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));
     cmd->add_option("--n-draft", o.n_draft, "tokens drafted per step, or auto: chosen per step and sequence for speed")
         ->check(draft_length_validator())
+        ->each([&o](const std::string &) { o.n_draft_given = true; })
         ->capture_default_str();
-    cmd->add_option("--draft-max", o.n_draft_max, "the most tokens a step may draft (default: --n-draft, or 8 with auto)")
+    cmd->add_option("--draft-max", o.n_draft_max,
+                    "the most tokens a step may draft (default: --n-draft, or 8 with auto); below the default --n-draft "
+                    "it lowers it, as llama-server's --draft-max does")
         ->check(CLI::Range(1, SPECDEC_MAX_DRAFT));
     cmd->add_option("--draft-min", o.n_draft_min, "drop shorter proposals")->check(CLI::NonNegativeNumber);
     cmd->add_option("--draft-p-min", o.p_min, "stop drafting below this draft probability")->check(CLI::Range(0.0f, 1.0f));
@@ -549,7 +552,10 @@ decoder load_decoder(const decoder_options & o, uint32_t n_seq) {
     sp.strategy = d.strategy;
     sp.n_seq = n_seq;
     d.adaptive = o.n_draft == "auto";
-    const int32_t n_fixed = d.adaptive ? 0 : std::stoi(o.n_draft); // validated by draft_length_validator
+    int32_t n_fixed = d.adaptive ? 0 : std::stoi(o.n_draft); // validated by draft_length_validator
+    if (!d.adaptive && !o.n_draft_given && o.n_draft_max > 0) {
+        n_fixed = std::min(n_fixed, o.n_draft_max); // `--draft-max 2` alone drafts 2, as llama-server's does
+    }
     if (!d.adaptive && o.n_draft_max > 0 && n_fixed > o.n_draft_max) {
         throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, "--n-draft " + o.n_draft + " exceeds --draft-max " +
                                                                   std::to_string(o.n_draft_max));
