@@ -561,6 +561,14 @@ decoder load_decoder(const decoder_options & o, uint32_t n_seq) {
                                                                   std::to_string(o.n_draft_max));
     }
     const int32_t n_draft_max = o.n_draft_max > 0 ? o.n_draft_max : d.adaptive ? auto_draft_max : n_fixed;
+    if (speculative && o.n_draft_min > (d.adaptive ? n_draft_max : n_fixed)) {
+        // Every proposal would be shorter than the minimum, so none would ever be verified.
+        throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT,
+                             "--draft-min " + std::to_string(o.n_draft_min) + " exceeds the draft length (" +
+                                 (d.adaptive ? "--draft-max " + std::to_string(n_draft_max)
+                                             : "--n-draft " + std::to_string(n_fixed)) +
+                                 "): every proposal would be dropped");
+    }
     sp.n_draft_max = n_draft_max;
     sp.n_draft_min = o.n_draft_min;
     sp.p_min = o.p_min;
