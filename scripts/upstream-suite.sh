@@ -7,7 +7,8 @@
 # does not. See docs/serving.md, "llama-server's test suite".
 #   scripts/upstream-suite.sh [--servers llama,specdec] [--out DIR] [--docs]
 #                             [--timeout S] [-- PYTEST_ARG...]
-#   --servers  which servers to run (default both; the report needs both)
+#   --servers  which servers to run (default both; the report needs both;
+#              none: only the report, from the XML a run left in --out)
 #   --out      folder for the JUnit XML, logs and results.md (default a
 #              temporary one, kept and printed)
 #   --docs     write the table into docs/serving.md between its markers
@@ -115,6 +116,7 @@ run_suite() { # NAME BINARY
             -m "not slow" -q -rfE --tb=short --junitxml "$out/$name.xml" "${args[@]}"
     ) >"$out/$name.log" 2>&1 || rc=$?
     echo "$(( SECONDS - start ))" >"$out/$name.seconds"
+    "$bin" --version 2>&1 | grep -m1 -E 'version|^specdec' | sed 's/^version: //' >"$out/$name.version" || true
     log "$name: $(tail -n 1 "$out/$name.log") in $(( SECONDS - start )) s"
     [ "$rc" -le 1 ] || { log "$name: pytest exited $rc; the end of $out/$name.log:"; tail -n 30 "$out/$name.log" >&2; }
 }
@@ -125,8 +127,8 @@ run_suite() { # NAME BINARY
 if [ -f "$out/llama.xml" ] && [ -f "$out/specdec.xml" ]; then
     cpu="$(lscpu | sed -n 's/^Model name: *//p' | head -n 1)"
     commit="$(git rev-parse --short HEAD)$(git status --porcelain --untracked-files=no | grep -q . && echo ' (modified)')"
-    meta="Run $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(nproc) CPUs ($cpu); commit $commit; $("$specdec" --version 2>&1 | head -n 1);"
-    meta+=" llama-server $("$llama_server" --version 2>&1 | grep -m1 version | sed 's/^version: //'); -m 'not slow', ${timeout} s a test;"
+    meta="Run $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(nproc) CPUs ($cpu); commit $commit; $(cat "$out/specdec.version");"
+    meta+=" llama-server $(cat "$out/llama.version"); -m 'not slow', ${timeout} s a test;"
     meta+=" llama-server $(cat "$out/llama.seconds") s, specdec $(cat "$out/specdec.seconds") s."
     doc_args=()
     [ "$docs" = 1 ] && doc_args=(--docs docs/serving.md)

@@ -60,7 +60,7 @@ SAME_VALUE = {
     "--n-gpu-layers": "--n-gpu-layers", "--alias": "--alias", "--parallel": "--parallel", "-ctk": "-ctk",
     "-ctv": "-ctv", "-fa": "-fa", "--api-key": "--api-key", "--reasoning-format": "--reasoning-format",
     "--chat-template": "--chat-template", "--chat-template-file": "--chat-template-file", "--cache-ram": "--cache-ram",
-    "--spec-draft-n-max": "--draft-max", "--spec-draft-n-min": "--draft-min",
+    "--spec-draft-n-min": "--draft-min",
 }
 
 # Dropped for specdec, with why: options that are no-ops there, or server
@@ -153,6 +153,10 @@ def to_specdec(opts):
             notes.append(f"{opt}: {DROPPED[opt]}")
         elif opt in ("--slots", "--no-slots"):
             out.append((opt, None))
+        elif opt == "--spec-draft-n-max":
+            # llama-server drafts up to n_max tokens a step, stopping early
+            # only below --spec-draft-p-min (default 0): specdec's fixed length.
+            out.extend((("--n-draft", val), ("--draft-max", val)))
         elif opt == "--spec-type":
             out.append(("--spec", SPEC_TYPES.get(val, val)))
         elif opt == "--cors-origins":
