@@ -27,7 +27,8 @@ install_packages() {
     local pkgs=(cmake ninja-build g++ git ccache pkg-config openssl python3 curl
                 libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
                 nlohmann-json3-dev libasio-dev gnuplot-nox clang-14 libclang-rt-14-dev
-                python3-pytest cargo rustc)  # the last three: the binding suites (ctest -L bindings)
+                python3-pytest cargo rustc   # these three: the binding suites (ctest -L bindings)
+                python3-requests python3-filelock python3-wget)  # llama-server's own suite (scripts/upstream-suite.sh)
     local missing=()
     for p in "${pkgs[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

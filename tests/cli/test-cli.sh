@@ -89,6 +89,15 @@ check "untokenizable prompt" exit_is 1 "$specdec" generate -m "$work/qwen35.gguf
 check "untokenizable prompt says why" contains "$work/err" "vocabulary cannot represent this text: the character 0x0A at byte 2 has no token"
 check "unknown kernels" exit_is 2 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" --kernels turbo
 check "n-draft above draft-max" exit_is 1 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" --n-draft 4 --draft-max 2
+check "draft-max below the default n-draft" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40 --draft-max 2 --json
+check "draft-max lowers the default" contains "$work/out" '"steps": 14,' # the prompt's token, then 3 tokens a step
+check "draft-min above the draft length" exit_is 1 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 4 --draft-max 8 --draft-min 4
+check "draft-min above the draft length: says so" contains "$work/err" "--draft-min 4 exceeds the draft length (--n-draft 3)"
+check "byte tokens fixture" exit_is 0 "$fixture" glm4moe-mtp "$work/bytes.gguf" --n-vocab 384 --byte-tokens --set tokenizer.ggml.add_bos_token=bool:true --quiet
+check "byte tokens: a newline tokenizes" exit_is 0 "$specdec" generate -m "$work/bytes.gguf" -p $'ab\ncd' -n 4
+check "byte tokens need room" exit_is 1 "$fixture" glm4moe-mtp "$work/bytes-small.gguf" --byte-tokens --quiet
+check "byte tokens need room: says so" contains "$work/err" "needs --n-vocab >= 384"
+check "a bad bool" exit_is 2 "$fixture" glm4moe-mtp "$work/bad-bool.gguf" --set tokenizer.ggml.add_bos_token=bool:yes --quiet
 check "mtp json" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40 --json --n-draft 4
 check "json acceptance" contains "$work/out" '"acceptance_rate": 1.0'
 check "json strategy" contains "$work/out" '"strategy": "mtp"'

@@ -201,13 +201,22 @@ describe('serve api', { timeout: 240000 }, () => {
         assert.equal(r.choices[0].message.content, p.choices[0].message.content);
         assert.deepEqual(r.specdec.tokens, p.specdec.tokens);
 
+        assert.match(r.system_fingerprint, /^b/, "llama-server's b<build>-<commit> form");
         const stream = await spec.client().chat.completions.create({ ...req, stream: true, stream_options: { include_usage: true } });
         let text = '';
         let role = null;
         let last = null;
         let finish = null;
+        let n = 0;
         for await (const chunk of stream) {
             const d = chunk.choices[0]?.delta ?? {};
+            if (n++ === 0) {
+                // As llama-server and OpenAI: the role alone first, content null; never again.
+                assert.deepEqual(d, { role: 'assistant', content: null });
+            } else {
+                assert.ok(!('role' in d), JSON.stringify(chunk));
+            }
+            assert.equal(chunk.system_fingerprint, r.system_fingerprint);
             if (d.role) role = d.role;
             text += d.content ?? '';
             finish = chunk.choices[0]?.finish_reason ?? finish;

@@ -172,7 +172,7 @@ TEST(ServeResponse, SeveralChoicesCountEachPromptOnce) {
     EXPECT_EQ(j["usage"]["total_tokens"], 12);
     EXPECT_EQ(j["specdec"].size(), 2u);
     EXPECT_EQ(usage_body({{&a, 7}, {&b, 4}}, 1)["prompt_tokens"], 11) << "two prompts, n = 1";
-    EXPECT_EQ(chunk_body(infos[1], "x", false)["choices"][0]["index"], 1);
+    EXPECT_EQ(chunk_body(infos[1], "x")["choices"][0]["index"], 1);
     EXPECT_EQ(final_chunk_body(infos[1], {&b, 7})["choices"][0]["index"], 1);
 }
 
@@ -477,11 +477,15 @@ TEST(ServeFormat, ChatResponseAndChunks) {
     EXPECT_EQ(j["choices"][0]["message"], (json{{"role", "assistant"}, {"content", "wxyz"}}));
     EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
 
-    const json first = chunk_body(info, "wx", true);
+    EXPECT_EQ(j["system_fingerprint"].get<std::string>().rfind('b', 0), 0u) << "llama-server's b<build>-<commit> form";
+    // The stream opens with the role alone (content null), as llama-server
+    // and OpenAI send it; content chunks carry no role.
+    const json first = role_chunk_body(info);
     EXPECT_EQ(first["object"], "chat.completion.chunk");
-    EXPECT_EQ(first["choices"][0]["delta"], (json{{"role", "assistant"}, {"content", "wx"}}));
+    EXPECT_EQ(first["choices"][0]["delta"], (json{{"role", "assistant"}, {"content", nullptr}}));
     EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
-    EXPECT_EQ(chunk_body(info, "yz", false)["choices"][0]["delta"], (json{{"content", "yz"}}));
+    EXPECT_EQ(first["system_fingerprint"], j["system_fingerprint"]);
+    EXPECT_EQ(chunk_body(info, "wx")["choices"][0]["delta"], (json{{"content", "wx"}}));
     const json last = final_chunk_body(info, {&r, 2});
     EXPECT_EQ(last["choices"][0]["delta"], json::object());
     EXPECT_EQ(last["choices"][0]["finish_reason"], "stop");
@@ -492,7 +496,8 @@ TEST(ServeFormat, ChatResponseAndChunks) {
     // then one more chunk with no choices carries it.
     response_info with_usage = info;
     with_usage.include_usage = true;
-    EXPECT_TRUE(chunk_body(with_usage, "yz", false)["usage"].is_null());
+    EXPECT_TRUE(role_chunk_body(with_usage)["usage"].is_null());
+    EXPECT_TRUE(chunk_body(with_usage, "yz")["usage"].is_null());
     EXPECT_TRUE(final_chunk_body(with_usage, {&r, 2})["usage"].is_null());
     const json usage = usage_chunk_body(with_usage, {{&r, 2}}, 1);
     EXPECT_EQ(usage["choices"], json::array());
@@ -580,10 +585,10 @@ TEST(ServeFormat, ToolCalls) {
     EXPECT_EQ(calls[1]["name"], "add");
     EXPECT_EQ(st.calls.size(), 2u);
 
-    const json first = delta_chunk_body(info, deltas[0], true);
-    EXPECT_EQ(first["choices"][0]["delta"], (json{{"role", "assistant"}, {"content", "Let"}}));
+    const json first = delta_chunk_body(info, deltas[0]);
+    EXPECT_EQ(first["choices"][0]["delta"], (json{{"content", "Let"}}));
     EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
-    EXPECT_EQ(delta_chunk_body(info, deltas[3], false)["choices"][0]["delta"], deltas[3]);
+    EXPECT_EQ(delta_chunk_body(info, deltas[3])["choices"][0]["delta"], deltas[3]);
 }
 
 // logprobs / top_logprobs: completions take the legacy `logprobs: N` (0..5),

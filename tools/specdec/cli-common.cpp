@@ -333,8 +333,11 @@ void add_decoder_options(CLI::App * cmd, decoder_options & o) {
     cmd->add_option("-t,--threads", o.n_threads, "CPU threads (0: all)")->check(CLI::Range(0, 1024));
     cmd->add_option("--n-draft", o.n_draft, "tokens drafted per step, or auto: chosen per step and sequence for speed")
         ->check(draft_length_validator())
+        ->each([&o](const std::string &) { o.n_draft_given = true; })
         ->capture_default_str();
-    cmd->add_option("--draft-max", o.n_draft_max, "the most tokens a step may draft (default: --n-draft, or 8 with auto)")
+    cmd->add_option("--draft-max", o.n_draft_max,
+                    "the most tokens a step may draft (default: --n-draft, or 8 with auto); below the default --n-draft "
+                    "it lowers it, as llama-server's --draft-max does")
         ->check(CLI::Range(1, SPECDEC_MAX_DRAFT));
     cmd->add_option("--draft-min", o.n_draft_min, "drop shorter proposals")->check(CLI::NonNegativeNumber);
     cmd->add_option("--draft-p-min", o.p_min, "stop drafting below this draft probability")->check(CLI::Range(0.0f, 1.0f));
@@ -549,12 +552,23 @@ decoder load_decoder(const decoder_options & o, uint32_t n_seq) {
     sp.strategy = d.strategy;
     sp.n_seq = n_seq;
     d.adaptive = o.n_draft == "auto";
-    const int32_t n_fixed = d.adaptive ? 0 : std::stoi(o.n_draft); // validated by draft_length_validator
+    int32_t n_fixed = d.adaptive ? 0 : std::stoi(o.n_draft); // validated by draft_length_validator
+    if (!d.adaptive && !o.n_draft_given && o.n_draft_max > 0) {
+        n_fixed = std::min(n_fixed, o.n_draft_max); // `--draft-max 2` alone drafts 2, as llama-server's does
+    }
     if (!d.adaptive && o.n_draft_max > 0 && n_fixed > o.n_draft_max) {
         throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, "--n-draft " + o.n_draft + " exceeds --draft-max " +
                                                                   std::to_string(o.n_draft_max));
     }
     const int32_t n_draft_max = o.n_draft_max > 0 ? o.n_draft_max : d.adaptive ? auto_draft_max : n_fixed;
+    if (speculative && o.n_draft_min > (d.adaptive ? n_draft_max : n_fixed)) {
+        // Every proposal would be shorter than the minimum, so none would ever be verified.
+        throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT,
+                             "--draft-min " + std::to_string(o.n_draft_min) + " exceeds the draft length (" +
+                                 (d.adaptive ? "--draft-max " + std::to_string(n_draft_max)
+                                             : "--n-draft " + std::to_string(n_fixed)) +
+                                 "): every proposal would be dropped");
+    }
     sp.n_draft_max = n_draft_max;
     sp.n_draft_min = o.n_draft_min;
     sp.p_min = o.p_min;

@@ -149,6 +149,7 @@ struct decoder_options {
     uint32_t       n_ctx       = 4096;      // positions per sequence
     int32_t        n_threads   = 0;         // CPU threads; 0: every hardware thread
     std::string    n_draft     = "3";       // tokens drafted per step, or "auto" (adaptive)
+    bool           n_draft_given = false;   // --n-draft was given; else the default 3 is lowered to --draft-max
     int32_t        n_draft_max = 0;         // the session's cap; 0: n_draft, or auto_draft_max with auto
     int32_t        n_draft_min = 0;         // shorter proposals are dropped
     float          p_min       = 0.0f;      // drafting stops below this draft probability

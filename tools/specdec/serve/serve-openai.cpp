@@ -996,9 +996,17 @@ json message_body(const response_info & info, const std::string & text) {
     return m;
 }
 
+// OpenAI's backend identifier, in llama-server's form "b<build>-<commit>":
+// specdec's version and the pinned llama.cpp commit.
+const std::string & system_fingerprint() {
+    static const std::string fp = std::string("b") + specdec_version() + "-" + std::string(specdec_llama_commit()).substr(0, 7);
+    return fp;
+}
+
 json envelope(const response_info & info, bool chunk) {
     const char * object = info.kind == endpoint::completions ? "text_completion" : chunk ? "chat.completion.chunk" : "chat.completion";
-    return {{"id", info.id}, {"object", object}, {"created", info.created}, {"model", info.model}};
+    return {{"id", info.id}, {"object", object}, {"created", info.created}, {"model", info.model},
+            {"system_fingerprint", system_fingerprint()}};
 }
 
 } // namespace
@@ -1163,13 +1171,25 @@ json response_body(const std::vector<response_info> & infos, const std::vector<f
     return j;
 }
 
-json chunk_body(const response_info & info, std::string_view piece, bool first, const json & logprobs) {
+json role_chunk_body(const response_info & info) {
+    json j = envelope(info, true);
+    j["choices"] = json::array({{{"index", info.index},
+                                 {"delta", {{"role", "assistant"}, {"content", nullptr}}},
+                                 {"logprobs", nullptr},
+                                 {"finish_reason", nullptr}}});
+    if (info.include_usage) {
+        j["usage"] = nullptr;
+    }
+    return j;
+}
+
+json chunk_body(const response_info & info, std::string_view piece, const json & logprobs) {
     json j = envelope(info, true);
     json choice = {{"index", info.index}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
     if (info.kind == endpoint::completions) {
         choice["text"] = piece;
     } else {
-        choice["delta"] = first ? json{{"role", "assistant"}, {"content", piece}} : json{{"content", piece}};
+        choice["delta"] = json{{"content", piece}};
     }
     j["choices"] = json::array({choice});
     if (info.include_usage) {
@@ -1236,11 +1256,8 @@ json answer_delta(answer_stream & s, const parsed_answer & a, bool partial) {
     return delta;
 }
 
-json delta_chunk_body(const response_info & info, json delta, bool first, const json & logprobs) {
+json delta_chunk_body(const response_info & info, json delta, const json & logprobs) {
     json j = envelope(info, true);
-    if (first) {
-        delta["role"] = "assistant";
-    }
     j["choices"] = json::array({{{"index", info.index}, {"delta", std::move(delta)}, {"logprobs", logprobs}, {"finish_reason", nullptr}}});
     if (info.include_usage) {
         j["usage"] = nullptr;

@@ -258,9 +258,13 @@ nlohmann::json response_body(const std::vector<response_info> & infos, const std
 // their alternatives, offsets from 0 (`text_offset` is set past them).
 nlohmann::json echo_logprobs_body(const response_info & info, const specdec::sequence_result & out, size_t & text_offset);
 
-// One stream chunk carrying `piece` (chat: the first one also has role
-// "assistant") and `logprobs` (logprobs_body of its tokens; null: none).
-nlohmann::json chunk_body(const response_info & info, std::string_view piece, bool first, const nlohmann::json & logprobs = nullptr);
+// A chat stream's first chunk, as llama-server and OpenAI send it: the delta
+// {role "assistant", content null}, before any content.
+nlohmann::json role_chunk_body(const response_info & info);
+
+// One stream chunk carrying `piece` and `logprobs` (logprobs_body of its
+// tokens; null: none).
+nlohmann::json chunk_body(const response_info & info, std::string_view piece, const nlohmann::json & logprobs = nullptr);
 
 // A new tool call's id: "call_" and 24 random letters and digits.
 std::string new_tool_call_id();
@@ -289,9 +293,8 @@ struct answer_stream {
 // when nothing is new. Text that revises what was sent is not sent.
 nlohmann::json answer_delta(answer_stream & s, const parsed_answer & a, bool partial);
 
-// A chat stream chunk carrying `delta` (the first one also has role
-// "assistant") and `logprobs` (null: none).
-nlohmann::json delta_chunk_body(const response_info & info, nlohmann::json delta, bool first, const nlohmann::json & logprobs = nullptr);
+// A chat stream chunk carrying `delta` and `logprobs` (null: none).
+nlohmann::json delta_chunk_body(const response_info & info, nlohmann::json delta, const nlohmann::json & logprobs = nullptr);
 
 // The last chunk of a choice: empty text or delta, finish_reason and specdec.
 nlohmann::json final_chunk_body(const response_info & info, const finished_request & f);

@@ -1159,10 +1159,16 @@ bool api_routes::impl::write_choice(completion_state & st, completion_choice & c
             delta = answer_delta(ch.sent, *answer, !finished);
         }
     }
-    if (parser != nullptr ? !delta.empty() || !lp.tokens.empty() : carries) {
+    const bool writes = parser != nullptr ? !delta.empty() || !lp.tokens.empty() : carries;
+    if (ch.first && (writes || finished) && info.kind != endpoint::completions) {
+        st.ex->stream_write(sse_event(role_chunk_body(info))); // a chat stream opens with the role alone
+    }
+    if (writes) {
         const nlohmann::json logprobs = lp.tokens.empty() ? nlohmann::json() : logprobs_body(info, token_logprobs::of(lp), ch.text_offset);
-        st.ex->stream_write(sse_event(parser != nullptr ? delta_chunk_body(info, std::move(delta), ch.first, logprobs)
-                                                        : chunk_body(info, text, ch.first, logprobs)));
+        st.ex->stream_write(sse_event(parser != nullptr ? delta_chunk_body(info, std::move(delta), logprobs)
+                                                        : chunk_body(info, text, logprobs)));
+    }
+    if (writes || finished) {
         ch.first = false;
     }
     if (!finished) {
