@@ -10,6 +10,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <string>
 #include <tuple>
@@ -228,6 +231,76 @@ TEST(DraftVocab, OnlyTheMtpStrategyTakesOne) {
     sp.draft_vocab = SPECDEC_DRAFT_VOCAB_AUTO;
     session s(target.get(), nullptr, sp);
     EXPECT_EQ(s.params().draft_vocab, 0);
+}
+
+// The cost of one drafting pass (one head decode and its projection) with
+// and without a restricted vocabulary, against one plain decoding step of
+// the target, on the model SPECDEC_DRAFT_VOCAB_MODEL names (an MTP target,
+// e.g. specdec-fixture glm4moe-mtp --shape qwen3-0.6b --type q4_k_m), with
+// SPECDEC_DRAFT_VOCAB_THREADS threads (default 2). Each figure is the
+// fastest of 60 (a busy machine slows some, never speeds one up). A
+// measurement, not a check: run with --gtest_also_run_disabled_tests.
+TEST(DraftVocabCost, DISABLED_DraftingPassAgainstAPlainStep) {
+    const char * path = std::getenv("SPECDEC_DRAFT_VOCAB_MODEL");
+    if (path == nullptr) {
+        GTEST_SKIP() << "set SPECDEC_DRAFT_VOCAB_MODEL";
+    }
+    const char * threads_env = std::getenv("SPECDEC_DRAFT_VOCAB_THREADS");
+    const int32_t threads = threads_env != nullptr ? std::atoi(threads_env) : 2;
+    constexpr int reps = 60;
+    using clock = std::chrono::steady_clock;
+    const auto us = [](clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); };
+    auto model = load_model(path);
+    const int32_t vocab = llama_vocab_n_tokens(llama_model_get_vocab(model.get()));
+    std::vector<llama_token> text;
+    for (llama_token t = 20; t < 52; ++t) {
+        text.push_back(t);
+    }
+    double plain = 1e30;
+    for (const int32_t size : {0, 65536, 32768, 16384, 8192}) {
+        if (size >= vocab) {
+            continue;
+        }
+        context_options t;
+        t.n_rs_seq = 4;
+        t.n_threads = threads;
+        auto target = make_context(model.get(), t);
+        context_options d = t;
+        d.type = LLAMA_CONTEXT_TYPE_MTP;
+        d.other = target.get();
+        auto draft = make_context(model.get(), d);
+        session s(target.get(), draft.get(), params(4, size));
+        ASSERT_EQ(s.params().draft_vocab, size);
+        test_batch batch(64);
+        for (size_t i = 0; i < text.size(); ++i) {
+            batch.add(text[i], static_cast<llama_pos>(i), 0, i + 1 == text.size());
+        }
+        s.decode_target_and_process(batch.b);
+        auto n_past = static_cast<llama_pos>(text.size());
+        double pass = 1e30;
+        for (int r = 0; r < reps; ++r) {
+            // One drafting pass: the previous step's row, then one draft row.
+            const draft_request q{0, n_past, 60, 1, nullptr};
+            const auto t0 = clock::now();
+            s.draft({&q, 1});
+            pass = std::min(pass, us(clock::now() - t0));
+            s.accept(0, 0);
+            // One plain step (the token the target chose), timed on its own.
+            batch.clear();
+            batch.add(60, n_past, 0, true);
+            const auto t1 = clock::now();
+            s.decode_target(batch.b);
+            llama_synchronize(target.get());
+            if (size == 0) {
+                plain = std::min(plain, us(clock::now() - t1));
+            }
+            s.process(batch.b);
+            ++n_past;
+        }
+        std::printf("[ measured ] vocabulary %d, %d threads: a drafting pass of %s costs %.0f us, %.3f of a plain step (%.0f us)\n",
+                    vocab, threads, size == 0 ? "the whole vocabulary" : (std::to_string(size) + " tokens").c_str(), pass,
+                    pass / plain, plain);
+    }
 }
 
 } // namespace
