@@ -233,6 +233,53 @@ TEST(DraftVocab, OnlyTheMtpStrategyTakesOne) {
     EXPECT_EQ(s.params().draft_vocab, 0);
 }
 
+// The frequency-ranked fixture (fixtures.h, spread_cycle_zipf) on the
+// test-32k shape: the target writes the cycle relabelled to the Zipf
+// quantiles, and a restriction to the first N ids is accepted exactly where
+// the relabelled text stays below N.
+TEST(ZipfFixture, FollowsTheRelabelledCycleAndRestrictsByRank) {
+    fixtures::fixture_options opt = fixtures::find_shape("test-32k")->options;
+    const std::string path = fixture("glm4moe-mtp-test-32k-exact-zipf1.1", [&](const std::string & p) {
+        fixtures::write_glm4moe_mtp(p, opt);
+        fixtures::spread_cycle_zipf(p, 1.1);
+    });
+    const std::vector<int32_t> z = fixtures::zipf_cycle_ids(opt.n_vocab, 1.1);
+    ASSERT_EQ(z.size(), 125u);
+    ASSERT_TRUE(std::is_sorted(z.begin(), z.end()));
+    ASSERT_GT(z.back(), 16384); // a tail past the subset below
+    const auto relabel = [&](llama_token t) { return t >= fixtures::first_cycle_token && t < 128 ? z[static_cast<size_t>(t - 3)] : t; };
+    std::vector<llama_token> zprompt;
+    for (llama_token t : prompt) {
+        zprompt.push_back(relabel(t));
+    }
+    constexpr int n = 130;
+    std::vector<llama_token> want;
+    for (llama_token t : expected_cycle(prompt.back(), n, n_vocab)) {
+        want.push_back(relabel(t));
+    }
+    mtp_pair p(path, 4);
+    EXPECT_EQ(plain_greedy(p.target.get(), zprompt, n), want);
+    constexpr int32_t size = 16384;
+    mtp_pair q(path, 4);
+    session s(q.target.get(), q.draft.get(), params(4, size));
+    const spec_run run = spec_greedy(s, zprompt, n);
+    EXPECT_EQ(run.tokens, want);
+    // Accepted: the leading successors below the subset's bound (the
+    // tokenizer's ranking here is </s>, then ids 3 .. size + 1).
+    llama_token t = prompt.back();
+    for (size_t step = 0; step < run.accepted.size(); ++step) {
+        int expect = 0;
+        for (llama_token u = fixtures::successor(t, n_vocab); expect < 4 && relabel(u) <= size + 1;
+             u = fixtures::successor(u, n_vocab)) {
+            ++expect;
+        }
+        EXPECT_EQ(run.accepted[step], expect) << "step " << step;
+        for (int k = 0; k <= run.accepted[step]; ++k) {
+            t = fixtures::successor(t, n_vocab);
+        }
+    }
+}
+
 // The cost of one drafting pass (one head decode and its projection) with
 // and without a restricted vocabulary, against one plain decoding step of
 // the target, on the model SPECDEC_DRAFT_VOCAB_MODEL names (an MTP target,
