@@ -6,7 +6,11 @@
 #include "llama-model.h"
 #include "llama-ext.h"
 
+#include "ggml-backend.h"
+
 #include <algorithm>
+#include <array>
+#include <string_view>
 
 namespace specdec::detail {
 
@@ -43,6 +47,44 @@ void set_feature_outputs(llama_context * ctx, const feature_outputs & o) {
             llama_set_embeddings_layer_inp(ctx, static_cast<uint32_t>(lid), o.layer_inputs[lid]);
         }
     }
+}
+
+const ggml_tensor * mtp_head_matrix(const llama_model * model, std::string & why) {
+    // Architectures whose v0.5.0 MTP graph computes h_nextn for every row
+    // (the output rows are selected after it) and then the head alone, as
+    // read in src/models/*.cpp. qwen3next selects the output rows before its
+    // block; cohere2moe scales its logits; deepseek4 mixes hyper-connections.
+    static constexpr std::array<std::string_view, 6> archs = {"qwen35", "qwen35moe", "glm4moe", "glm-dsa", "deepseek2",
+                                                              "deepseek32"};
+    char arch[64] = {};
+    llama_model_meta_val_str(model, "general.architecture", arch, sizeof(arch));
+    if (std::find(archs.begin(), archs.end(), std::string_view(arch)) == archs.end()) {
+        why = std::string("its MTP graph (") + arch + ") is not one specdec can split before the head's projection";
+        return nullptr;
+    }
+    const uint32_t il = model->hparams.n_layer();
+    if (model->hparams.n_layer_nextn != 1 || model->layers.size() <= il) {
+        why = "it has no single NextN head";
+        return nullptr;
+    }
+    const llama_layer_nextn & nextn = model->layers[il].nextn;
+    const ggml_tensor * w = nextn.shared_head_head != nullptr ? nextn.shared_head_head : model->output;
+    const bool scaled = nextn.shared_head_head != nullptr ? nextn.shared_head_head_s != nullptr || nextn.shared_head_head_in_s != nullptr
+                                                          : model->output_s != nullptr || model->output_in_s != nullptr;
+    if (w == nullptr || w->ne[2] != 1 || w->ne[3] != 1) {
+        why = "the head has no output matrix";
+        return nullptr;
+    }
+    if (scaled) {
+        why = "the head's output matrix carries scale tensors";
+        return nullptr;
+    }
+    if (w->buffer == nullptr || !ggml_backend_buffer_is_host(w->buffer) || w->extra != nullptr || w->data == nullptr) {
+        why = std::string("the head's output matrix (") + ggml_type_name(w->type) + ") is not in plain host memory (" +
+              (w->buffer != nullptr ? ggml_backend_buffer_name(w->buffer) : "no buffer") + "; repacked or on a device)";
+        return nullptr;
+    }
+    return w;
 }
 
 } // namespace specdec::detail

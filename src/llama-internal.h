@@ -4,7 +4,10 @@
 
 #include "llama.h"
 
+#include <string>
 #include <vector>
+
+struct ggml_tensor;
 
 namespace specdec::detail {
 
@@ -33,5 +36,14 @@ feature_outputs feature_outputs_of(const llama_context * ctx);
 // Sets what differs from `o` (a layer input that changes makes the next
 // decode reserve its graph again, so unchanged ones are left alone).
 void set_feature_outputs(llama_context * ctx, const feature_outputs & o);
+
+// The output matrix ([n_embd, n_vocab]) of the model's single NextN head
+// when specdec can project a hidden row onto a subset of it itself: the MTP
+// graph of the architecture ends in logits = W x h_nextn (h_nextn being the
+// normed row llama_get_embeddings_nextn_ith returns, computed for every row
+// whatever the outputs), W (nextn.shared_head_head, else output) has no
+// scale tensors, lives in host memory and is not repacked (rows readable as
+// stored). Else nullptr, and `why` says which condition failed.
+const ggml_tensor * mtp_head_matrix(const llama_model * model, std::string & why);
 
 } // namespace specdec::detail

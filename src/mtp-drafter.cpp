@@ -22,9 +22,11 @@ struct top_candidates {
     llama_token id[mtp_drafter::top_k];
     int         n = 0;
 
-    top_candidates(const float * logits, int32_t n_vocab) {
-        for (int32_t t = 0; t < n_vocab; ++t) {
-            const float v = logits[t];
+    // logits[k] is token ids[k]'s (ids null: token k's).
+    top_candidates(const float * logits, int32_t n_vocab, const llama_token * ids = nullptr) {
+        for (int32_t k = 0; k < n_vocab; ++k) {
+            const float v = logits[k];
+            const llama_token t = ids != nullptr ? ids[k] : k;
             if (n == mtp_drafter::top_k && v <= logit[n - 1]) {
                 continue;
             }
@@ -70,7 +72,8 @@ bool mtp_drafter::handles(llama_context * target, llama_context * draft) {
     return llama_model_n_layer_nextn(llama_get_model(draft)) <= 1 && llama_get_ctx_other(draft) != target;
 }
 
-mtp_drafter::mtp_drafter(llama_context * target, llama_context * draft, uint32_t n_seq, float p_min, int32_t n_min)
+mtp_drafter::mtp_drafter(llama_context * target, llama_context * draft, uint32_t n_seq, float p_min, int32_t n_min,
+                         std::unique_ptr<draft_vocab> vocab)
     : target_(target),
       draft_(draft),
       n_embd_(llama_model_n_embd_out(llama_get_model(draft))),
@@ -78,7 +81,8 @@ mtp_drafter::mtp_drafter(llama_context * target, llama_context * draft, uint32_t
       n_batch_(static_cast<int32_t>(llama_n_batch(draft))),
       p_min_(p_min),
       n_min_(n_min),
-      seqs_(n_seq) {
+      seqs_(n_seq),
+      vocab_(std::move(vocab)) {
     if (n_embd_ != llama_model_n_embd_out(llama_get_model(target))) {
         fail(SPECDEC_STATUS_WIDTH_MISMATCH, "the MTP head reads rows of width ", n_embd_, ", but the target writes ",
              llama_model_n_embd_out(llama_get_model(target)));
@@ -86,10 +90,16 @@ mtp_drafter::mtp_drafter(llama_context * target, llama_context * draft, uint32_t
     for (sequence & s : seqs_) {
         s.h_prev.assign(static_cast<size_t>(n_embd_), 0.0f);
     }
-    // Every target row's NextN hidden state (prefill rows have no logits);
-    // the head's only for the rows that draft.
+    // Every target row's NextN hidden state (prefill rows have no logits),
+    // and every head row's too: v0.5.0's MTP graphs compute the head's
+    // hidden state for every row and select the output rows only for the
+    // logits, so a masked extraction copies the batch's first n_outputs
+    // rows, not the output rows (a drafting row after catch-up rows, or the
+    // second sequence's, would chain from another row's state). With a
+    // restricted vocabulary no row asks for logits at all: the drafting rows'
+    // states are projected here.
     llama_set_embeddings_nextn(target_, true, /*masked=*/false);
-    llama_set_embeddings_nextn(draft_, true, /*masked=*/true);
+    llama_set_embeddings_nextn(draft_, true, /*masked=*/false);
 }
 
 void mtp_drafter::observe(const llama_batch & batch) {
@@ -177,7 +187,7 @@ void mtp_drafter::add_row(llama_token token, llama_pos pos, llama_seq_id seq, co
     b_pos_.push_back(pos);
     b_n_seq_.push_back(1);
     b_seq_.push_back(seq);
-    b_logits_.push_back(output ? 1 : 0);
+    b_logits_.push_back(output && vocab_ == nullptr ? 1 : 0);
 }
 
 void mtp_drafter::decode_batch(const char * what) {
@@ -274,18 +284,40 @@ void mtp_drafter::draft(std::span<const request> requests, std::vector<std::vect
     std::vector<float> h_next(requests.size() * row);
     for (int32_t step = 0;; ++step) {
         decode_batch("drafting");
+        if (vocab_ != nullptr) {
+            // The drafting rows' hidden states, projected onto the subset in
+            // one product. Reading logits would wait for the decode; its
+            // hidden rows alone do not, so wait here.
+            llama_synchronize(draft_);
+            v_h_.clear();
+            int32_t n_rows = 0;
+            for (size_t r = 0; r < requests.size(); ++r) {
+                if (i_out[r] < 0) {
+                    continue;
+                }
+                const float * h = llama_get_embeddings_nextn_ith(draft_, i_out[r]);
+                if (h == nullptr) {
+                    fail(SPECDEC_STATUS_NATIVE_FAILURE, "the MTP head produced no hidden row for draft row ", i_out[r]);
+                }
+                v_h_.insert(v_h_.end(), h, h + row);
+                ++n_rows;
+            }
+            vocab_->score(v_h_.data(), n_rows, v_logits_);
+        }
         // Read every output before the batch is rebuilt over its buffers.
         std::vector<size_t> next;
-        for (size_t r = 0; r < requests.size(); ++r) {
+        for (size_t r = 0, j = 0; r < requests.size(); ++r) {
             if (i_out[r] < 0) {
                 continue;
             }
-            const float * logits = llama_get_logits_ith(draft_, i_out[r]);
+            const float * logits = vocab_ != nullptr ? v_logits_.data() + j++ * static_cast<size_t>(vocab_->size())
+                                                     : llama_get_logits_ith(draft_, i_out[r]);
             const float * h = llama_get_embeddings_nextn_ith(draft_, i_out[r]);
             if (logits == nullptr || h == nullptr) {
                 fail(SPECDEC_STATUS_NATIVE_FAILURE, "the MTP head produced no output for draft row ", i_out[r]);
             }
-            const top_candidates c(logits, n_vocab_);
+            const top_candidates c = vocab_ != nullptr ? top_candidates(logits, vocab_->size(), vocab_->ids().data())
+                                                       : top_candidates(logits, n_vocab_);
             i_out[r] = -1;
             if (c.p_top() < p_min_) {
                 continue;

@@ -25,8 +25,10 @@
 // (NATIVE_FAILURE when a decode of the draft context fails).
 #pragma once
 
+#include "draft-vocab.h"
 #include "specdec/specdec.hpp"
 
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -45,7 +47,15 @@ public:
     static bool handles(llama_context * target, llama_context * draft);
 
     // Borrows both contexts; turns on the NextN hidden-row outputs of both.
-    mtp_drafter(llama_context * target, llama_context * draft, uint32_t n_seq, float p_min, int32_t n_min);
+    // With `vocab` (a restricted draft vocabulary over the head's output
+    // matrix), the head's decodes request no logits (llama.cpp then skips its
+    // projection onto the whole vocabulary), read the head's hidden row of
+    // every batch row instead, and project the drafting rows onto the subset.
+    mtp_drafter(llama_context * target, llama_context * draft, uint32_t n_seq, float p_min, int32_t n_min,
+                std::unique_ptr<draft_vocab> vocab = nullptr);
+
+    // The restricted vocabulary in use, or null (the whole vocabulary).
+    const draft_vocab * vocab() const { return vocab_.get(); }
 
     // After the target decoded `batch` (validated by the session: one
     // sequence per token, contiguous positions per sequence): records its rows.
@@ -79,7 +89,8 @@ public:
     // candidates under its transforms, with the draw of its seed at the
     // token's position (rejection-sampler.h). out[r] receives request r's
     // tokens, probs[r][k] the distribution token k was drawn from (probs[r]
-    // empty when greedy). Leaves the drafted positions (pos0 onwards) in the
+    // empty when greedy). With a restricted vocabulary, the candidates are
+    // the subset's: q is the subset's distribution, renormalised. Leaves the drafted positions (pos0 onwards) in the
     // draft cache: the caller drops them.
     void draft(std::span<const request> requests, std::vector<std::vector<llama_token>> & out,
                std::vector<std::vector<std::vector<specdec_token_prob>>> & probs);
@@ -122,6 +133,9 @@ private:
     float           p_min_;
     int32_t         n_min_;
     std::vector<sequence> seqs_;
+    std::unique_ptr<draft_vocab> vocab_;
+    std::vector<float>    v_h_;      // hidden rows of the drafting requests (restricted vocabulary)
+    std::vector<float>    v_logits_; // their logits over the subset
 
     std::vector<llama_token>    b_token_;
     std::vector<float>          b_embd_;

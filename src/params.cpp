@@ -24,6 +24,19 @@ void validate_params(const specdec_session_params & p) {
     if (!std::isfinite(p.p_min) || p.p_min < 0.0f || p.p_min > 1.0f) {
         fail(SPECDEC_STATUS_INVALID_CONFIG, "p_min is ", p.p_min, "; it must be within [0, 1]");
     }
+    if (p.draft_vocab < SPECDEC_DRAFT_VOCAB_AUTO) {
+        fail(SPECDEC_STATUS_INVALID_CONFIG, "draft_vocab is ", p.draft_vocab,
+             "; it must be a token count, 0 (the whole vocabulary) or SPECDEC_DRAFT_VOCAB_AUTO (-1)");
+    }
+    if ((p.draft_vocab_ranking == nullptr) != (p.n_draft_vocab_ranking == 0)) {
+        fail(SPECDEC_STATUS_INVALID_CONFIG, p.draft_vocab_ranking == nullptr
+             ? "n_draft_vocab_ranking is not 0, but draft_vocab_ranking is NULL"
+             : "draft_vocab_ranking is empty (n_draft_vocab_ranking 0); give NULL for the tokenizer's ranking");
+    }
+    if (p.draft_vocab_ranking != nullptr && p.draft_vocab > 0 && static_cast<size_t>(p.draft_vocab) > p.n_draft_vocab_ranking) {
+        fail(SPECDEC_STATUS_INVALID_CONFIG, "draft_vocab is ", p.draft_vocab, ", but the ranking holds only ",
+             p.n_draft_vocab_ranking, " tokens");
+    }
 }
 
 } // namespace specdec::detail
@@ -37,6 +50,9 @@ specdec_session_params specdec_session_default_params(void) {
     p.n_draft_max = 3; // upstream's default draft length
     p.n_draft_min = 0;
     p.p_min       = 0.0f;
+    p.draft_vocab = 0;
+    p.draft_vocab_ranking   = nullptr;
+    p.n_draft_vocab_ranking = 0;
     return p;
 }
 

@@ -1,6 +1,7 @@
 #include "specdec/specdec.hpp"
 
 #include "compat.h"
+#include "draft-vocab.h"
 #include "error.h"
 #include "llama-internal.h"
 #include "mtp-drafter.h"
@@ -51,6 +52,55 @@ auto upstream(const char * what, F && f) {
     } catch (const std::exception & e) {
         fail(SPECDEC_STATUS_NATIVE_FAILURE, what, " failed in llama.cpp: ", e.what());
     }
+}
+
+// The restricted draft vocabulary `p` asks for over the target's
+// vocabulary: the subset's ids in ranking order, empty for the whole
+// vocabulary. Checks the request against the vocabulary before any native
+// call; where the strategy or the head cannot take a restriction, an
+// explicit size is INVALID_CONFIG and AUTO is the whole vocabulary.
+std::vector<llama_token> draft_vocab_ids(const specdec_session_params & p, llama_context * target, llama_context * draft,
+                                         const ggml_tensor *& head) {
+    head = nullptr;
+    const llama_vocab * vocab = llama_model_get_vocab(llama_get_model(target));
+    const int32_t n_vocab = llama_vocab_n_tokens(vocab);
+    if (p.draft_vocab > n_vocab) {
+        fail(SPECDEC_STATUS_INVALID_CONFIG, "draft_vocab is ", p.draft_vocab, ", above the vocabulary's ", n_vocab, " tokens");
+    }
+    const std::span<const llama_token> given(p.draft_vocab_ranking, p.n_draft_vocab_ranking);
+    if (p.draft_vocab_ranking != nullptr) {
+        detail::check_ranking(given, n_vocab);
+    }
+    const bool explicit_size = p.draft_vocab > 0;
+    int32_t n = p.draft_vocab == SPECDEC_DRAFT_VOCAB_AUTO ? detail::auto_draft_vocab(n_vocab) : p.draft_vocab;
+    if (p.draft_vocab == SPECDEC_DRAFT_VOCAB_AUTO && p.draft_vocab_ranking != nullptr) {
+        n = std::min(n, static_cast<int32_t>(given.size()));
+    }
+    if (n <= 0) {
+        return {};
+    }
+    std::string why;
+    if (detail::traits_of(p.strategy).weights != detail::draft_weights::target_heads) {
+        why = std::string("strategy '") + specdec_strategy_name(p.strategy) + "' does not take one (only mtp does, so far)";
+    } else if (draft == nullptr || !detail::mtp_drafter::handles(target, draft)) {
+        why = "llama.cpp's own MTP driver drives this model (several NextN heads, or a shared cache)";
+    } else if ((head = detail::mtp_head_matrix(llama_get_model(draft), why)) == nullptr) {
+        why = "specdec cannot project this MTP head itself: " + why;
+    }
+    if (!why.empty()) {
+        head = nullptr;
+        if (explicit_size) {
+            fail(SPECDEC_STATUS_INVALID_CONFIG, "a restricted draft vocabulary (draft_vocab ", p.draft_vocab,
+                 ") is not available: ", why, "; use draft_vocab 0 or SPECDEC_DRAFT_VOCAB_AUTO");
+        }
+        return {};
+    }
+    if (p.draft_vocab_ranking != nullptr) {
+        return {given.begin(), given.begin() + n};
+    }
+    std::vector<llama_token> ranking = detail::tokenizer_ranking(vocab);
+    ranking.resize(static_cast<size_t>(n));
+    return ranking;
 }
 
 } // namespace
@@ -326,12 +376,17 @@ session::session(llama_context * target, llama_context * draft, const session_pa
     : impl_(std::make_unique<impl>()) {
     detail::validate_params(params);
     detail::validate_contexts(target, draft, params);
+    const ggml_tensor * head = nullptr;
+    std::vector<llama_token> vocab_ids = draft_vocab_ids(params, target, draft, head);
     detail::quiet_upstream_log();
 
     impl & s = *impl_;
     s.target   = target;
     s.draft    = draft;
     s.params   = params;
+    s.params.draft_vocab = static_cast<int32_t>(vocab_ids.size()); // in effect (0: the whole vocabulary)
+    s.params.draft_vocab_ranking   = nullptr;                       // borrowed for the constructor only
+    s.params.n_draft_vocab_ranking = 0;
     s.n_vocab  = llama_vocab_n_tokens(llama_model_get_vocab(llama_get_model(target)));
     const detail::strategy_traits & tr = detail::traits_of(params.strategy);
     s.features = tr.reads_features;
@@ -351,7 +406,12 @@ session::session(llama_context * target, llama_context * draft, const session_pa
     // rules depend on them); each proposal is capped at n_draft_max.
 
     if (tr.weights == detail::draft_weights::target_heads && detail::mtp_drafter::handles(target, draft)) {
-        s.mtp = std::make_unique<detail::mtp_drafter>(target, draft, params.n_seq, params.p_min, params.n_draft_min);
+        std::unique_ptr<detail::draft_vocab> vocab;
+        if (!vocab_ids.empty()) {
+            vocab = std::make_unique<detail::draft_vocab>(head, std::move(vocab_ids), llama_n_threads(draft));
+        }
+        s.mtp = std::make_unique<detail::mtp_drafter>(target, draft, params.n_seq, params.p_min, params.n_draft_min,
+                                                      std::move(vocab));
     } else {
         s.spec.reset(upstream("creating the drafter", [&] { return common_speculative_init(up, params.n_seq); }));
         if (!s.spec) {

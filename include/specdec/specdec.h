@@ -222,7 +222,30 @@ typedef struct specdec_session_params {
     int32_t          n_draft_max; /* most tokens per proposal, 1..SPECDEC_MAX_DRAFT; default 3 */
     int32_t          n_draft_min; /* proposals shorter than this are dropped, 0..n_draft_max; default 0 */
     float            p_min;       /* drafting stops below this draft probability, [0, 1]; default 0 */
+    int32_t          draft_vocab; /* the drafter scores only the first draft_vocab tokens of the ranking below
+                                     (a restricted draft vocabulary; see specdec_session_init); 0 = the whole
+                                     vocabulary; SPECDEC_DRAFT_VOCAB_AUTO = by vocabulary size; default 0: on
+                                     a Zipf-ranked text the tokenizer's ranking kept 76% of the drafts at 32,768
+                                     of 151,936 tokens (docs/bench.md), so restriction is asked for, not assumed */
+    const llama_token * draft_vocab_ranking; /* token ids, most frequent first, distinct, each < n_vocab, at least
+                                     draft_vocab of them; NULL = derived from the tokenizer; borrowed during
+                                     specdec_session_init only (get_params gives NULL); default NULL */
+    size_t           n_draft_vocab_ranking; /* entries of draft_vocab_ranking (0 with NULL); default 0 */
 } specdec_session_params;
+
+/*
+ * draft_vocab = SPECDEC_DRAFT_VOCAB_AUTO: SPECDEC_DRAFT_VOCAB_DEFAULT tokens
+ * when the vocabulary holds more than SPECDEC_DRAFT_VOCAB_AUTO_MIN (Qwen3's
+ * 151,936, Qwen3.5's 248,320: there the head's projection onto the whole
+ * vocabulary is most of a drafting pass), else the whole vocabulary (a
+ * projection onto 64k tokens or fewer costs little next to the head's block,
+ * so there is little to gain for the risk of leaving out a token the target
+ * writes). Also the whole vocabulary wherever a restriction is not available
+ * (see specdec_session_init).
+ */
+#define SPECDEC_DRAFT_VOCAB_AUTO     (-1)
+#define SPECDEC_DRAFT_VOCAB_DEFAULT  32768
+#define SPECDEC_DRAFT_VOCAB_AUTO_MIN 65536
 
 SPECDEC_API specdec_session_params specdec_session_default_params(void);
 
@@ -263,6 +286,24 @@ SPECDEC_API specdec_status specdec_draft_context_init(
  * when it is freed, or when init fails. Every compatibility rule is checked
  * before llama.cpp is called; each failure has its own status. On success
  * *out owns a new session.
+ *
+ * A restricted draft vocabulary (params->draft_vocab > 0) applies to the MTP
+ * strategy when specdec drives the head itself (one NextN head of qwen35,
+ * qwen35moe, glm4moe, glm-dsa, deepseek2 or deepseek32, whose output matrix
+ * is in host memory and not repacked by llama.cpp's CPU_REPACK buffers):
+ * the session copies those rows of the head's output matrix once, llama.cpp
+ * skips the head's projection onto the whole vocabulary, and every draft
+ * token is the best (or is drawn from the renormalised distribution) among
+ * the subset. Verification still covers the whole vocabulary: greedy output
+ * and the sampled distribution are unchanged; a token outside the subset is
+ * never drafted. Elsewhere an explicit draft_vocab is INVALID_CONFIG (AUTO
+ * falls back to the whole vocabulary; get_params says which is in effect).
+ * The default ranking: the end-of-generation tokens, then the normal and
+ * byte tokens by score (SentencePiece / Unigram vocabularies) or by id (BPE:
+ * ids follow the merge order, frequent pieces first), then the rest.
+ * Errors besides the above: INVALID_CONFIG for draft_vocab above the
+ * vocabulary or the ranking's length, or a ranking with an id out of range
+ * or twice.
  */
 SPECDEC_API specdec_status specdec_session_init(
         struct llama_context         * target,

@@ -69,6 +69,25 @@ check "plain generate" is_text "$work/plain.txt" "defghijklmnopqrstuvwxyz{|}~aaa
 check "mtp generate" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40
 check "mtp text equals plain" cmp -s "$work/out" "$work/plain.txt"
 check "mtp summary" contains "$work/err" "40 tokens in 11 steps, drafted 29, accepted 29 (100.0%)" # the prompt's token, 9 steps of 4, then 3
+# A restricted draft vocabulary keeps the text; the ranking file is checked before loading.
+check "draft vocab" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40 --draft-vocab 40
+check "draft vocab keeps the text" cmp -s "$work/out" "$work/plain.txt"
+printf '# most frequent first\n70 71 72\n73\n' > "$work/ranking.txt"
+check "draft vocab file" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40 --draft-vocab-file "$work/ranking.txt"
+check "draft vocab file keeps the text" cmp -s "$work/out" "$work/plain.txt"
+printf '70 71 70\n' > "$work/ranking-dup.txt"
+check "draft vocab file: an id twice" exit_is 1 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 4 --draft-vocab-file "$work/ranking-dup.txt"
+check "draft vocab file: an id twice, said" contains "$work/err" "token 70 was given before, on line 1"
+printf '70 128\n' > "$work/ranking-range.txt"
+check "draft vocab file: an id out of range" exit_is 1 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 4 --draft-vocab-file "$work/ranking-range.txt"
+check "draft vocab file: out of range, said" contains "$work/err" "INVALID_ARGUMENT: --draft-vocab-file $work/ranking-range.txt:1: token 128 is outside"
+printf '# none\n' > "$work/ranking-empty.txt"
+check "draft vocab file: empty" exit_is 1 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 4 --draft-vocab-file "$work/ranking-empty.txt"
+printf '70 seventy\n' > "$work/ranking-word.txt"
+check "draft vocab file: not an id" exit_is 1 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 4 --draft-vocab-file "$work/ranking-word.txt"
+check "draft vocab above the vocabulary" exit_is 1 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 4 --draft-vocab 129
+check "draft vocab above the file" exit_is 1 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 4 --draft-vocab 5 --draft-vocab-file "$work/ranking.txt"
+check "draft vocab: not a number" exit_is 2 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 4 --draft-vocab many
 # llama.cpp's model and context options reach it and keep the text.
 check "llama options" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40 -ctk q8_0 -ctv q8_0 -fa on -b 64 -ub 32 \
     -tb 1 --no-mmap --override-kv general.name=str:renamed --rope-freq-base 10000

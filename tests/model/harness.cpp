@@ -177,6 +177,7 @@ spec_run spec_continue(session & s, llama_pos n_past, llama_token id_last, int n
             s.remove_range(SPECDEC_CONTEXT_TARGET, seq, n_past + 1 + static_cast<llama_pos>(k), -1);
         }
         run.proposed.push_back(static_cast<int>(proposal.size()));
+        run.proposals.push_back(proposal);
         run.accepted.push_back(static_cast<int>(k));
         run.tokens.insert(run.tokens.end(), proposal.begin(), proposal.begin() + static_cast<std::ptrdiff_t>(k));
         run.tokens.push_back(next);

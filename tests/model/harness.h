@@ -71,6 +71,7 @@ struct spec_run {
     std::vector<llama_token> tokens;          // exactly n_predict tokens
     std::vector<int>         proposed;        // per step: proposal length
     std::vector<int>         accepted;        // per step: accepted prefix length
+    std::vector<std::vector<llama_token>> proposals; // per step: the proposal
     llama_pos                n_past  = 0;     // after the last step (tokens may run past n_predict)
     llama_token              id_last = 0;     // next token to decode after the last step
     int total_proposed() const;

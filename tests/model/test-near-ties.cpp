@@ -216,6 +216,28 @@ TEST_P(NearTies, EveryBatchShapeGivesPlainDecodingsTokens) {
         }
         EXPECT_EQ(replay_verification(model.get(), ref, k), "") << "replayed verification, k = " << k;
     }
+
+    // A restricted draft vocabulary (the tokenizer's first 1024 of 8192
+    // tokens, which the random text leaves often): other drafts, the same text.
+    {
+        session_params sp = specdec_session_default_params();
+        sp.strategy = SPECDEC_STRATEGY_MTP;
+        sp.n_draft_max = 8;
+        sp.n_seq = static_cast<uint32_t>(prompts.size());
+        sp.draft_vocab = 1024;
+        auto target = target_context(model.get(), prompts.size(), 8);
+        llama_context_params cp = llama_context_default_params();
+        cp.n_threads = 1;
+        cp.n_threads_batch = 1;
+        auto draft = make_draft_context(target.get(), nullptr, sp, cp);
+        session s(target.get(), draft.get(), sp);
+        ASSERT_EQ(s.params().draft_vocab, 1024);
+        const generation_result r = generate(s, prompts, greedy());
+        for (size_t i = 0; i < prompts.size(); ++i) {
+            EXPECT_EQ(first_difference(r.sequences[i].tokens, ref[i]), -1) << "MTP k = 8, draft vocabulary 1024: sequence " << i;
+            EXPECT_GT(r.sequences[i].stats.n_drafted, 0u);
+        }
+    }
 }
 
 // Every weight type llama.cpp's quantizer writes, on the same targets: the

@@ -60,7 +60,8 @@ struct mtp_pair {
     llama_context_ptr draft;
     std::unique_ptr<session> s;
 
-    mtp_pair(const std::string & path, uint32_t seqs) : model(load_model(path)) {
+    // ranking: a restricted draft vocabulary (all of it); empty: the whole vocabulary.
+    mtp_pair(const std::string & path, uint32_t seqs, const std::vector<llama_token> & ranking = {}) : model(load_model(path)) {
         context_options t;
         t.n_seq_max = seqs;
         t.n_ctx = seqs * 128;
@@ -76,7 +77,13 @@ struct mtp_pair {
         sp.n_draft_max = n_draft;
         sp.n_seq = seqs;
         sp.p_min = 0.0f;
+        sp.draft_vocab = static_cast<int32_t>(ranking.size());
+        sp.draft_vocab_ranking = ranking.empty() ? nullptr : ranking.data();
+        sp.n_draft_vocab_ranking = ranking.size();
         s = std::make_unique<session>(target.get(), draft.get(), sp);
+        if (s->params().draft_vocab != static_cast<int32_t>(ranking.size())) {
+            throw std::runtime_error("the session did not take the restricted draft vocabulary");
+        }
     }
 };
 
@@ -212,9 +219,7 @@ const char * mode_name(specdec_accept_mode m) {
 
 class Marginals : public ::testing::TestWithParam<std::tuple<std::string, sampling_case>> {};
 
-TEST_P(Marginals, EveryPositionIsDistributedAsPlainDecoding) {
-    const auto & [arch, c] = GetParam();
-    mtp_pair pair(soft_mtp(arch), n_seq);
+void expect_plain_marginals(mtp_pair & pair, const std::string & arch, const sampling_case & c) {
     const int n_predict = 6;
     const auto expected = target_rows(pair.model.get(), c).marginals(n_predict);
     for (const specdec_accept_mode mode : {SPECDEC_ACCEPT_EXACT, SPECDEC_ACCEPT_REJECTION}) {
@@ -238,6 +243,75 @@ TEST_P(Marginals, EveryPositionIsDistributedAsPlainDecoding) {
                                 << r.detail;
         }
     }
+}
+
+TEST_P(Marginals, EveryPositionIsDistributedAsPlainDecoding) {
+    const auto & [arch, c] = GetParam();
+    mtp_pair pair(soft_mtp(arch), n_seq);
+    expect_plain_marginals(pair, arch, c);
+}
+
+// A restricted draft vocabulary that leaves out every third cycle token:
+// after t the head's three candidates lose one of them in two cases out of
+// three, so q is the renormalised rest (0.7 / 0.25 -> 0.74 / 0.26, ...), and
+// a token the target draws there is never drafted. The output stays
+// distributed as plain decoding's, and drafts stay in the subset.
+TEST(RestrictedDraftVocab, EveryPositionIsDistributedAsPlainDecoding) {
+    std::vector<llama_token> ranking;
+    for (llama_token t = 0; t < static_cast<llama_token>(n_vocab); ++t) {
+        if (t < fixtures::first_cycle_token || t % 3 != 0) {
+            ranking.push_back(t);
+        }
+    }
+    for (const std::string arch : {"glm4moe", "qwen35"}) {
+        mtp_pair pair(soft_mtp(arch), n_seq, ranking);
+        expect_plain_marginals(pair, arch, sampling_case{"T1", 1.0f, 0, 1.0f, 0.0f});
+        // Drafts at T = 1 in rejection mode: never a left-out token, and fewer kept than unrestricted (0.8).
+        const samples got = sample(pair, params_of({"T1", 1.0f, 0, 1.0f, 0.0f}, SPECDEC_ACCEPT_REJECTION), 2 * n_seq, 48);
+        uint64_t kept = 0, reached = 0;
+        for (int k = 0; k < n_draft; ++k) {
+            kept += got.stats.n_accepted_at[k];
+            reached += got.stats.n_reached_at[k];
+        }
+        ASSERT_GT(reached, 0u);
+        EXPECT_LT(static_cast<double>(kept) / static_cast<double>(reached), 0.75) << arch;
+    }
+}
+
+// The subset's distribution is what a draft is drawn from: each proposed
+// token is in the subset, and its recorded q sums to 1 over subset tokens.
+TEST(RestrictedDraftVocab, DrawsFromTheRenormalisedSubset) {
+    std::vector<llama_token> ranking;
+    for (llama_token t = 0; t < static_cast<llama_token>(n_vocab); ++t) {
+        if (t < fixtures::first_cycle_token || t % 3 != 0) {
+            ranking.push_back(t);
+        }
+    }
+    mtp_pair pair(soft_mtp("glm4moe"), 1, ranking);
+    session & s = *pair.s;
+    test_batch batch(n_draft + 1);
+    batch.add(prompt[0], 0, 0, true);
+    s.decode_target_and_process(batch.b);
+    specdec_draft_sampling sp{1.0f, 0, 1.0f, 0.0f, 7};
+    int checked = 0;
+    for (llama_token last = 4; last < 40; ++last) {
+        const draft_request q{0, 1, last, 1, &sp};
+        s.draft({&q, 1});
+        const auto proposal = s.proposal(0);
+        ASSERT_EQ(proposal.size(), 1u);
+        const auto in_subset = [](llama_token t) { return t < fixtures::first_cycle_token || t % 3 != 0; };
+        EXPECT_TRUE(in_subset(proposal[0])) << "drafted " << proposal[0] << " after " << last;
+        double sum = 0;
+        for (const specdec_token_prob & tp : s.proposal_probs(0, 0)) {
+            EXPECT_TRUE(in_subset(tp.token)) << "q holds " << tp.token;
+            sum += tp.p;
+        }
+        EXPECT_NEAR(sum, 1.0, 1e-5);
+        s.accept(0, 0);
+        s.remove_range(SPECDEC_CONTEXT_TARGET, 0, 1, -1);
+        ++checked;
+    }
+    EXPECT_EQ(checked, 36);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -21,8 +21,13 @@ TEST(Params, DefaultsMatchUpstream) {
     EXPECT_EQ(p.n_draft_max, 3);
     EXPECT_EQ(p.n_draft_min, 0);
     EXPECT_EQ(p.p_min, 0.0f);
+    EXPECT_EQ(p.draft_vocab, 0);
+    EXPECT_EQ(p.draft_vocab_ranking, nullptr);
+    EXPECT_EQ(p.n_draft_vocab_ranking, 0u);
     EXPECT_EQ(validate(p), SPECDEC_STATUS_OK);
 }
+
+const llama_token two_tokens[] = {7, 9};
 
 struct bad_case {
     const char * name;
@@ -42,6 +47,10 @@ const bad_case bad_cases[] = {
     {"p_min_above_one", [](specdec_session_params & p) { p.p_min = 1.01f; }, "p_min"},
     {"p_min_nan", [](specdec_session_params & p) { p.p_min = std::numeric_limits<float>::quiet_NaN(); }, "p_min"},
     {"p_min_inf", [](specdec_session_params & p) { p.p_min = std::numeric_limits<float>::infinity(); }, "p_min"},
+    {"draft_vocab_below_auto", [](specdec_session_params & p) { p.draft_vocab = -2; }, "draft_vocab"},
+    {"draft_vocab_ranking_empty", [](specdec_session_params & p) { p.draft_vocab_ranking = two_tokens; }, "draft_vocab_ranking"},
+    {"draft_vocab_ranking_null", [](specdec_session_params & p) { p.n_draft_vocab_ranking = 2; }, "draft_vocab_ranking"},
+    {"draft_vocab_above_ranking", [](specdec_session_params & p) { p.draft_vocab = 3; p.draft_vocab_ranking = two_tokens; p.n_draft_vocab_ranking = 2; }, "draft_vocab"},
     {"strategy_out_of_range", [](specdec_session_params & p) { p.strategy = SPECDEC_STRATEGY_COUNT; }, "strategy"},
     {"strategy_unknown", [](specdec_session_params & p) { p.strategy = static_cast<specdec_strategy>(15); }, "strategy"},
 };

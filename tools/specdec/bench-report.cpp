@@ -228,6 +228,10 @@ void write_bench_markdown(const json & bench, const std::string & path) {
     md += "- tokens per run: " + std::to_string(bench.at("n_predict").get<int>()) + "\n";
     md += "- rounds: " + std::to_string(bench.at("repeats").get<int>()) + " (medians shown)\n";
     md += "- threads: " + std::to_string(bench.at("threads").get<int>()) + "\n";
+    if (const auto v = bench.find("draft_vocab"); v != bench.end() && v->is_number()) {
+        const int n = v->get<int>();
+        md += "- MTP draft vocabulary: " + (n > 0 ? std::to_string(n) + " tokens" : std::string("the whole vocabulary")) + "\n";
+    }
     md += std::string("- kernels: ") +
           (bench.value("exact_kernels", false) ? "exact (each row of a batch computed as alone)"
                                                : "fast (batch-dependent; output may differ from plain decoding)") +

@@ -322,6 +322,29 @@ std::string file_tail(const std::filesystem::path & path, size_t max_chars) {
 
 namespace cli {
 
+void add_draft_vocab_options(CLI::App * cmd, draft_vocab_options & o) {
+    cmd->add_option("--draft-vocab", o.size,
+                    "MTP: the drafter scores only the N most frequent tokens (0: the whole vocabulary; auto: " +
+                        std::to_string(SPECDEC_DRAFT_VOCAB_DEFAULT) + " above " + std::to_string(SPECDEC_DRAFT_VOCAB_AUTO_MIN) +
+                        " tokens, else all)")
+        ->check([](const std::string & v) {
+            if (v == "auto") {
+                return std::string();
+            }
+            char * end = nullptr;
+            errno = 0;
+            const long n = std::strtol(v.c_str(), &end, 10);
+            return v.empty() || *end != '\0' || errno != 0 || n < 0 || n > INT32_MAX
+                       ? "expected a token count (0: the whole vocabulary) or auto, not '" + v + "'"
+                       : std::string();
+        })
+        ->capture_default_str();
+    cmd->add_option("--draft-vocab-file", o.file,
+                    "token ids, most frequent first, that --draft-vocab takes its tokens from (default: a ranking from "
+                    "the tokenizer)")
+        ->check(CLI::ExistingFile);
+}
+
 void add_decoder_options(CLI::App * cmd, decoder_options & o) {
     cmd->add_option("-m,--model", o.model, "target model (GGUF)")->required()->check(CLI::ExistingFile);
     cmd->add_option("--model-draft", o.draft_model, "draft model (GGUF) for eagle3, dflash, dspark, draft")->check(CLI::ExistingFile);
@@ -341,6 +364,7 @@ void add_decoder_options(CLI::App * cmd, decoder_options & o) {
         ->check(CLI::Range(1, SPECDEC_MAX_DRAFT));
     cmd->add_option("--draft-min", o.n_draft_min, "drop shorter proposals")->check(CLI::NonNegativeNumber);
     cmd->add_option("--draft-p-min", o.p_min, "stop drafting below this draft probability")->check(CLI::Range(0.0f, 1.0f));
+    add_draft_vocab_options(cmd, o.draft_vocab);
     add_kernels_option(cmd, o.kernels);
     add_device_options(cmd, o.devices);
     add_llama_options(cmd, o.llama);
@@ -544,6 +568,74 @@ void warm_up(decoder & d) {
 
 } // namespace
 
+std::vector<llama_token> read_ranking_file(const std::string & path, uint32_t n_vocab) {
+    std::ifstream in(path);
+    if (!in) {
+        throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, "--draft-vocab-file " + path + ": cannot be read");
+    }
+    std::vector<llama_token> ids;
+    std::vector<uint32_t> first_line(n_vocab, 0); // line of each id's first use; 0: unused
+    std::string line;
+    for (uint32_t n_line = 1; std::getline(in, line); ++n_line) {
+        std::istringstream words(line.substr(0, line.find('#')));
+        std::string word;
+        while (words >> word) {
+            const auto where = [&] { return "--draft-vocab-file " + path + ":" + std::to_string(n_line) + ": "; };
+            char * end = nullptr;
+            errno = 0;
+            const unsigned long long id = std::strtoull(word.c_str(), &end, 10);
+            if (!std::isdigit(static_cast<unsigned char>(word[0])) || *end != '\0' || errno != 0) {
+                throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, where() + "'" + word + "' is not a token id");
+            }
+            if (id >= n_vocab) {
+                throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, where() + "token " + word + " is outside the model's vocabulary of " +
+                                                                          std::to_string(n_vocab) + " tokens");
+            }
+            if (first_line[id] != 0) {
+                throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, where() + "token " + word + " was given before, on line " +
+                                                                          std::to_string(first_line[id]));
+            }
+            first_line[id] = n_line;
+            ids.push_back(static_cast<llama_token>(id));
+        }
+    }
+    if (ids.empty()) {
+        throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, "--draft-vocab-file " + path + " holds no token ids");
+    }
+    return ids;
+}
+
+void draft_vocab_choice::apply(specdec::session_params & sp) const {
+    sp.draft_vocab = size;
+    sp.draft_vocab_ranking = ranking.empty() ? nullptr : ranking.data();
+    sp.n_draft_vocab_ranking = ranking.size();
+}
+
+draft_vocab_choice resolve_draft_vocab(const draft_vocab_options & o, const std::string & model) {
+    draft_vocab_choice c;
+    c.size = o.size == "auto" ? SPECDEC_DRAFT_VOCAB_AUTO : std::stoi(o.size); // validated by the option
+    if (c.size <= 0 && o.file.empty()) {
+        return c;
+    }
+    specdec_model_info info{};
+    if (const specdec_status st = specdec_inspect(model.c_str(), &info); st != SPECDEC_STATUS_OK) {
+        throw specdec::error(st, model + ": " + specdec_last_error());
+    }
+    if (c.size > 0 && static_cast<uint32_t>(c.size) > info.n_vocab) {
+        throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, "--draft-vocab " + o.size + " exceeds the model's vocabulary of " +
+                                                                  std::to_string(info.n_vocab) + " tokens");
+    }
+    if (!o.file.empty()) {
+        c.ranking = read_ranking_file(o.file, info.n_vocab);
+        if (c.size > 0 && static_cast<size_t>(c.size) > c.ranking.size()) {
+            throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, "--draft-vocab " + o.size + " exceeds the " +
+                                                                      std::to_string(c.ranking.size()) +
+                                                                      " tokens of --draft-vocab-file " + o.file);
+        }
+    }
+    return c;
+}
+
 decoder load_decoder(const decoder_options & o, uint32_t n_seq) {
     use_kernels(o.kernels);
     decoder d;
@@ -572,6 +664,8 @@ decoder load_decoder(const decoder_options & o, uint32_t n_seq) {
     sp.n_draft_max = n_draft_max;
     sp.n_draft_min = o.n_draft_min;
     sp.p_min = o.p_min;
+    const draft_vocab_choice vocab = speculative ? resolve_draft_vocab(o.draft_vocab, o.model) : draft_vocab_choice{};
+    vocab.apply(sp); // borrowed by sp until the session exists
 
     add_rpc_servers(o.devices);
     require_exact(o.model);
@@ -596,6 +690,8 @@ decoder load_decoder(const decoder_options & o, uint32_t n_seq) {
         d.draft = specdec::make_draft_context(d.target.get(), d.draft_model.get(), sp, context_params(o.n_ctx, n_seq, o.n_threads, o.llama));
     }
     d.session = std::make_unique<specdec::session>(d.target.get(), d.draft.get(), sp);
+    sp.draft_vocab_ranking = nullptr;
+    sp.n_draft_vocab_ranking = 0;
     // The drafter may have lowered n_draft_max (a DFlash block is shorter, say).
     d.n_draft = d.adaptive ? SPECDEC_N_DRAFT_AUTO : std::min(n_fixed, d.session->params().n_draft_max);
     warm_up(d);

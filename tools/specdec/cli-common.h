@@ -139,6 +139,29 @@ CLI::Validator draft_length_validator();
 // The most tokens an adaptive ("auto") step drafts unless told otherwise.
 constexpr int32_t auto_draft_max = 8;
 
+// A restricted draft vocabulary, as given on the command line.
+struct draft_vocab_options {
+    std::string size = "0"; // tokens the drafter scores: a count, 0 (all) or auto (by vocabulary size)
+    std::string file;          // ranking of token ids, most frequent first; empty: the tokenizer's
+};
+
+// Declares --draft-vocab and --draft-vocab-file, bound to `o`.
+void add_draft_vocab_options(CLI::App * cmd, draft_vocab_options & o);
+
+// The session parameters a draft_vocab_options stands for, checked against
+// the vocabulary of the GGUF at `model` (its metadata) before any model is
+// loaded: INVALID_ARGUMENT for a size above the vocabulary or the file's
+// length, and read_ranking_file's errors. apply() points the session
+// parameters at the ranking this object holds: keep it alive until the
+// session (and the draft context) are created.
+struct draft_vocab_choice {
+    int32_t                  size = 0;
+    std::vector<llama_token> ranking; // empty: the tokenizer's
+
+    void apply(specdec::session_params & sp) const;
+};
+draft_vocab_choice resolve_draft_vocab(const draft_vocab_options & o, const std::string & model);
+
 // What a command that decodes loads, as llama.cpp's tools spell it: the
 // target, the drafter, the context and the draft length (generate and serve).
 struct decoder_options {
@@ -153,13 +176,22 @@ struct decoder_options {
     int32_t        n_draft_max = 0;         // the session's cap; 0: n_draft, or auto_draft_max with auto
     int32_t        n_draft_min = 0;         // shorter proposals are dropped
     float          p_min       = 0.0f;      // drafting stops below this draft probability
+    draft_vocab_options draft_vocab;        // --draft-vocab, --draft-vocab-file
     std::string    kernels     = "exact";   // CPU kernels: exact or fast (use_kernels)
     llama_options  llama;                   // -ctk, -ctv, -fa, -b, -ub, -tb, --no-mmap, rope, --override-kv, ...
 };
 
 // Declares -m, --model-draft, --spec, -c, -t, --n-draft, --draft-max,
-// --draft-min, --draft-p-min, --kernels and the device options, bound to `o`.
+// --draft-min, --draft-p-min, --draft-vocab, --draft-vocab-file, --kernels
+// and the device options, bound to `o`.
 void add_decoder_options(CLI::App * cmd, decoder_options & o);
+
+// The token ids of a ranking file (--draft-vocab-file): whitespace-separated
+// decimal ids, most frequent first; '#' starts a comment running to the end
+// of its line. INVALID_ARGUMENT, naming the line, for an unreadable or empty
+// file, a word that is not an id, an id at or above n_vocab (a file made for
+// another vocabulary), or an id given twice.
+std::vector<llama_token> read_ranking_file(const std::string & path, uint32_t n_vocab);
 
 // Models, contexts and session, loaded from decoder_options. Members are
 // declared so that they are destroyed in a safe order (session, draft

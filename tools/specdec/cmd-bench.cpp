@@ -49,6 +49,10 @@ void add_bench_command(CLI::App & app, bench_options & o) {
                        : "unknown weight type '" + name + "'; expected one of " + specdec::fixtures::weight_type_names();
         })
         ->capture_default_str();
+    cmd->add_option("--fixture-zipf", o.fixture_zipf,
+                    "relabel the generated fixture's tokens so that its text's token ids follow a Zipf law of this "
+                    "exponent (rank = id; for --draft-vocab; 0: off)")
+        ->check(CLI::Range(0.0, 4.0));
     cmd->add_option("--fixture-blocks", o.fixture_blocks, "trunk blocks of the generated fixture (default: the shape's)")
         ->check(CLI::Range(1u, 64u));
     cmd->parse_complete_callback([&o] {
@@ -59,6 +63,7 @@ void add_bench_command(CLI::App & app, bench_options & o) {
     cmd->add_option("--model-draft", o.draft_model, "draft model (GGUF) for eagle3, dflash, dspark, draft")->check(CLI::ExistingFile);
     add_kernels_option(cmd, o.kernels);
     add_llama_options(cmd, o.llama);
+    add_draft_vocab_options(cmd, o.draft_vocab);
     cmd->add_option("--spec", o.specs, "strategies to compare (repeatable); default: the one the files' metadata implies");
     cmd->add_option("--n-draft", o.n_drafts,
                     "draft lengths to sweep (repeatable): a number of tokens, or auto (adaptive, up to the longest "
@@ -356,6 +361,10 @@ public:
             fx::write_with_type([&](const std::string & p) { qwen35 ? fx::write_qwen35_mtp(p, opt) : fx::write_glm4moe_mtp(p, opt); },
                                 path_, type,
                                 [&](const char * stage, uint32_t done, uint32_t total) { progress.stage(what + stage, done, total, "tensors"); });
+            if (o.fixture_zipf > 0.0) {
+                progress.stage(what + "spreading the cycle over a Zipf law", 0, 0, "tensors");
+                fx::spread_cycle_zipf(path_, o.fixture_zipf);
+            }
         } catch (const std::exception & e) {
             throw specdec::error(SPECDEC_STATUS_IO_ERROR, std::string("cannot write the bench fixture: ") + e.what());
         }
@@ -407,11 +416,12 @@ void add_oracles(nlohmann::json & out, const bench_options & o, const std::vecto
                  const std::vector<config> & configs, const std::vector<std::vector<run_result>> & runs,
                  const std::vector<int32_t> & effective, const std::map<int32_t, size_t> & plain_of, llama_context * target,
                  const std::map<specdec_strategy, llama_context_ptr> & drafts, const std::vector<llama_token> & prompt,
-                 int32_t n_draft_top, progress_line & progress) {
+                 int32_t n_draft_top, const draft_vocab_choice & vocab, progress_line & progress) {
     const std::vector<llama_token> & text = runs[plain_of.begin()->second].front().tokens.front();
     for (specdec_strategy strategy : strategies) {
         const std::string name = specdec_strategy_name(strategy);
         specdec::session_params sp = specdec_session_default_params();
+        vocab.apply(sp);
         sp.strategy = strategy;
         sp.n_draft_max = n_draft_top;
         const auto draft = drafts.find(strategy);
@@ -496,6 +506,7 @@ int bench_model(const bench_options & o) {
 
     use_kernels(o.kernels);
     require_exact(o.model);
+    const draft_vocab_choice vocab = resolve_draft_vocab(o.draft_vocab, o.model);
     add_rpc_servers(o.devices);
     progress_line progress("bench", o.quiet);
     progress.step("loading " + o.model);
@@ -519,6 +530,7 @@ int bench_model(const bench_options & o) {
     for (specdec_strategy s : strategies) {
         if (specdec_strategy_needs_draft_context(s)) {
             specdec::session_params sp = specdec_session_default_params();
+            vocab.apply(sp);
             sp.strategy = s;
             sp.n_draft_max = n_draft_top;
             sp.n_seq = static_cast<uint32_t>(n_seq_top);
@@ -537,15 +549,20 @@ int bench_model(const bench_options & o) {
     // (plain, then every strategy at its longest draft); then rounds
     // interleave the configurations, so slow drift of the machine affects all
     // of them alike.
+    int32_t mtp_draft_vocab = -1; // the MTP drafter's restricted vocabulary in effect (0: whole); -1: no MTP
     progress.step("warming up: plain decoding");
     specdec::generate_plain(target.get(), prompts_for(n_seq_top), gp);
     for (specdec_strategy s : strategies) {
         progress.step(std::string("warming up: ") + specdec_strategy_name(s));
         specdec::session_params sp = specdec_session_default_params();
+        vocab.apply(sp);
         sp.strategy = s;
         sp.n_draft_max = n_draft_top;
         sp.n_seq = static_cast<uint32_t>(n_seq_top);
         specdec::session session(target.get(), drafts.count(s) ? drafts[s].get() : nullptr, sp);
+        if (s == SPECDEC_STRATEGY_MTP) {
+            mtp_draft_vocab = session.params().draft_vocab;
+        }
         specdec::generate(session, prompts_for(n_seq_top), gp);
     }
     std::vector<std::vector<run_result>> runs(configs.size());
@@ -593,6 +610,7 @@ int bench_model(const bench_options & o) {
                 continue;
             }
             specdec::session_params sp = specdec_session_default_params();
+            vocab.apply(sp);
             sp.strategy = cfg.strategy;
             sp.n_draft_max = cfg.n_draft;
             sp.n_seq = static_cast<uint32_t>(cfg.n_seq);
@@ -620,13 +638,14 @@ int bench_model(const bench_options & o) {
         out["model"] = "generated " + arch + " MTP fixture shaped like " + shape.real_model + " (" + o.fixture_shape + ", " +
                        std::to_string(blocks) + " blocks, " + o.fixture + " drafter, " + o.fixture_type + ")";
         out["fixture"] = {{"architecture", arch}, {"shape", o.fixture_shape}, {"drafter", o.fixture},
-                          {"type", o.fixture_type}, {"blocks", blocks}};
+                          {"type", o.fixture_type}, {"blocks", blocks}, {"zipf", o.fixture_zipf}};
     }
     out["draft_model"] = o.draft_model;
     out["n_predict"] = o.n_predict;
     out["repeats"] = o.repeats;
     out["threads"] = threads;
     out["exact_kernels"] = specdec_exact_kernels();
+    out["draft_vocab"] = mtp_draft_vocab >= 0 ? nlohmann::json(mtp_draft_vocab) : nlohmann::json(nullptr);
     out["synthetic_acceptance"] = synthetic ? nlohmann::json(o.synthetic_acceptance) : nlohmann::json(nullptr);
     // The target's cost of verifying k + 1 tokens, relative to one token.
     const int32_t k_curve = std::max(n_draft_top, o.curve_rows - 1);
@@ -720,7 +739,7 @@ int bench_model(const bench_options & o) {
     }
 
     if (!synthetic && !o.speedups_only && !greedy_plain_of.empty()) {
-        add_oracles(out, o, strategies, configs, runs, effective, greedy_plain_of, target.get(), drafts, prompt, n_draft_top,
+        add_oracles(out, o, strategies, configs, runs, effective, greedy_plain_of, target.get(), drafts, prompt, n_draft_top, vocab,
                     progress);
     }
     progress.clear();

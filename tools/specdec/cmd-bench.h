@@ -19,9 +19,11 @@ struct bench_options {
     std::string              fixture_shape = "qwen3-0.6b"; // its dimensions: a preset of specdec::fixtures::shape_presets()
     std::string              fixture_type = "q4_k_m";  // its weights: a name of specdec::fixtures::weight_types()
     uint32_t                 fixture_blocks = 0;       // its trunk blocks; 0: the shape's
+    double                   fixture_zipf = 0.0;       // > 0: its token ids relabelled to a Zipf law of this exponent
     std::string              draft_model;
     std::string              kernels = "exact";        // CPU kernels: exact or fast (use_kernels)
     llama_options            llama;                    // -ctk, -ctv, -fa, -b, -ub, -tb, --no-mmap, rope, --override-kv, ...
+    draft_vocab_options      draft_vocab;              // --draft-vocab, --draft-vocab-file (MTP)
     std::vector<std::string> specs;                    // strategies to compare; empty: detected from the files
     std::vector<std::string> n_drafts = {"1", "2", "4", "8", "auto"}; // draft lengths swept per strategy; "auto": adaptive
     std::vector<int32_t>     n_seqs = {1};             // sequences decoded together, swept

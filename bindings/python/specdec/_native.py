@@ -50,6 +50,9 @@ SPECDEC_MAX_GRAMMAR_BYTES = 131072
 SPECDEC_MAX_GRAMMAR_NESTING = 128
 SPECDEC_MAX_GRAMMAR_RULES = 4096
 SPECDEC_N_DRAFT_AUTO = -2
+SPECDEC_DRAFT_VOCAB_AUTO = -1
+SPECDEC_DRAFT_VOCAB_DEFAULT = 32768
+SPECDEC_DRAFT_VOCAB_AUTO_MIN = 65536
 SPECDEC_MIN_SAMPLING_TEMPERATURE = 1e-4
 SPECDEC_MAX_TOP_LOGPROBS = 20
 SPECDEC_MAX_TARGET_LAYERS = 16
@@ -78,6 +81,9 @@ class specdec_session_params(Structure):
         ("n_draft_max", c_int32),
         ("n_draft_min", c_int32),
         ("p_min", c_float),
+        ("draft_vocab", c_int32),
+        ("draft_vocab_ranking", POINTER(c_int32)),
+        ("n_draft_vocab_ranking", c_size_t),
     ]
 
 

@@ -28,14 +28,23 @@ from .types import (
 lib = _native.lib
 
 
-def _session_params(strategy, n_seq, n_draft_max, n_draft_min, p_min):
+def _session_params(strategy, n_seq, n_draft_max, n_draft_min, p_min, draft_vocab=0, draft_vocab_ranking=None):
+    """The C parameters, and the ranking array they point at (keep it alive
+    until the call that reads them returns)."""
     p = lib.specdec_session_default_params()
     p.strategy = int(Strategy.parse(strategy))
     p.n_seq = n_seq
     p.n_draft_max = n_draft_max
     p.n_draft_min = n_draft_min
     p.p_min = p_min
-    return p
+    p.draft_vocab = _native.SPECDEC_DRAFT_VOCAB_AUTO if draft_vocab == "auto" else int(draft_vocab)
+    ranking = None
+    if draft_vocab_ranking is not None:
+        ids = list(draft_vocab_ranking)
+        ranking = (ctypes.c_int32 * max(1, len(ids)))(*ids)
+        p.draft_vocab_ranking = ctypes.cast(ranking, ctypes.POINTER(ctypes.c_int32))
+        p.n_draft_vocab_ranking = len(ids)
+    return p, ranking
 
 
 def draft_context(
@@ -52,7 +61,7 @@ def draft_context(
     an MTP context over the target's model (draft_model None; the model must be
     loaded with load_mtp=True), or a context over draft_model. It keeps
     `target` alive. params: other llama_context_params fields (cache types, ...)."""
-    sp = _session_params(strategy, target.n_seq_max if n_seq is None else n_seq, n_draft_max, 0, 0.0)
+    sp, _ = _session_params(strategy, target.n_seq_max if n_seq is None else n_seq, n_draft_max, 0, 0.0)
     cp = lib.llama_context_default_params()
     threads = default_threads() if n_threads is None else n_threads
     cp.n_threads = threads
@@ -86,8 +95,16 @@ class Session(_Source):
         n_draft_max: int = 3,
         n_draft_min: int = 0,
         p_min: float = 0.0,
+        draft_vocab: Union[int, str] = 0,
+        draft_vocab_ranking: Optional[Sequence[int]] = None,
     ):
-        sp = _session_params(strategy, target.n_seq_max if n_seq is None else n_seq, n_draft_max, n_draft_min, p_min)
+        """draft_vocab: the drafter scores only this many tokens of
+        draft_vocab_ranking (token ids, most frequent first; None: a ranking
+        from the tokenizer); 0: the whole vocabulary; "auto": by vocabulary
+        size (SPECDEC_DRAFT_VOCAB_AUTO)."""
+        sp, _ranking = _session_params(
+            strategy, target.n_seq_max if n_seq is None else n_seq, n_draft_max, n_draft_min, p_min, draft_vocab, draft_vocab_ranking
+        )
         out = ctypes.c_void_p()
         check(lib.specdec_session_init(target.handle, None if draft is None else draft.handle, ctypes.byref(sp), ctypes.byref(out)))
         self.target = target
@@ -107,6 +124,8 @@ class Session(_Source):
         n_draft_min: int = 0,
         p_min: float = 0.0,
         n_threads: Optional[int] = None,
+        draft_vocab: Union[int, str] = 0,
+        draft_vocab_ranking: Optional[Sequence[int]] = None,
     ) -> "Session":
         """A session with the draft context its strategy needs made for it
         (draft_context), which close() frees with the session."""
@@ -117,7 +136,17 @@ class Session(_Source):
                 target, draft_model, strategy=s, n_seq=n_seq, n_draft_max=n_draft_max, n_threads=n_threads
             )
         try:
-            session = cls(target, draft, strategy=s, n_seq=n_seq, n_draft_max=n_draft_max, n_draft_min=n_draft_min, p_min=p_min)
+            session = cls(
+                target,
+                draft,
+                strategy=s,
+                n_seq=n_seq,
+                n_draft_max=n_draft_max,
+                n_draft_min=n_draft_min,
+                p_min=p_min,
+                draft_vocab=draft_vocab,
+                draft_vocab_ranking=draft_vocab_ranking,
+            )
         except BaseException:
             if draft is not None:
                 draft.close()

@@ -164,6 +164,7 @@ class SessionParams:
     n_draft_max: int
     n_draft_min: int
     p_min: float
+    draft_vocab: int = 0  # tokens the drafter scores (a restricted draft vocabulary); 0: the whole vocabulary
 
 
 @dataclass(frozen=True)
@@ -458,7 +459,7 @@ class GenerateParams:
 
 
 def session_params_from_c(p) -> SessionParams:
-    return SessionParams(Strategy(p.strategy), p.n_seq, p.n_draft_max, p.n_draft_min, p.p_min)
+    return SessionParams(Strategy(p.strategy), p.n_seq, p.n_draft_max, p.n_draft_min, p.p_min, p.draft_vocab)
 
 
 def session_stats_from_c(s, n_draft_max: int) -> SessionStats:

@@ -233,3 +233,27 @@ def test_session_state_checkpoint_and_restore(opened):
     assert not s.is_quiescent
     s.accept(0, 0)
     assert s.is_quiescent
+
+
+@pytest.mark.parametrize("ranking", [None, list(range(0, 128, 2))])
+def test_restricted_draft_vocabulary_keeps_the_output(opened, ranking):
+    """A restricted draft vocabulary (the tokenizer's first 48 tokens, or the
+    even ids) leaves out tokens the target writes: the output is plain
+    decoding's, and fewer drafts are kept than with the whole vocabulary."""
+    o: Opened = opened("mtp-glm4moe")
+    ref = o.plain(n_predict=N_PREDICT)[0]
+    whole = o.session.generate(o.prompts[0], n_predict=N_PREDICT)
+    o.session.close()  # one session on the context at a time
+    size = 48 if ranking is None else 60
+    s = specdec.Session.create(o.context, strategy="mtp", n_draft_max=4, n_threads=1, draft_vocab=size, draft_vocab_ranking=ranking)
+    try:
+        assert s.params.draft_vocab == size
+        out = s.generate(o.prompts[0], n_predict=N_PREDICT)
+    finally:
+        s.close()
+    assert out.tokens == ref.tokens == whole.tokens
+    assert out.stats.n_accepted < whole.stats.n_accepted
+    with pytest.raises(specdec.InvalidConfigError):
+        specdec.Session.create(o.context, strategy="mtp", n_threads=1, draft_vocab=129)
+    with pytest.raises(specdec.InvalidConfigError):
+        specdec.Session.create(o.context, strategy="mtp", n_threads=1, draft_vocab=2, draft_vocab_ranking=[5, 5])

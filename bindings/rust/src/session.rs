@@ -21,13 +21,17 @@ pub struct SessionConfig {
     pub n_min: i32,
     /// Drafting stops below this draft probability (`p_min` upstream, default 0).
     pub p_min: f32,
+    /// The MTP drafter scores only this many tokens of the tokenizer's
+    /// ranking (a restricted draft vocabulary); 0: the whole vocabulary;
+    /// `SPECDEC_DRAFT_VOCAB_AUTO`: by vocabulary size. Default 0.
+    pub draft_vocab: i32,
 }
 
 impl SessionConfig {
     /// `n_seq` sequences, proposals of at most `n_draft_max`; `n_min` 0, `p_min` 0.
     #[must_use]
     pub fn new(n_seq: u32, n_draft_max: i32) -> Self {
-        SessionConfig { n_seq, n_draft_max, n_min: 0, p_min: 0.0 }
+        SessionConfig { n_seq, n_draft_max, n_min: 0, p_min: 0.0, draft_vocab: 0 }
     }
 
     /// Sets the minimum proposal length (`n_min` upstream).
@@ -44,6 +48,13 @@ impl SessionConfig {
         self
     }
 
+    /// Sets the restricted draft vocabulary's size (0: the whole vocabulary).
+    #[must_use]
+    pub fn with_draft_vocab(mut self, draft_vocab: i32) -> Self {
+        self.draft_vocab = draft_vocab;
+        self
+    }
+
     pub(crate) fn to_c(self, strategy: Strategy) -> sys::specdec_session_params {
         sys::specdec_session_params {
             strategy: strategy as i32,
@@ -51,6 +62,9 @@ impl SessionConfig {
             n_draft_max: self.n_draft_max,
             n_draft_min: self.n_min,
             p_min: self.p_min,
+            draft_vocab: self.draft_vocab,
+            draft_vocab_ranking: std::ptr::null(),
+            n_draft_vocab_ranking: 0,
         }
     }
 }

@@ -175,6 +175,9 @@ pub const SPECDEC_MAX_GRAMMAR_BYTES: usize = 131072;
 pub const SPECDEC_MAX_GRAMMAR_NESTING: usize = 128;
 pub const SPECDEC_MAX_GRAMMAR_RULES: usize = 4096;
 pub const SPECDEC_N_DRAFT_AUTO: i32 = -2;
+pub const SPECDEC_DRAFT_VOCAB_AUTO: i32 = -1;
+pub const SPECDEC_DRAFT_VOCAB_DEFAULT: i32 = 32768;
+pub const SPECDEC_DRAFT_VOCAB_AUTO_MIN: i32 = 65536;
 pub const SPECDEC_MIN_SAMPLING_TEMPERATURE: f32 = 1e-4;
 pub const SPECDEC_MAX_TOP_LOGPROBS: usize = 20;
 pub const SPECDEC_MAX_TARGET_LAYERS: usize = 16;
@@ -287,6 +290,9 @@ pub struct specdec_session_params {
     pub n_draft_max: i32,
     pub n_draft_min: i32,
     pub p_min: f32,
+    pub draft_vocab: i32,
+    pub draft_vocab_ranking: *const llama_token,
+    pub n_draft_vocab_ranking: usize,
 }
 
 #[repr(C)]

@@ -1,0 +1,69 @@
+// A restricted draft vocabulary: a drafter scores only the N tokens a
+// ranking puts first (FR-Spec's frequency-ranked draft head), through a copy
+// of those rows of its output matrix, gathered once.
+//
+// Why: a drafting pass of an MTP head is one decoder block and a projection
+// onto the whole vocabulary; at 151,936 tokens (Qwen3) or 248,320 (Qwen3.5)
+// the projection is most of the pass. The subset's projection costs N / V
+// of it. What the drafter proposes changes (a token outside the subset is
+// never proposed); verification still covers the whole vocabulary, so the
+// output does not.
+//
+// Errors: specdec::error (INVALID_CONFIG for a bad ranking or size).
+#pragma once
+
+#include "llama.h"
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+struct ggml_tensor;
+
+namespace specdec::detail {
+
+// The subset size SPECDEC_DRAFT_VOCAB_AUTO stands for at this vocabulary size.
+int32_t auto_draft_vocab(int32_t n_vocab);
+
+// The default ranking, derived from the tokenizer (all n_vocab ids, each
+// once): the end-of-generation tokens first (a handful: the drafter can
+// propose the end); then the normal and byte tokens, by score for
+// SentencePiece and Unigram vocabularies (the score is the piece's log
+// probability), else by id (BPE vocabularies number their tokens in merge
+// order, frequent pieces first); then every other token (control, unused,
+// user-defined) by id.
+std::vector<llama_token> tokenizer_ranking(const llama_vocab * vocab);
+
+// Throws INVALID_CONFIG unless `ranking` is non-empty and holds distinct ids
+// within [0, n_vocab); the message names the first bad entry.
+void check_ranking(std::span<const llama_token> ranking, int32_t n_vocab);
+
+class draft_vocab {
+public:
+    // Copies rows ids[k] of `head` ([n_embd, n_vocab], in host memory, rows
+    // as stored: llama-internal.h's mtp_head_matrix) into a matrix of its own,
+    // in the head's type; scores are computed on the CPU with n_threads.
+    draft_vocab(const ggml_tensor * head, std::vector<llama_token> ids, int32_t n_threads);
+    ~draft_vocab();
+    draft_vocab(const draft_vocab &) = delete;
+    draft_vocab & operator=(const draft_vocab &) = delete;
+
+    // The subset, in ranking order: score k is token ids()[k]'s.
+    const std::vector<llama_token> & ids() const { return ids_; }
+    int32_t size() const { return static_cast<int32_t>(ids_.size()); }
+    int32_t n_embd() const { return n_embd_; }
+
+    // The logits of the subset for `n_rows` hidden rows (n_embd floats each,
+    // contiguous): out[r * size() + k] is what the head's projection gives
+    // token ids()[k] at row r, computed by the same ggml kernel.
+    void score(const float * h, int32_t n_rows, std::vector<float> & out);
+
+private:
+    struct impl;
+    std::unique_ptr<impl>    impl_;
+    std::vector<llama_token> ids_;
+    int32_t                  n_embd_;
+};
+
+} // namespace specdec::detail
