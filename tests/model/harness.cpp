@@ -31,6 +31,14 @@ public:
 
 } // namespace
 
+void write_mtp_target(const std::string & arch, const std::string & path, const fixtures::fixture_options & opt) {
+    if (arch == "qwen35") {
+        fixtures::write_qwen35_mtp(path, opt);
+    } else {
+        fixtures::write_glm4moe_mtp(path, opt);
+    }
+}
+
 std::string fixture(const std::string & name, const std::function<void(const std::string &)> & writer) {
     // Shared by every test process of the build; written once, atomically.
     const std::filesystem::path dir = SPECDEC_FIXTURE_DIR;

@@ -19,6 +19,9 @@ namespace specdec::test {
 // options.
 std::string fixture(const std::string & name, const std::function<void(const std::string &)> & writer);
 
+// Writes an MTP target of `arch` ("qwen35": the hybrid; else glm4moe) with `opt` to `path`.
+void write_mtp_target(const std::string & arch, const std::string & path, const fixtures::fixture_options & opt);
+
 llama_model_ptr load_model(const std::string & path);
 
 struct context_options {

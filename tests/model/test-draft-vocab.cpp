@@ -30,13 +30,7 @@ std::string mtp_fixture(const std::string & arch, drafter_kind kind, bool contro
     opt.drafter = kind;
     opt.controlled = controlled;
     const std::string name = arch + "-mtp-vocab-" + (controlled ? "" : "random-target-") + std::to_string(static_cast<int>(kind));
-    return fixture(name, [&](const std::string & path) {
-        if (arch == "qwen35") {
-            fixtures::write_qwen35_mtp(path, opt);
-        } else {
-            fixtures::write_glm4moe_mtp(path, opt);
-        }
-    });
+    return fixture(name, [&](const std::string & path) { write_mtp_target(arch, path, opt); });
 }
 
 struct mtp_pair {

@@ -29,13 +29,7 @@ fixtures::fixture_options drafter_options(drafter_kind kind, uint32_t stretch = 
 }
 
 std::string mtp_fixture(const std::string & arch, const fixtures::fixture_options & opt) {
-    return fixture(arch + "-mtp-" + drafter_tag(opt), [&](const std::string & path) {
-        if (arch == "qwen35") {
-            fixtures::write_qwen35_mtp(path, opt);
-        } else {
-            fixtures::write_glm4moe_mtp(path, opt);
-        }
-    });
+    return fixture(arch + "-mtp-" + drafter_tag(opt), [&](const std::string & path) { write_mtp_target(arch, path, opt); });
 }
 
 mtp_pair open_pair(const std::string & path, int n_draft) {

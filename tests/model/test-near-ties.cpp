@@ -159,6 +159,16 @@ generation_result mtp_generate(llama_context * target, int k, const std::vector<
     return generate(s, batch, gp);
 }
 
+// Each prompt decoded alone, plainly, on a fresh context with cache type `kv`.
+std::vector<std::vector<llama_token>> alone_tokens(llama_model * model, ggml_type kv, const generate_params & gp) {
+    std::vector<std::vector<llama_token>> ref;
+    for (const auto & p : prompts) {
+        auto ctx = target_context(model, 1, 0, kv);
+        ref.push_back(generate_plain(ctx.get(), std::span(&p, 1), gp).sequences[0].tokens);
+    }
+    return ref;
+}
+
 // The first index at which two token lists differ, or -1.
 long first_difference(const std::vector<llama_token> & a, const std::vector<llama_token> & b) {
     const auto [ia, ib] = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
@@ -340,11 +350,9 @@ TEST_P(NearTiesKvCache, SpeculationAndBatchingGivePlainDecodingsTokens) {
     auto model = load_model(target_file(t, weight_type::q8_0));
     generate_params gp = greedy();
     gp.n_predict = 128;
-    std::vector<std::vector<llama_token>> ref;
-    for (const auto & p : prompts) {
-        auto ctx = target_context(model.get(), 1, 0, kv);
-        ref.push_back(generate_plain(ctx.get(), std::span(&p, 1), gp).sequences[0].tokens);
-        EXPECT_GT(std::set<llama_token>(ref.back().begin(), ref.back().end()).size(), 8u);
+    const std::vector<std::vector<llama_token>> ref = alone_tokens(model.get(), kv, gp);
+    for (const auto & tokens : ref) {
+        EXPECT_GT(std::set<llama_token>(tokens.begin(), tokens.end()).size(), 8u);
     }
     {
         auto ctx = target_context(model.get(), prompts.size(), 0, kv);
@@ -354,17 +362,9 @@ TEST_P(NearTiesKvCache, SpeculationAndBatchingGivePlainDecodingsTokens) {
         }
     }
     for (const auto & [k, n_seq] : {std::pair{3, prompts.size()}, std::pair{8, size_t{1}}}) {
-        session_params sp = specdec_session_default_params();
-        sp.strategy = SPECDEC_STRATEGY_MTP;
-        sp.n_draft_max = k;
-        sp.n_seq = static_cast<uint32_t>(n_seq);
         auto target = target_context(model.get(), n_seq, k, kv);
-        llama_context_params cp = llama_context_default_params();
-        cp.n_threads = 1;
-        cp.n_threads_batch = 1;
-        auto draft = make_draft_context(target.get(), nullptr, sp, cp);
-        session s(target.get(), draft.get(), sp);
-        const generation_result r = generate(s, std::span(prompts.data(), n_seq), gp);
+        const generation_result r =
+            mtp_generate(target.get(), k, std::vector<std::vector<llama_token>>(prompts.begin(), prompts.begin() + n_seq), gp);
         for (size_t i = 0; i < n_seq; ++i) {
             EXPECT_EQ(first_difference(r.sequences[i].tokens, ref[i]), -1) << "MTP k = " << k << ", " << n_seq << " sequence(s): sequence " << i;
             EXPECT_GT(r.sequences[i].stats.n_drafted, 0u);
@@ -393,11 +393,7 @@ TEST_P(NearTiesUnifiedKv, SpeculationAndBatchingGivePlainDecodingsTokens) {
     auto model = load_model(target_file(trunk::dense, weight_type::q8_0));
     generate_params gp = greedy();
     gp.n_predict = 128;
-    std::vector<std::vector<llama_token>> ref;
-    for (const auto & p : prompts) {
-        auto ctx = target_context(model.get(), 1, 0, kv);
-        ref.push_back(generate_plain(ctx.get(), std::span(&p, 1), gp).sequences[0].tokens);
-    }
+    const std::vector<std::vector<llama_token>> ref = alone_tokens(model.get(), kv, gp);
     const auto unified = [&](int n_draft) {
         context_options o;
         o.type_k = kv;

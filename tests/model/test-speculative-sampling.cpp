@@ -45,13 +45,7 @@ std::string soft_mtp(const std::string & arch) {
     opt.soft_target = {{0.5f, 0.25f, 0.25f}};
     opt.soft_drafter = {{0.7f, 0.05f, 0.25f}};
     opt.drafter = drafter_kind::soft;
-    return fixture(arch + "-mtp-soft-0.5-0.7", [&](const std::string & path) {
-        if (arch == "qwen35") {
-            fixtures::write_qwen35_mtp(path, opt);
-        } else {
-            fixtures::write_glm4moe_mtp(path, opt);
-        }
-    });
+    return fixture(arch + "-mtp-soft-0.5-0.7", [&](const std::string & path) { write_mtp_target(arch, path, opt); });
 }
 
 struct mtp_pair {
