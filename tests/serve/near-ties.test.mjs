@@ -12,7 +12,34 @@
 // differs at token 31).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { metrics, startServer, stopServer } from './server.mjs';
+import { metrics, post, startServer, stopServer } from './server.mjs';
+
+async function tokenize(server, text) {
+    const r = await post(server, '/tokenize', { content: text });
+    assert.equal(r.status, 200, r.text);
+    return r.json.tokens;
+}
+
+function commonPrefix(a, b) {
+    let n = 0;
+    while (n < a.length && n < b.length && a[n] === b[n]) n++;
+    return n;
+}
+
+// What a turn may reuse of what its slot held: at least the previous turn's
+// prompt as far as the new prompt still begins with its tokens (where the
+// answer and the new text meet they may tokenize together), at most the
+// previous prompt and answer as far as they agree, and never the last
+// prompt token (its logits give the first token).
+async function assertReused(server, turn, previous, got, what) {
+    const prompt = await tokenize(server, turn.prompt);
+    assert.equal(prompt.length, got.usage.prompt_tokens);
+    const reused = got.usage.prompt_tokens_details.cached_tokens;
+    const least = commonPrefix(previous.prompt, prompt);
+    const most = Math.min(commonPrefix([...previous.prompt, ...previous.tokens], prompt), prompt.length - 1);
+    assert.ok(least > 0 && reused >= least && reused <= most,
+        `${what}: ${reused} cached of ${prompt.length}; between ${least} and ${most} expected`);
+}
 
 const kernels = ['--kernels', process.env.SPECDEC_SERVE_KERNELS ?? 'exact'];
 const prompts = ['the quick brown fox', 'jumps over a lazy dog', 'once upon a time there was'];
@@ -54,7 +81,7 @@ describe('serve near-ties', { timeout: 280000 }, () => {
     test('a conversation reuses its earlier turns and still equals each turn decoded whole', async () => {
         const before = await metrics(spec);
         let conversation = 'the quick brown fox';
-        let cached = 0;
+        let previous = null;
         for (const [turn, more] of [' and then', ' but the', ' so a'].entries()) {
             const request = { model: 'near-tie', prompt: conversation, max_tokens: 48, temperature: 0 };
             const got = await spec.client().completions.create(request);
@@ -62,13 +89,10 @@ describe('serve near-ties', { timeout: 280000 }, () => {
             const at = got.specdec.tokens.findIndex((t, j) => t !== want.specdec.tokens[j]);
             assert.deepEqual(got.specdec.tokens, want.specdec.tokens, `turn ${turn}: first difference at token ${at}`);
             assert.equal(want.usage.prompt_tokens_details.cached_tokens, 0, 'the plain server decodes every prompt whole');
-            const reused = got.usage.prompt_tokens_details.cached_tokens;
             if (turn > 0) {
-                // At least the previous turn's prompt (the text may tokenize
-                // differently where the answer and the new text meet).
-                assert.ok(reused >= cached && reused < got.usage.prompt_tokens, `turn ${turn}: ${reused} cached`);
+                await assertReused(spec, request, previous, got, `turn ${turn}`);
             }
-            cached = got.usage.prompt_tokens;
+            previous = { prompt: await tokenize(spec, conversation), tokens: got.specdec.tokens };
             conversation += got.choices[0].text + more;
         }
         const after = await metrics(spec);
@@ -77,7 +101,7 @@ describe('serve near-ties', { timeout: 280000 }, () => {
 
     test('two conversations on one slot have their turns loaded back from the prompt cache', async () => {
         const conversations = ['the quick brown fox', 'once upon a time there was'];
-        const cached = [0, 0];
+        const previous = [null, null];
         for (const [turn, more] of [' and then', ' but the', ' so a'].entries()) {
             for (const c of [0, 1]) {
                 const request = { model: 'near-tie', prompt: conversations[c], max_tokens: 32, temperature: 0 };
@@ -85,13 +109,12 @@ describe('serve near-ties', { timeout: 280000 }, () => {
                 const want = await plain.client().completions.create(request);
                 const at = got.specdec.tokens.findIndex((t, j) => t !== want.specdec.tokens[j]);
                 assert.deepEqual(got.specdec.tokens, want.specdec.tokens, `conversation ${c}, turn ${turn}: first difference at token ${at}`);
-                const reused = got.usage.prompt_tokens_details.cached_tokens;
                 if (turn > 0) {
                     // The other conversation took the only slot in between:
                     // this one's earlier turn came back from host memory.
-                    assert.ok(reused >= cached[c] && reused < got.usage.prompt_tokens, `conversation ${c}, turn ${turn}: ${reused} cached`);
+                    await assertReused(oneSlot, request, previous[c], got, `conversation ${c}, turn ${turn}`);
                 }
-                cached[c] = got.usage.prompt_tokens;
+                previous[c] = { prompt: await tokenize(oneSlot, conversations[c]), tokens: got.specdec.tokens };
                 conversations[c] += got.choices[0].text + more;
             }
         }
