@@ -7,8 +7,10 @@
 // prompt. llama.cpp's chat code finds the markers from each template. The
 // reasoning comes back as reasoning_content (streamed as deltas), as
 // llama-server's reasoning_format values say; chat_template_kwargs and
-// reasoning_effort reach the template; a speculative server's every answer
-// equals plain decoding's; reasoning and tool calls work together
+// reasoning_effort reach the template; a conversation that ends with an
+// assistant message continues it, in its reasoning or its content
+// (assistant prefill, continue_final_message); a speculative server's every
+// answer equals plain decoding's; reasoning and tool calls work together
 // (thinking-tools.jinja).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -124,6 +126,39 @@ for (const [style, env, opener] of styles) {
             }
         });
 
+        test('a conversation that ends with an assistant message continues it (assistant prefill), as plain decoding does', async () => {
+            const cases = [
+                // [the last message, the prompt's end, reasoning and the content's start of the answer]
+                [{ role: 'assistant', content: 'abc' }, 'abc', undefined, 'defghij'],
+                [{ role: 'assistant', content: '', reasoning_content: 'ABC' }, '<=>ABC', 'DEFGHIJKLMNOPQRSTUVWXYZ', '^_`abc'],
+            ];
+            for (const [last, end, reasoning, start] of cases) {
+                const req = { ...base, messages: [...messages, last] };
+                const prompt = (await post(spec, '/apply-template', req)).json.prompt;
+                assert.ok(prompt.endsWith(end), prompt);
+                assert.equal(prompt.indexOf('[assistant];'), prompt.lastIndexOf('[assistant];'), `no second turn is opened: ${prompt}`);
+                const r = await spec.client().chat.completions.create(req);
+                const p = await plain.client().chat.completions.create(req);
+                const m = r.choices[0].message;
+                assert.equal(m.reasoning_content, reasoning, JSON.stringify(m));
+                assert.ok(m.content.startsWith(start), `the answer holds the continuation only: ${m.content}`);
+                assert.deepEqual(r.specdec.tokens, p.specdec.tokens, 'speculation chose what plain decoding chose');
+                assert.deepEqual(m, p.choices[0].message);
+                const explicit = await spec.client().chat.completions.create({ ...req, continue_final_message: true, add_generation_prompt: false });
+                assert.deepEqual(explicit.specdec.tokens, r.specdec.tokens, 'continue_final_message: true as the prefill');
+                const s = await collect(await spec.client().chat.completions.create({ ...req, stream: true }));
+                assert.equal(s.reasoning, m.reasoning_content ?? '');
+                assert.equal(s.content, m.content);
+            }
+            // continue_final_message false: the message is complete, a new turn opens.
+            const turn = { ...base, messages: [...messages, { role: 'assistant', content: 'abc' }], continue_final_message: false };
+            const opened = (await post(spec, '/apply-template', turn)).json.prompt;
+            assert.ok(opened.endsWith(style === 'qwen' ? 'abc [assistant];' : 'abc [assistant];<=>'), opened);
+            // add_generation_prompt false: the messages alone.
+            const bare = (await post(spec, '/apply-template', { ...base, add_generation_prompt: false })).json.prompt;
+            assert.equal(bare, '[user] hi ');
+        });
+
         test('an assistant message\'s reasoning_content is templated into the next prompt', async () => {
             const turn = [...messages, { role: 'assistant', content: 'ok' }, { role: 'user', content: 'more' }];
             const without = await spec.client().chat.completions.create({ ...base, messages: turn });
@@ -136,6 +171,22 @@ for (const [style, env, opener] of styles) {
 }
 
 describe('server options and errors', { timeout: 120000 }, () => {
+    test('--no-prefill-assistant: a last assistant message is complete, and a new turn opens unless a request continues it', async () => {
+        const s = await startServer(['--no-prefill-assistant'], { model: process.env.SPECDEC_THINK_QWEN_MODEL });
+        try {
+            const req = { ...base, messages: [...messages, { role: 'assistant', content: 'abc' }] };
+            const opened = (await post(s, '/apply-template', req)).json.prompt;
+            assert.ok(opened.endsWith('abc [assistant];'), opened);
+            const continued = (await post(s, '/apply-template', { ...req, continue_final_message: true, add_generation_prompt: false })).json.prompt;
+            assert.ok(continued.endsWith('abc'), continued);
+            // Two assistant messages are a conversation like any other here.
+            const two = await post(s, '/v1/chat/completions', { ...req, messages: [...req.messages, { role: 'assistant', content: 'd' }] });
+            assert.equal(two.status, 200, two.text);
+        } finally {
+            assert.deepEqual(await stopServer(s), { code: 0, signal: null }, s.log);
+        }
+    });
+
     test('--reasoning-format none and --chat-template-kwargs set the defaults; a request overrides them', async () => {
         const model = process.env.SPECDEC_THINK_QWEN_MODEL;
         const none = await startServer(['--reasoning-format', 'none'], { model });
@@ -177,6 +228,15 @@ describe('server options and errors', { timeout: 120000 }, () => {
                 ['/v1/completions', { prompt: 'a', chat_template_kwargs: {} }, 'chat_template_kwargs'],
                 ['/v1/chat/completions', { ...base, reasoning_budget_tokens: -2 }, 'reasoning_budget_tokens'],
                 ['/v1/chat/completions', { ...base, reasoning_budget_message: 1 }, 'reasoning_budget_message'],
+                ['/v1/chat/completions', { ...base, add_generation_prompt: 'yes' }, 'add_generation_prompt'],
+                ['/v1/chat/completions', { ...base, continue_final_message: 'all' }, 'continue_final_message'],
+                ['/v1/chat/completions', { ...base, continue_final_message: true }, 'add_generation_prompt'],
+                ['/v1/chat/completions', { ...base, continue_final_message: true, add_generation_prompt: false }, 'continue_final_message'],
+                ['/v1/chat/completions', { ...base, messages: [...messages, { role: 'assistant', content: 'a' }, { role: 'assistant', content: 'b' }] }, 'messages'],
+                ['/v1/chat/completions', { ...base, messages: [...messages, { role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{}' } }] }] }, 'messages'],
+                ['/apply-template', { ...base, continue_final_message: true }, 'add_generation_prompt'],
+                ['/v1/completions', { prompt: 'a', add_generation_prompt: false }, 'add_generation_prompt'],
+                ['/v1/completions', { prompt: 'a', continue_final_message: true }, 'continue_final_message'],
             ];
             for (const [path, body, param] of cases) {
                 const r = await post(s, path, body);

@@ -117,10 +117,57 @@ TEST(ServeParse, ChatMessages) {
     ASSERT_EQ(r.messages.size(), 3u);
     EXPECT_EQ(r.messages[0].role, "system");
     EXPECT_EQ(r.messages[1].content, "a\nb");
+    EXPECT_EQ(r.messages[1].content_parts, (std::vector<std::string>{"a", "b"}));
+    EXPECT_TRUE(r.messages[0].content_parts.empty());
     EXPECT_EQ(r.messages[2].content, "");
     EXPECT_EQ(to_engine_params(r, 256, 0, 0, SPECDEC_ACCEPT_EXACT).n_predict, 256); // chat: until the context is full
     EXPECT_EQ(parse_request(endpoint::chat, R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 5})",
                             limits()).max_tokens, 5);
+}
+
+TEST(ServeParse, AConversationEndingWithTheAssistantContinuesIt) {
+    const auto chat = [](const std::string & messages, const std::string & more = "") {
+        return parse_request(endpoint::chat, R"({"messages": )" + messages + more + "}", limits());
+    };
+    const std::string prefill = R"([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}])";
+    const std::string turn = R"([{"role": "user", "content": "q"}])";
+    const chat_options server;
+    chat_options off;
+    off.prefill_assistant = false;
+    // The server's --prefill-assistant decides when the request does not.
+    EXPECT_EQ(chat_options_for(chat(prefill), server).continue_final, continuation::automatic);
+    EXPECT_FALSE(chat_options_for(chat(prefill), server).add_generation_prompt);
+    EXPECT_EQ(chat_options_for(chat(prefill), off).continue_final, continuation::none);
+    EXPECT_TRUE(chat_options_for(chat(prefill), off).add_generation_prompt);
+    EXPECT_EQ(chat_options_for(chat(turn), server).continue_final, continuation::none);
+    // The request's fields over it.
+    EXPECT_EQ(chat_options_for(chat(prefill, R"(, "continue_final_message": false)"), server).continue_final, continuation::none);
+    EXPECT_EQ(chat_options_for(chat(prefill, R"(, "continue_final_message": "content", "add_generation_prompt": false)"), off).continue_final,
+              continuation::content);
+    EXPECT_EQ(chat_options_for(chat(prefill, R"(, "continue_final_message": "reasoning_content", "add_generation_prompt": false)"), server)
+                  .continue_final,
+              continuation::reasoning);
+    EXPECT_FALSE(chat_options_for(chat(turn, R"(, "add_generation_prompt": false)"), server).add_generation_prompt);
+    // What cannot be continued, or asks for both.
+    const auto refused = [&](const parsed_request & r, const chat_options & o) {
+        try {
+            chat_options_for(r, o);
+        } catch (const api_error & e) {
+            return e.param();
+        }
+        return std::string("(accepted)");
+    };
+    EXPECT_EQ(refused(chat(prefill, R"(, "continue_final_message": true)"), server), "add_generation_prompt");
+    EXPECT_EQ(refused(chat(turn, R"(, "continue_final_message": true, "add_generation_prompt": false)"), server), "continue_final_message");
+    EXPECT_EQ(refused(chat(R"([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}, {"role": "assistant", "content": "b"}])"),
+                      server),
+              "messages");
+    EXPECT_EQ(refused(chat(R"([{"role": "user", "content": "q"}, {"role": "assistant", "content": null, "tool_calls":
+        [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}])"), server),
+              "messages");
+    EXPECT_EQ(failure_of(endpoint::chat, R"({"messages": [{"role": "user", "content": "q"}], "continue_final_message": 1})").param,
+              "continue_final_message");
+    EXPECT_EQ(failure_of(endpoint::completions, R"({"prompt": "q", "add_generation_prompt": true})").param, "add_generation_prompt");
 }
 
 TEST(ServeParse, SeveralPromptsAndChoices) {

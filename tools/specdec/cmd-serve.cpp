@@ -54,6 +54,7 @@ serve::chat_options chat_defaults(const serve_options & o) {
     }
     c.reasoning_budget = o.reasoning_budget;
     c.reasoning_budget_message = o.reasoning_budget_message;
+    c.prefill_assistant = o.prefill_assistant;
     return c;
 }
 
@@ -140,6 +141,9 @@ void add_serve_command(CLI::App & app, serve_options & o) {
         ->capture_default_str();
     cmd->add_option("--reasoning-budget-message", o.reasoning_budget_message,
                     "text forced before the end of the reasoning when its budget is spent");
+    cmd->add_flag("--prefill-assistant,!--no-prefill-assistant", o.prefill_assistant,
+                  "a conversation that ends with an assistant message has that message continued, not a new turn opened "
+                  "(default: on, as llama-server); a request's continue_final_message decides for itself");
     cmd->add_option("--cors-origin", o.cors_origins,
                     "a web page origin (http[s]://host[:port]) whose pages may call the server from a browser; repeatable; * allows "
                     "any. Other requests with an Origin header get 403 unless it is the server's own address")

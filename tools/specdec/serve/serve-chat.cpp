@@ -9,6 +9,9 @@ namespace cli::serve {
 
 struct chat_parser::impl {
     common_chat_parser_params params;
+    // A continued message's own text, which the format's generation prompt
+    // holds and every parse therefore begins with: taken off each answer.
+    common_chat_msg continued;
 };
 
 chat_parser::chat_parser(std::unique_ptr<impl> state) : impl_(std::move(state)) {}
@@ -29,9 +32,12 @@ std::optional<parsed_answer> chat_parser::parse(const std::string & text, bool p
             return parsed_answer{text, {}, {}};
         }
     }
+    const auto after = [](const std::string & s, const std::string & head) {
+        return s.compare(0, head.size(), head) == 0 ? s.substr(head.size()) : s;
+    };
     parsed_answer out;
-    out.reasoning_content = msg.reasoning_content;
-    out.content = msg.content;
+    out.reasoning_content = after(msg.reasoning_content, impl_->continued.reasoning_content);
+    out.content = after(msg.content, impl_->continued.content);
     for (const common_chat_tool_call & c : msg.tool_calls) {
         out.tool_calls.push_back({c.id, c.name, c.arguments});
     }
@@ -96,7 +102,12 @@ std::vector<common_chat_msg> to_common(const std::vector<chat_message> & message
     for (const auto & m : messages) {
         common_chat_msg msg;
         msg.role = m.role;
-        msg.content = m.content;
+        if (m.content_parts.empty()) {
+            msg.content = m.content;
+        }
+        for (const std::string & text : m.content_parts) {
+            msg.content_parts.push_back({"text", text});
+        }
         msg.reasoning_content = m.reasoning_content;
         for (const tool_call & c : m.tool_calls) {
             msg.tool_calls.push_back({c.name, c.arguments, c.id});
@@ -133,8 +144,10 @@ std::string trigger_pattern(const common_grammar_trigger & t) {
 
 // The reader of answers in `format`: its calls when `callable`, its
 // reasoning as options ask (deepseek-legacy streams leave it in the content
-// too, as llama-server's do).
-std::shared_ptr<const chat_parser> make_parser(const common_chat_params & format, bool callable, const chat_options & options) {
+// too, as llama-server's do); `continued`: the prompt continues a message,
+// whose text the answers leave out.
+std::shared_ptr<const chat_parser> make_parser(const common_chat_params & format, bool callable, const chat_options & options,
+                                               bool continued) {
     auto parser = std::make_unique<chat_parser::impl>();
     parser->params = common_chat_parser_params(format);
     parser->params.parse_tool_calls = callable;
@@ -142,6 +155,13 @@ std::shared_ptr<const chat_parser> make_parser(const common_chat_params & format
     parser->params.reasoning_in_content = options.stream && options.reasoning == reasoning_format::deepseek_legacy;
     if (!format.parser.empty()) {
         parser->params.parser.load(format.parser);
+    }
+    if (continued) {
+        try {
+            parser->continued = common_chat_parse("", true, parser->params);
+        } catch (const std::exception &) {
+            // nothing it reads: the answers keep what they read
+        }
     }
     return std::make_shared<const chat_parser>(std::move(parser));
 }
@@ -152,15 +172,22 @@ chat_prompt chat_formatter::apply(const std::vector<chat_message> & messages, co
                                   const chat_options & options) const {
     common_chat_templates_inputs in;
     in.use_jinja = true;
-    in.add_generation_prompt = true;
+    const bool continued = options.continue_final != continuation::none;
+    in.add_generation_prompt = options.add_generation_prompt && !continued;
+    in.continue_final_message = options.continue_final == continuation::automatic ? COMMON_CHAT_CONTINUATION_AUTO
+                                : options.continue_final == continuation::reasoning ? COMMON_CHAT_CONTINUATION_REASONING
+                                : options.continue_final == continuation::content   ? COMMON_CHAT_CONTINUATION_CONTENT
+                                                                                     : COMMON_CHAT_CONTINUATION_NONE;
     in.messages = to_common(messages);
     in.reasoning_format = to_common(options.reasoning);
     in.enable_thinking = options.enable_thinking;
     in.chat_template_kwargs = options.template_kwargs;
     const bool callable = !tools.functions.empty() && tools.choice != tool_choice::none;
     const bool reads_reasoning = options.reasoning != reasoning_format::none;
-    if (tools.functions.empty() && !reads_reasoning) {
-        in.force_pure_content = true; // the prompt only: no tool-call or reasoning parser is built
+    if (tools.functions.empty() && !reads_reasoning && !continued) {
+        // The prompt only: no tool-call or reasoning parser is built (llama.cpp's
+        // plain rendering drops a continued message, which the full one writes).
+        in.force_pure_content = true;
     }
     for (const tool_function & f : tools.functions) {
         in.tools.push_back(to_common(f));
@@ -203,7 +230,7 @@ chat_prompt chat_formatter::apply(const std::vector<chat_message> & messages, co
     }
     if (tools.functions.empty()) {
         if (reads_reasoning && format.supports_thinking) {
-            out.parser = make_parser(format, false, options);
+            out.parser = make_parser(format, false, options, continued);
         }
         return out;
     }
@@ -220,7 +247,7 @@ chat_prompt chat_formatter::apply(const std::vector<chat_message> & messages, co
         out.grammar_prefix = format.generation_prompt;
     }
     out.stops = format.additional_stops;
-    out.parser = make_parser(format, callable, options);
+    out.parser = make_parser(format, callable, options, continued);
     return out;
 }
 

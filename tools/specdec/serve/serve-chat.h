@@ -27,7 +27,11 @@ struct tool_call {
 
 struct chat_message {
     std::string            role;    // system, developer, user, assistant or tool
-    std::string            content; // text
+    std::string            content; // text (text parts joined by a newline)
+    // The text parts as given, when content came as an array (empty for a
+    // string): llama.cpp renders them as the template takes content, and a
+    // continued message (continue_final_message) joins them by a blank line, as llama-server.
+    std::vector<std::string> content_parts;
     std::string            reasoning_content; // assistant: its thinking, which some templates show again
     std::vector<tool_call> tool_calls;   // assistant: the calls it made
     std::string            tool_call_id; // tool: the call this answers
@@ -60,9 +64,21 @@ struct chat_tools {
 // left in the content too while streaming).
 enum class reasoning_format { none, automatic, deepseek, deepseek_legacy };
 
+// Whether the answer continues the conversation's last message (llama.cpp's
+// continue_final_message): none opens a new assistant turn; automatic
+// continues its reasoning when it holds only reasoning, else its content;
+// reasoning and content say which.
+enum class continuation { none, automatic, reasoning, content };
+
 // What a chat request asks of the template and the reading of its answer,
 // besides its messages and tools.
 struct chat_options {
+    // Whether the prompt ends with the assistant's turn opened (false: the
+    // template's text for the messages alone), and whether the last message
+    // is continued instead (then add_generation_prompt is false; the answer
+    // holds the continuation only, not the text it continues).
+    bool             add_generation_prompt = true;
+    continuation     continue_final = continuation::none;
     reasoning_format reasoning = reasoning_format::automatic;
     bool             enable_thinking = true; // false: the template is asked to open no reasoning
     // Extra template variables: name -> JSON text of the value (enable_thinking among them when given).
@@ -73,6 +89,10 @@ struct chat_options {
     // the text forced before the marker.
     int32_t          reasoning_budget = -1;
     std::string      reasoning_budget_message;
+    // The server's: a conversation that ends with an assistant message
+    // continues it unless a request says otherwise (llama-server's
+    // --prefill-assistant, on by default).
+    bool             prefill_assistant = true;
 };
 
 // An answer's text read as the model's format says: its reasoning, content and calls.
@@ -135,7 +155,9 @@ public:
     bool writes_tool_calls() const;
     // The template's text (the model's, or the ChatML fallback).
     std::string source() const;
-    // The prompt for `messages`, ending with the assistant's turn opened;
+    // The prompt for `messages`, ending with the assistant's turn opened
+    // (options.add_generation_prompt) or inside the last message
+    // (options.continue_final);
     // with tools (and a choice other than none), the grammar and parser of
     // its tool calls; where the template thinks and options.reasoning is
     // not none, a parser that takes the reasoning apart. Thread-safe.

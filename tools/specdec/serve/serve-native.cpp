@@ -387,8 +387,9 @@ json detokenize_answer(const service & svc, std::string_view body, const request
 
 json apply_template_answer(const service & svc, std::string_view body, const request_limits & limits) {
     const parsed_request r = parse_request(endpoint::chat, body, limits);
+    const chat_options options = chat_options_for(r, svc.chat_defaults);
     try {
-        return {{"prompt", svc.chat->apply(r.messages, r.tools, chat_options_for(r, svc.chat_defaults)).prompt}};
+        return {{"prompt", svc.chat->apply(r.messages, r.tools, options).prompt}};
     } catch (const std::exception & e) {
         throw invalid_request(e.what(), r.tools.functions.empty() ? "messages" : "tools");
     }

@@ -103,7 +103,7 @@ int64_t integer_in(const json & body, const char * field, int64_t fallback, int6
     return it->get<int64_t>();
 }
 
-std::string text_content(const json & content, const std::string & field) {
+std::string text_content(const json & content, const std::string & field, std::vector<std::string> * parts) {
     if (content.is_null()) {
         return "";
     }
@@ -132,6 +132,9 @@ std::string text_content(const json & content, const std::string & field) {
             out += '\n';
         }
         out += text->get<std::string>();
+        if (parts != nullptr) {
+            parts->push_back(text->get<std::string>());
+        }
     }
     return out;
 }
@@ -241,7 +244,7 @@ std::vector<chat_message> parse_messages(const json & body, const request_limits
         const auto content = m.find("content");
         chat_message msg;
         msg.role = r;
-        msg.content = text_content(content == m.end() ? json() : *content, where + ".content");
+        msg.content = text_content(content == m.end() ? json() : *content, where + ".content", &msg.content_parts);
         if (const auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null()) {
             if (r != "assistant") {
                 throw invalid_request("'" + where + ".tool_calls' belongs to assistant messages", where + ".tool_calls");
@@ -561,6 +564,37 @@ void parse_thinking(const json & body, endpoint kind, parsed_request & r) {
     }
 }
 
+// Chat's add_generation_prompt and continue_final_message into `r`
+// (llama-server's and vLLM's fields; a completion has no template: 400 there).
+void parse_continuation(const json & body, endpoint kind, parsed_request & r) {
+    for (const char * field : {"add_generation_prompt", "continue_final_message"}) {
+        const auto it = body.find(field);
+        if (kind == endpoint::completions && it != body.end() && !it->is_null()) {
+            throw invalid_request(std::string("'") + field + "' belongs to chat completions (a completion has no chat template)",
+                                  field, "unsupported_parameter");
+        }
+    }
+    if (const auto it = body.find("add_generation_prompt"); it != body.end() && !it->is_null()) {
+        if (!it->is_boolean()) {
+            throw wrong_type("add_generation_prompt", "a boolean", *it);
+        }
+        r.add_generation_prompt = it->get<bool>();
+    }
+    if (const auto it = body.find("continue_final_message"); it != body.end() && !it->is_null()) {
+        if (it->is_boolean()) {
+            r.continue_final = it->get<bool>() ? continuation::automatic : continuation::none;
+        } else if (*it == "reasoning_content") {
+            r.continue_final = continuation::reasoning;
+        } else if (*it == "content") {
+            r.continue_final = continuation::content;
+        } else {
+            throw invalid_request("'continue_final_message' is " + describe(*it) + "; it must be a boolean, \"reasoning_content\" "
+                                  "or \"content\"",
+                                  "continue_final_message");
+        }
+    }
+}
+
 void refuse_unimplemented(const json & body) {
     for (const unimplemented_field & f : unimplemented_fields) {
         const auto it = body.find(f.name);
@@ -856,6 +890,7 @@ parsed_request parse_request(endpoint kind, std::string_view body, const request
     }
     r.tools = parse_tools(j, kind, body);
     parse_thinking(j, kind, r);
+    parse_continuation(j, kind, r);
     if (!r.tools.functions.empty() && r.tools.choice != tool_choice::none && (r.json_schema || !r.grammar.empty())) {
         const std::string field = r.grammar.empty() ? r.json_schema_field : "grammar";
         throw invalid_request(std::string("'") + field + "' cannot constrain an answer that may call tools (their calls follow "
@@ -942,6 +977,32 @@ chat_options chat_options_for(const parsed_request & r, const chat_options & ser
         o.enable_thinking = it->second == "true";
     }
     o.stream = r.stream;
+    o.add_generation_prompt = r.add_generation_prompt.value_or(true);
+    o.continue_final = r.continue_final.value_or(continuation::none);
+    const bool ends_with_assistant = !r.messages.empty() && r.messages.back().role == "assistant";
+    if (!r.continue_final && server.prefill_assistant && ends_with_assistant) {
+        if (r.messages.size() >= 2 && r.messages[r.messages.size() - 2].role == "assistant") {
+            throw invalid_request("the conversation ends with two assistant messages; only the last one can be continued",
+                                  "messages");
+        }
+        o.continue_final = continuation::automatic;
+        o.add_generation_prompt = false;
+    }
+    if (o.continue_final != continuation::none) {
+        if (o.add_generation_prompt) {
+            throw invalid_request("'add_generation_prompt' true opens a new assistant turn, and 'continue_final_message' "
+                                  "continues the last message: send one of them",
+                                  "add_generation_prompt");
+        }
+        if (!ends_with_assistant) {
+            throw invalid_request("'continue_final_message' continues the last message, which must be the assistant's",
+                                  "continue_final_message");
+        }
+        if (!r.messages.back().tool_calls.empty()) {
+            throw invalid_request("the last message calls tools: an assistant message with tool calls cannot be continued",
+                                  "messages");
+        }
+    }
     o.reasoning_budget = r.reasoning_budget.value_or(server.reasoning_budget);
     o.reasoning_budget_message = r.reasoning_budget_message.value_or(server.reasoning_budget_message);
     return o;

@@ -151,6 +151,12 @@ struct parsed_request {
     // and `reasoning_budget_message`; absent: the server's.
     std::optional<int32_t>             reasoning_budget;
     std::optional<std::string>         reasoning_budget_message;
+    // Chat: `add_generation_prompt` (absent: true) and
+    // `continue_final_message` (true, "reasoning_content" or "content";
+    // absent: the server's --prefill-assistant decides for a conversation
+    // that ends with an assistant message). chat_options_for resolves them.
+    std::optional<bool>                add_generation_prompt;
+    std::optional<continuation>        continue_final;
     // The reasoning block the engine tracks (its markers and the text before
     // the output), set from the chat template once the request is templated.
     std::string                        reasoning_start;
@@ -177,7 +183,13 @@ const char * reasoning_format_name(reasoning_format f);
 // The chat options of a request over the server's (`server`): its
 // reasoning format, its template kwargs over the server's (name by name),
 // and enable_thinking from its own, else the server's kwarg, else the
-// server's default. `stream` as the request's.
+// server's default. `stream` as the request's. Whether the last message is
+// continued, as llama-server decides it: continue_final_message when given;
+// else, with the server's prefill_assistant, a conversation that ends with
+// an assistant message continues it. Throws api_error 400 for
+// add_generation_prompt true with a continuation, a continuation of a
+// message that is not the assistant's or that calls tools, and two
+// assistant messages at the end of a conversation that would be continued.
 chat_options chat_options_for(const parsed_request & r, const chat_options & server);
 
 // The engine's parameters for a request (stop strings, logit biases and the

@@ -654,9 +654,10 @@ void api_routes::impl::answer_native(http_exchange & ex) {
 // message would be given (its template, tools and thinking), as prepare() counts them.
 nlohmann::json api_routes::impl::count_tokens_answer(std::string_view body, const request_limits & limits) const {
     const parsed_request r = parse_anthropic_request(body, limits, true);
+    const chat_options options = chat_options_for(r, svc.chat_defaults);
     chat_prompt chat;
     try {
-        chat = svc.chat->apply(r.messages, r.tools, chat_options_for(r, svc.chat_defaults));
+        chat = svc.chat->apply(r.messages, r.tools, options);
     } catch (const std::exception & e) {
         throw invalid_request(e.what(), r.tools.functions.empty() ? "messages" : "tools");
     }
