@@ -165,6 +165,22 @@ describe('serve api', { timeout: 240000 }, () => {
         assert.equal(a.choices[0].text, b.choices[0].text);
     });
 
+    test('--seed: a request that names no seed samples with the server\'s; /props shows it', async () => {
+        const seeded = await startServer(['--spec', 'none', '-np', '1', '--seed', '7']);
+        try {
+            const req = { prompt: 'abc', max_tokens: 30, temperature: 2 }; // hot enough for seeds 7 and 8 to differ
+            const a = await seeded.client().completions.create(req);
+            const b = await seeded.client().completions.create(req);
+            assert.deepEqual(a.specdec.tokens, b.specdec.tokens);
+            assert.deepEqual(a.specdec.tokens, (await plain.client().completions.create({ ...req, seed: 7 })).specdec.tokens);
+            assert.notDeepEqual(a.specdec.tokens, (await plain.client().completions.create({ ...req, seed: 8 })).specdec.tokens);
+            assert.equal((await (await fetch(`${seeded.url}/props`)).json()).default_generation_settings.params.seed, 7);
+            assert.equal((await (await fetch(`${plain.url}/props`)).json()).default_generation_settings.params.seed, 4294967295);
+        } finally {
+            assert.deepEqual(await stopServer(seeded), { code: 0, signal: null }, seeded.log);
+        }
+    });
+
     test('the accept mode: asked per request, reported per response and in /metrics', async () => {
         const sampled = { prompt: 'abc', max_tokens: 24, temperature: 1.5, top_k: 20, seed: 11 };
         const counted = (m) => m.get('specdec:requests_rejection_sampled_total');

@@ -156,6 +156,12 @@ describe('llama-server endpoints', { timeout: 120000 }, () => {
         assert.equal(r.json.timings.predicted_n, 16);
         assert.equal(r.json.timings.prompt_n + r.json.timings.cache_n, oai.usage.prompt_tokens);
         assert.ok(r.json.timings.draft_n > 0, JSON.stringify(r.json.timings));
+        // The first token comes with the prompt: the rate is of the 15 after it, over predicted_ms.
+        assert.ok(Math.abs(r.json.timings.predicted_per_second - 15e3 / r.json.timings.predicted_ms) < 1e-6, JSON.stringify(r.json.timings));
+        const one = (await post(s, '/completion', { ...base, n_predict: 1 })).json.timings;
+        assert.equal(one.predicted_n, 1);
+        assert.equal(one.predicted_per_second, 0);
+        assert.equal(one.predicted_per_token_ms, 0);
         assert.deepEqual((await post(s, '/completion', { ...base, n_predict: 16 })).json.tokens, [], 'tokens only with return_tokens');
         // max_tokens is read too; a prompt of token ids gives the same tokens.
         const ids = (await post(s, '/tokenize', { content: 'hello world', add_special: true })).json.tokens;
@@ -225,8 +231,8 @@ describe('llama-server endpoints', { timeout: 120000 }, () => {
         const used = slots.filter((x) => x.id_task !== undefined);
         assert.ok(used.length >= 1);
         const last = used.reduce((a, b) => (b.id_task > a.id_task ? b : a));
-        assert.equal(last.next_token[0].n_decoded, 7);
-        assert.equal(last.next_token[0].has_next_token, false);
+        // Idle: no budget left over, nothing being decoded (as llama-server resets them); the last request's params stay.
+        assert.deepEqual(last.next_token[0], { has_next_token: false, has_new_line: false, n_remain: -1, n_decoded: 0 });
         assert.equal(last.params.n_predict, 7);
         assert.equal(last.params.seed, 9);
         // A request generating is seen in its slot.

@@ -83,6 +83,11 @@ void add_serve_command(CLI::App & app, serve_options & o) {
     cmd->add_flag("--strict-model", o.strict_model,
                   "a request whose `model` names another model than the alias gets 404 (default: any name is served, as "
                   "llama-server does)");
+    cmd->add_option("-s,--seed", o.seed,
+                    "the sampling seed of a request that names none (choice i of a request takes seed + i); -1: a random one "
+                    "per request")
+        ->check(CLI::Range(int64_t(-1), int64_t(UINT32_MAX)))
+        ->capture_default_str();
     cmd->add_option("--shutdown-timeout", o.shutdown_timeout, "seconds requests in flight may take after SIGINT/SIGTERM")
         ->check(CLI::Range(0.0, 3600.0))
         ->capture_default_str();
@@ -233,6 +238,7 @@ int run_serve(const serve_options & o) {
     svc.stats = &stats;
     svc.model_id = o.alias.empty() ? std::filesystem::path(o.decoder.model).stem().string() : o.alias;
     svc.strict_model = o.strict_model;
+    svc.seed = o.seed < 0 ? std::nullopt : std::optional<uint32_t>(static_cast<uint32_t>(o.seed));
     svc.model_path = o.decoder.model;
     svc.n_slots = o.n_parallel;
     svc.slots_endpoint = o.slots_endpoint;

@@ -23,6 +23,7 @@ struct serve_options {
     std::vector<std::string> allowed_hosts;     // --allowed-host: Host names served besides localhost's on a loopback address
     std::string     alias;                      // the model id; empty: the file name without .gguf
     bool            strict_model = false;       // --strict-model: `model` must name the alias (else 404); default: any
+    int64_t         seed = -1;                  // -s/--seed: a request without a seed samples with it; -1: a random one each
     double          shutdown_timeout = 10.0;    // seconds requests in flight may take after SIGINT/SIGTERM
     int             write_timeout = 60;         // --timeout: seconds a client may leave its answer unread (then: gone)
     size_t          max_body = size_t(8) << 20; // bytes of a request body at most; more: 413

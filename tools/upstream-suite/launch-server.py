@@ -60,7 +60,7 @@ SAME_VALUE = {
     "--n-gpu-layers": "--n-gpu-layers", "--alias": "--alias", "--parallel": "--parallel", "-ctk": "-ctk",
     "-ctv": "-ctv", "-fa": "-fa", "--api-key": "--api-key", "--reasoning-format": "--reasoning-format",
     "--chat-template": "--chat-template", "--chat-template-file": "--chat-template-file", "--cache-ram": "--cache-ram",
-    "--spec-draft-n-min": "--draft-min",
+    "--spec-draft-n-min": "--draft-min", "--seed": "--seed",
 }
 
 # Dropped for specdec, with why: options that are no-ops there, or server
@@ -75,7 +75,6 @@ DROPPED = {
     "--jinja": "templates are always Jinja",
     "--kv-unified": "each slot has its own cache; its size is the whole -c (below)",
     "--temp": "sampling defaults are per request",
-    "--seed": "sampling defaults are per request",
     "--n-predict": "no server-wide default for max_tokens",
     "--verbose": "the suite only needs it for __verbose, which specdec does not answer",
 }

@@ -60,9 +60,13 @@ public:
 
     // The Prometheus text of every metric.
     std::string render() const;
+    // When the server started, in seconds since the Unix epoch (llama-server's
+    // Process-Start-Time-Unix header of /metrics).
+    int64_t start_time_unix() const { return start_unix_; }
 
 private:
     mutable std::mutex m_;
+    const int64_t start_unix_;
     uint64_t n_prompt_ = 0;        // decoded
     uint64_t n_prompt_cached_ = 0; // reused
     uint64_t n_rejection_ = 0;     // finished requests decided by speculative sampling

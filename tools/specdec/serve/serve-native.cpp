@@ -289,6 +289,8 @@ json native_completion_body(const native_completion & nc, const response_info & 
     const size_t prompt_n = f.n_prompt - std::min(f.n_prompt, r.n_prompt_cached);
     const auto per = [](double ms, size_t n) { return n > 0 ? ms / static_cast<double>(n) : 0.0; };
     const auto rate = [](double ms, size_t n) { return ms > 0.0 ? 1e3 * static_cast<double>(n) / ms : 0.0; };
+    // The first token comes with the prompt (prompt_ms): predicted_ms is the time of the others.
+    const size_t n_later = n_out > 0 ? n_out - 1 : 0;
     json timings = {{"cache_n", r.n_prompt_cached},
                     {"prompt_n", prompt_n},
                     {"prompt_ms", prompt_ms},
@@ -296,8 +298,8 @@ json native_completion_body(const native_completion & nc, const response_info & 
                     {"prompt_per_second", rate(prompt_ms, prompt_n)},
                     {"predicted_n", n_out},
                     {"predicted_ms", predicted_ms},
-                    {"predicted_per_token_ms", per(predicted_ms, n_out)},
-                    {"predicted_per_second", rate(predicted_ms, n_out)}};
+                    {"predicted_per_token_ms", per(predicted_ms, n_later)},
+                    {"predicted_per_second", rate(predicted_ms, n_later)}};
     if (out.stats.n_drafted > 0) {
         timings["draft_n"] = out.stats.n_drafted;
         timings["draft_n_accepted"] = out.stats.n_accepted;
@@ -409,8 +411,8 @@ json slots_answer(const service & svc) {
             const int64_t remain = static_cast<int64_t>(v.params.n_predict) - static_cast<int64_t>(v.n_decoded);
             slot["next_token"] = json::array({{{"has_next_token", v.processing},
                                                {"has_new_line", false},
-                                               {"n_remain", v.processing ? remain : 0},
-                                               {"n_decoded", v.n_decoded}}});
+                                               {"n_remain", v.processing ? remain : -1}, // an idle slot has no budget left over
+                                               {"n_decoded", v.processing ? v.n_decoded : 0}}});
         }
         out.push_back(std::move(slot));
     }
@@ -431,6 +433,7 @@ json props_answer(const service & svc) {
             {"top_k", defaults.top_k},
             {"top_p", defaults.top_p},
             {"min_p", defaults.min_p},
+            {"seed", svc.seed.value_or(UINT32_MAX)}, // llama-server's LLAMA_DEFAULT_SEED: a random one per request
             {"speculative.n_max", svc.n_draft},
             {"reasoning_format", reasoning_format_name(c.reasoning)},
             {"reasoning_budget_tokens", c.reasoning_budget}}}}},

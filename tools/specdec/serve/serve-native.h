@@ -76,7 +76,8 @@ nlohmann::json native_settings(const specdec::request_params & p, bool stream, i
 // stop_type (eos | word | limit | none), stopping_word (the stop string
 // that ended it, else ""), tokens_cached, timings (cache_n, prompt_n,
 // prompt_ms, ..., predicted_per_second, draft_n and draft_n_accepted when
-// it drafted), and completion_probabilities (n_probs > 0, not streamed).
+// it drafted; the rates of predicted tokens leave out the first, which comes
+// with the prompt, as llama-server's), and completion_probabilities (n_probs > 0, not streamed).
 nlohmann::json native_completion_body(const native_completion & nc, const response_info & info, const finished_request & f,
                                       const std::string & content, const std::string & prompt, const std::string & stopping_word,
                                       bool stream);
@@ -104,7 +105,8 @@ nlohmann::json apply_template_answer(const service & svc, std::string_view body,
 // GET /slots: what each slot is doing (scheduler::slots), in llama-server's
 // shape: id, n_ctx, speculative, is_processing, and for a slot that held a
 // request: id_task, n_prompt_tokens, n_prompt_tokens_cache, params (as
-// generation_settings), next_token [{has_next_token, has_new_line, n_remain, n_decoded}].
+// generation_settings), next_token [{has_next_token, has_new_line, n_remain, n_decoded}]
+// (an idle slot: n_remain -1 and n_decoded 0, as llama-server's).
 nlohmann::json slots_answer(const service & svc);
 
 // GET /props: the server's settings, as llama-server names them:

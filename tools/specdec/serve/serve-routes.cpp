@@ -557,6 +557,7 @@ std::optional<http_response> api_routes::impl::on_headers(const http_request & r
         http_response res;
         res.content_type = "text/plain; version=0.0.4; charset=utf-8";
         res.body = svc.stats->render();
+        res.set("Process-Start-Time-Unix", std::to_string(svc.stats->start_time_unix()));
         return res;
     }
     if (route.rfind("/responses/", 0) == 0) { // a stored response's routes (retrieve, delete, cancel, input_items), input_tokens
@@ -724,13 +725,14 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
         // Each message takes a position at least (its role's marker), and the
         // template engine's time grows with their number, under a shared lock.
         if (r.messages.size() >= static_cast<size_t>(svc.n_ctx)) {
-            throw invalid_request("the request has " + std::to_string(r.messages.size()) + " messages; the context holds " +
-                                      std::to_string(svc.n_ctx) + " positions per request (-c), and each message takes one at least",
+            throw invalid_request("the request has " + std::to_string(r.messages.size()) + " messages, which exceeds the available "
+                                      "context size: " + std::to_string(svc.n_ctx) + " positions per request (-c), and each message "
+                                      "takes one at least",
                                   prompt_field, "context_length_exceeded");
         }
         if (svc.max_prompt_bytes > 0 && n_text > svc.max_prompt_bytes) {
-            throw invalid_request("the prompt has " + std::to_string(n_text) + " bytes of text; the context holds " +
-                                      std::to_string(svc.n_ctx) + " positions per request (-c), which no text longer than " +
+            throw invalid_request("the prompt has " + std::to_string(n_text) + " bytes of text, which exceeds the available context "
+                                      "size: " + std::to_string(svc.n_ctx) + " positions per request (-c), which no text longer than " +
                                       std::to_string(svc.max_prompt_bytes) + " bytes fits",
                                   prompt_field, "context_length_exceeded");
         }
@@ -815,8 +817,8 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
                 throw invalid_request("the prompt is empty (it has no tokens)", prompt_field);
             }
             if (prompt.size() >= static_cast<size_t>(svc.n_ctx)) {
-                throw invalid_request("the prompt has " + std::to_string(prompt.size()) + " tokens; the context holds " +
-                                          std::to_string(svc.n_ctx) + " per request (-c), so at most " +
+                throw invalid_request("the prompt has " + std::to_string(prompt.size()) + " tokens, which exceeds the available context "
+                                          "size: " + std::to_string(svc.n_ctx) + " positions per request (-c), so at most " +
                                           std::to_string(svc.n_ctx - 1) + " leave room for one token",
                                       prompt_field, "context_length_exceeded");
             }
@@ -830,7 +832,7 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
             }
         }
         st->echo = r.echo;
-        const specdec::request_params params = to_engine_params(r, svc.n_ctx, random_seed(), svc.n_draft, svc.accept);
+        const specdec::request_params params = to_engine_params(r, svc.n_ctx, svc.seed ? *svc.seed : random_seed(), svc.n_draft, svc.accept);
         // The grammar is parsed here, on a worker, so that a bad one never
         // reaches the engine's thread (which parses it again).
         if (specdec_logit_shaping_validate(llama_model_get_vocab(svc.model), &params) != SPECDEC_STATUS_OK) {

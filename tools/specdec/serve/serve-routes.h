@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,7 @@ struct service {
     metrics *              stats = nullptr;
     std::string            model_id;             // GET /v1/models, and what `model` may name with strict_model
     bool                   strict_model = false; // --strict-model: a request naming another model gets 404
+    std::optional<uint32_t> seed;                // --seed: the seed of a request that names none (absent: a random one each)
     std::string            strategy = "none";    // the drafter, reported per response
     std::string            model_path;           // the target's file (GET /props)
     uint32_t               n_slots = 0;          // sequences decoded together (-np; GET /props)
