@@ -203,12 +203,128 @@ describe('llama-server endpoints', { timeout: 120000 }, () => {
         });
     });
 
+    test('POST /completion: several prompts, answered as a list, each as it is answered alone', async () => {
+        const ids = (await post(s, '/tokenize', { content: 'abc', add_special: true })).json.tokens;
+        const prompts = ['hello world', ids, { prompt_string: 'hello' }, { prompt_string: [...ids, ' x'], multimodal_data: [] }];
+        const base = { n_predict: 12, temperature: 0, return_tokens: true };
+        const alone = [];
+        for (const prompt of prompts) {
+            const r = await post(s, '/completion', { ...base, prompt });
+            assert.equal(r.status, 200, r.text);
+            assert.ok(!Array.isArray(r.json), 'one prompt (a prompt object included): one answer');
+            alone.push(r.json);
+        }
+        // A prompt object is its prompt_string.
+        assert.deepEqual(alone[2].tokens, (await post(s, '/completion', { ...base, prompt: 'hello' })).json.tokens);
+        assert.deepEqual(alone[3].tokens, (await post(s, '/completion', { ...base, prompt: [...ids, ' x'] })).json.tokens);
+        const all = await post(s, '/completion', { ...base, prompt: prompts });
+        assert.equal(all.status, 200, all.text);
+        assert.ok(Array.isArray(all.json) && all.json.length === prompts.length, all.text);
+        all.json.forEach((a, i) => {
+            assert.equal(a.index, i);
+            assert.deepEqual(a.tokens, alone[i].tokens, `prompt ${i}`);
+            assert.equal(a.content, alone[i].content);
+            assert.equal(a.prompt, alone[i].prompt);
+            assert.equal(a.tokens_evaluated, alone[i].tokens_evaluated);
+            assert.equal(a.stop_type, alone[i].stop_type);
+        });
+        assert.notDeepEqual(all.json[0].tokens, all.json[1].tokens, 'the prompts differ, and so do their answers');
+        // Streamed: each prompt's events carry its index; each ends with its own last event (stop: true).
+        const st = await post(s, '/completion', { ...base, prompt: prompts, stream: true });
+        assert.equal(st.status, 200, st.text);
+        const { events, done } = sseEvents(st.text);
+        assert.equal(done, false);
+        prompts.forEach((_, i) => {
+            const mine = events.filter((e) => e.index === i);
+            const last = mine.filter((e) => e.stop === true);
+            assert.equal(last.length, 1, `prompt ${i}: one last event`);
+            assert.equal(mine.at(-1), last[0]);
+            assert.deepEqual(mine.filter((e) => !e.stop).flatMap((e) => e.tokens), alone[i].tokens, `prompt ${i}`);
+            assert.equal(mine.map((e) => e.content).join(''), alone[i].content);
+        });
+        assert.equal(events.length, events.filter((e) => prompts.some((_, i) => e.index === i)).length);
+    });
+
+    test('POST /completion: llama-server\'s logit_bias forms; false is never; generation_settings lists them', async () => {
+        const base = { prompt: 'hello world', n_predict: 6, temperature: 0, return_tokens: true };
+        const plain = await post(s, '/completion', { ...base, n_probs: 2 });
+        const first = plain.json.tokens[0];
+        const runnerUp = plain.json.completion_probabilities[0].top_logprobs[1].id;
+        assert.notEqual(runnerUp, first);
+        assert.deepEqual(plain.json.generation_settings.logit_bias, []);
+        for (const logit_bias of [[[first, false]], { [first]: false }]) {
+            const r = await post(s, '/completion', { ...base, logit_bias });
+            assert.equal(r.status, 200, r.text);
+            assert.equal(r.json.tokens[0], runnerUp, JSON.stringify(logit_bias));
+            assert.ok(!r.json.tokens.includes(first), 'never chosen');
+            assert.deepEqual(r.json.generation_settings.logit_bias, [{ bias: null, token: first }]);
+        }
+        // The OpenAI routes take the same forms.
+        const oai = await post(s, '/v1/completions', { prompt: 'hello world', max_tokens: 6, temperature: 0, logit_bias: [[first, false]] });
+        assert.equal(oai.status, 200, oai.text);
+        assert.equal(oai.json.specdec.tokens[0], runnerUp);
+        // A text: each of its tokens, in the request's order among the ids.
+        const word = (await post(s, '/detokenize', { tokens: plain.json.tokens.slice(0, 2) })).json.content;
+        const wordIds = (await post(s, '/tokenize', { content: word })).json.tokens;
+        const t = await post(s, '/completion', { ...base, logit_bias: [[7, 2.5], [word, false], [9, -1]] });
+        assert.equal(t.status, 200, t.text);
+        assert.deepEqual(t.json.generation_settings.logit_bias,
+            [{ bias: 2.5, token: 7 }, ...wordIds.map((token) => ({ bias: null, token })), { bias: -1, token: 9 }]);
+        assert.ok(t.json.tokens.every((x) => !wordIds.includes(x)), t.text);
+        const k = await post(s, '/completion', { ...base, logit_bias: { [word]: -100 } });
+        assert.deepEqual(k.json.generation_settings.logit_bias, wordIds.map((token) => ({ bias: -100, token })));
+        assert.ok(k.json.tokens.every((x) => !wordIds.includes(x)), k.text);
+    });
+
+    test('POST /completion: ignore_eos is a bias of -infinity on each end-of-generation token, listed as llama-server does', async () => {
+        const eos = (await post(s, '/tokenize', { content: (await (await fetch(`${s.url}/props`)).json()).eos_token, parse_special: true })).json.tokens;
+        assert.equal(eos.length, 1);
+        const r = await post(s, '/completion', { prompt: 'hello', n_predict: 40, temperature: 0, ignore_eos: true, return_tokens: true });
+        assert.equal(r.status, 200, r.text);
+        const listed = r.json.generation_settings.logit_bias;
+        assert.ok(listed.length >= 1 && listed.every((b) => b.bias === null), JSON.stringify(listed));
+        assert.ok(listed.some((b) => b.token === eos[0]), 'the EOS is among them');
+        assert.ok(r.json.tokens.every((x) => !listed.some((b) => b.token === x)), 'none is chosen');
+        assert.equal(r.json.tokens_predicted, 40);
+        const off = await post(s, '/completion', { prompt: 'hello', n_predict: 4, ignore_eos: false });
+        assert.deepEqual(off.json.generation_settings.logit_bias, []);
+        // A request's own biases first, then the end-of-generation tokens'.
+        const both = await post(s, '/completion', { prompt: 'hello', n_predict: 4, ignore_eos: true, logit_bias: [[5, 1]] });
+        assert.deepEqual(both.json.generation_settings.logit_bias, [{ bias: 1, token: 5 }, ...listed]);
+    });
+
+    test('POST /completion: response_fields projects the answer onto its paths, keyed by the path', async () => {
+        const base = { prompt: 'hello world', n_predict: 5, temperature: 0, seed: 11 };
+        const full = (await post(s, '/completion', base)).json;
+        const fields = ['content', 'generation_settings/n_predict', 'tokens_predicted', 'timings/predicted_n', 'missing', 'content/x', 'timings/nope'];
+        const r = await post(s, '/completion', { ...base, response_fields: fields });
+        assert.equal(r.status, 200, r.text);
+        assert.deepEqual(Object.keys(r.json).sort(), ['content', 'generation_settings/n_predict', 'timings/predicted_n', 'tokens_predicted']);
+        assert.equal(r.json.content, full.content);
+        assert.equal(r.json['generation_settings/n_predict'], 5);
+        assert.equal(r.json.tokens_predicted, 5);
+        assert.equal(r.json['timings/predicted_n'], 5);
+        assert.deepEqual((await post(s, '/completion', { ...base, response_fields: [] })).json.generation_settings, full.generation_settings);
+        // Each prompt's answer, and a stream's last event, projected too (as llama-server's final result).
+        const two = await post(s, '/completion', { ...base, prompt: ['hello', 'world'], response_fields: ['index', 'content'] });
+        assert.deepEqual(two.json.map((a) => Object.keys(a).sort()), [['content', 'index'], ['content', 'index']]);
+        assert.deepEqual(two.json.map((a) => a.index), [0, 1]);
+        const st = sseEvents((await post(s, '/completion', { ...base, stream: true, response_fields: ['stop', 'tokens_predicted'] })).text).events;
+        assert.deepEqual(st.at(-1), { stop: true, tokens_predicted: 5 });
+    });
+
     test('POST /completion refuses what it cannot honour, naming the field', async () => {
         const cases = [
             [{ prompt: 'a', post_sampling_probs: true }, 'post_sampling_probs', 'unsupported_parameter'],
             [{ prompt: 'a', samplers: ['top_k'] }, 'samplers', 'unsupported_parameter'],
             [{ prompt: 'a', t_max_predict_ms: 10 }, 't_max_predict_ms', 'unsupported_parameter'],
-            [{ prompt: ['a', 'b'] }, 'prompt', 'unsupported_parameter'],
+            [{ prompt: { prompt_string: 'a', multimodal_data: ['iVBORw0KGgo='] } }, 'prompt', 'unsupported_parameter'],
+            [{ prompt: ['a', { prompt_string: 'b', multimodal_data: 'iVBORw0KGgo=' }] }, 'prompt', 'unsupported_parameter'],
+            [{ prompt: { text: 'a' } }, 'prompt', 'invalid_type'],
+            [{ prompt: 'a', response_fields: 'content' }, 'response_fields', 'invalid_type'],
+            [{ prompt: 'a', logit_bias: [[1, true]] }, 'logit_bias', undefined],
+            [{ prompt: 'a', logit_bias: [[99999999, false]] }, 'logit_bias', undefined],
+            [{ prompt: 'a', logit_bias: { 'a\nb': -1 } }, 'logit_bias', undefined], // the fixture's vocabulary has no newline
             [{ prompt: 'a', n_predict: 'x' }, 'n_predict', undefined],
             [{ prompt: 'a', id_slot: 3 }, 'id_slot', undefined], // 3 slots: 0..2
             [{ prompt: 'a', n_probs: -1 }, 'n_probs', undefined],

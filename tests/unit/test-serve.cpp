@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -190,6 +191,33 @@ TEST(ServeParse, SeveralPromptsAndChoices) {
     few.max_prompts = 2;
     EXPECT_THROW(parse_request(endpoint::completions, R"({"prompt": ["a", "b", "c"]})", few), api_error);
     EXPECT_EQ(parse_request(endpoint::chat, R"({"messages": [{"role": "user", "content": "a"}], "n": 4})", limits()).n, 4u);
+}
+
+// llama-server's prompt object: its prompt_string is the prompt (text, ids, or both, in a list of prompts too); multimodal data is refused.
+TEST(ServeParse, PromptObjects) {
+    const parsed_request one = completion(R"({"prompt": {"prompt_string": "ab", "multimodal_data": []}})");
+    ASSERT_EQ(one.prompts.size(), 1u);
+    EXPECT_EQ(one.prompts[0].text, "ab");
+    EXPECT_TRUE(one.prompts[0].parts.empty());
+    const parsed_request list = completion(R"({"prompt": [[1, 2], {"prompt_string": [3, "x"]}, {"prompt_string": ["y", "z"]}, "w"]})");
+    ASSERT_EQ(list.prompts.size(), 4u);
+    ASSERT_EQ(list.prompts[1].parts.size(), 2u);
+    EXPECT_EQ(list.prompts[1].parts[0].token, 3);
+    EXPECT_EQ(list.prompts[1].parts[1].text, "x");
+    ASSERT_EQ(list.prompts[2].parts.size(), 2u) << "texts alone: their tokens joined, as llama-server's tokenize_mixed";
+    EXPECT_EQ(list.prompts[2].text, "yz");
+    EXPECT_EQ(list.prompts[3].text, "w");
+    for (const char * prompt : {R"({"prompt_string": "a", "multimodal_data": ["iVBORw0KGgo="]})", R"({"text": "a"})",
+                                       R"({"prompt_string": 5})", R"([1, {"prompt_string": "a"}])", R"({"prompt_string": []})"}) {
+        const std::string body = std::string(R"({"prompt": )") + prompt + "}";
+        EXPECT_EQ(failure(endpoint::completions, body), (std::pair<int, std::string>{400, "prompt"})) << body;
+    }
+    try {
+        completion(R"({"prompt": [{"prompt_string": "a", "multimodal_data": "iVBORw0KGgo="}]})");
+        ADD_FAILURE() << "multimodal data accepted";
+    } catch (const api_error & e) {
+        EXPECT_EQ(e.code(), "unsupported_parameter");
+    }
 }
 
 TEST(ServeResponse, SeveralChoicesCountEachPromptOnce) {
@@ -675,6 +703,37 @@ TEST(ServeParse, LogprobsAndStreamOptions) {
               (std::pair<int, std::string>{400, "stream_options.include_usage"}));
 }
 
+// llama-server's logit_bias forms: [token or text, bias] pairs, text keys,
+// false for -infinity; texts become their tokens in the request's order;
+// ignore_eos puts -infinity on each end-of-generation token.
+TEST(ServeParse, LlamaServerLogitBias) {
+    parsed_request r = completion(R"({"prompt": "a", "logit_bias": [[5, 1.5], [" ab", false], [2, -100]], "ignore_eos": true})");
+    ASSERT_EQ(r.logit_bias.size(), 2u);
+    ASSERT_EQ(r.logit_bias_text.size(), 1u);
+    EXPECT_EQ(r.logit_bias_text[0].text, " ab");
+    EXPECT_EQ(r.logit_bias_text[0].bias, -INFINITY);
+    const auto tokens = [](const std::string & t) {
+        EXPECT_EQ(t, " ab");
+        return std::vector<llama_token>{7, 8};
+    };
+    resolve_logit_bias(r, tokens, {0, 3});
+    EXPECT_TRUE(r.logit_bias_text.empty());
+    const std::vector<std::pair<llama_token, float>> want = {{5, 1.5f}, {7, -INFINITY}, {8, -INFINITY}, {2, -100.0f}, {0, -INFINITY}, {3, -INFINITY}};
+    ASSERT_EQ(r.logit_bias.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(r.logit_bias[i].token, want[i].first) << i;
+        EXPECT_EQ(r.logit_bias[i].bias, want[i].second) << i;
+    }
+    // An object's keys: token ids where strtol reads them whole, else texts.
+    parsed_request o = completion(R"({"prompt": "a", "logit_bias": {"12": false, " x": 3, "4y": -1}})");
+    ASSERT_EQ(o.logit_bias.size(), 1u);
+    EXPECT_EQ(o.logit_bias[0].token, 12);
+    EXPECT_EQ(o.logit_bias[0].bias, -INFINITY);
+    ASSERT_EQ(o.logit_bias_text.size(), 2u);
+    resolve_logit_bias(o, [](const std::string & t) { return std::vector<llama_token>(t.size(), 1); }, {9});
+    EXPECT_EQ(o.logit_bias.size(), 5u) << "no ignore_eos: the end-of-generation tokens keep their logits";
+}
+
 // Logit biases, penalties, grammars and JSON schemas reach the engine's parameters.
 TEST(ServeParse, LogitShapingAndStructuredOutput) {
     const parsed_request r = completion(
@@ -691,9 +750,16 @@ TEST(ServeParse, LogitShapingAndStructuredOutput) {
     EXPECT_EQ(p.repeat_last_n, 32);
     EXPECT_EQ(p.grammar, nullptr);
     for (const auto & [field, param] : std::vector<std::pair<std::string, std::string>>{
-             {R"("logit_bias": {"x": 1})", "logit_bias"},
+             {R"("logit_bias": {"1": true})", "logit_bias"},
              {R"("logit_bias": {"1": 101})", "logit_bias"},
+             {R"("logit_bias": {"-1": 1})", "logit_bias"},
+             {R"("logit_bias": {"": 1})", "logit_bias"},
              {R"("logit_bias": [1])", "logit_bias"},
+             {R"("logit_bias": [[1, 2, 3]])", "logit_bias"},
+             {R"("logit_bias": [[1.5, 2]])", "logit_bias"},
+             {R"("logit_bias": [[1, "x"]])", "logit_bias"},
+             {R"("logit_bias": [[99999999999, 1]])", "logit_bias"},
+             {R"("logit_bias": "x")", "logit_bias"},
              {R"("presence_penalty": 2.5)", "presence_penalty"},
              {R"("repeat_penalty": 0)", "repeat_penalty"},
              {R"("grammar": 5)", "grammar"},
@@ -1011,7 +1077,8 @@ TEST(ServeBounds, ToolCallArgumentsTextIsBoundedToo) {
 TEST(ServeBounds, ErrorsDoNotEchoLargeValues) {
     const std::string huge(1 << 20, 'x');
     for (const std::string & body : {R"({"prompt": "a", "logit_bias": {"5": ")" + huge + "\"}}",
-                                     R"({"prompt": "a", "logit_bias": {")" + huge + "\": 1}}",
+                                     R"({"prompt": "a", "logit_bias": {")" + huge + "\": true}}", // a text key (valid) with no bias
+                                     R"({"prompt": "a", "logit_bias": [[")" + huge + "\", 1, 2]]}",
                                      R"({"prompt": "a", "logit_bias": {"5": )" + nested(100, true) + "}}",
                                      R"({"prompt": "a", "response_format": {"type": ")" + huge + "\"}}"}) {
         const api_failure f = failure_of(endpoint::completions, body);

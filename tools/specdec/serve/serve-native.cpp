@@ -7,6 +7,7 @@
 #include "specdec/specdec.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -64,8 +65,8 @@ bool refuses(const json & v) {
              ((v.is_array() || v.is_object() || v.is_string()) && v.empty()));
 }
 
-constexpr const char * unimplemented_native[] = {"post_sampling_probs", "t_max_predict_ms", "n_indent", "response_fields",
-                                                  "samplers", "min_keep", "lora", "image_data", "multimodal_data"};
+constexpr const char * unimplemented_native[] = {"post_sampling_probs", "t_max_predict_ms", "n_indent", "samplers",
+                                                  "min_keep", "lora", "image_data", "multimodal_data"};
 
 int64_t native_integer(const json & j, const char * field, int64_t fallback, int64_t lo, int64_t hi) {
     const auto it = j.find(field);
@@ -107,6 +108,38 @@ json probabilities(const response_info & info, const specdec::sequence_result & 
     return out;
 }
 
+// llama-server's list of a request's logit biases: [{bias, token}], -infinity written as null.
+json logit_biases(const specdec::request_params & p) {
+    json out = json::array();
+    for (size_t i = 0; i < p.n_logit_bias; ++i) {
+        out.push_back({{"bias", std::isinf(p.logit_bias[i].bias) ? json() : json(p.logit_bias[i].bias)}, {"token", p.logit_bias[i].token}});
+    }
+    return out;
+}
+
+// llama-server's json_get_nested_values: for each path ("a/b/c"), the value
+// it reaches through objects, keyed by the path; a path that reaches nothing is left out.
+json projected(const std::vector<std::string> & paths, const json & j) {
+    json out = json::object();
+    for (const std::string & path : paths) {
+        const json * at = &j;
+        size_t from = 0;
+        while (at != nullptr) {
+            const size_t slash = std::min(path.find('/', from), path.size());
+            const auto it = at->is_object() ? at->find(path.substr(from, slash - from)) : at->end();
+            at = it != at->end() ? &*it : nullptr;
+            if (slash == path.size()) {
+                break;
+            }
+            from = slash + 1;
+        }
+        if (at != nullptr) {
+            out[path] = *at;
+        }
+    }
+    return out;
+}
+
 const char * stop_type(specdec_stop_reason stop) {
     switch (stop) {
         case SPECDEC_STOP_EOG:
@@ -132,10 +165,12 @@ parsed_request parse_native_completion(std::string_view body, const request_limi
                                   field, "unsupported_parameter");
         }
     }
-    if (const auto it = j.find("prompt"); it != j.end() && it->is_array() && it->size() > 1 &&
-                                          std::none_of(it->begin(), it->end(), [](const json & x) { return x.is_number_integer(); })) {
-        throw invalid_request("'prompt' holds several prompts; /completion answers one (send them to /v1/completions)", "prompt",
-                              "unsupported_parameter");
+    if (const auto it = j.find("response_fields"); it != j.end() && !it->is_null()) {
+        if (!it->is_array() || !std::all_of(it->begin(), it->end(), [](const json & x) { return x.is_string(); })) {
+            throw invalid_request("'response_fields' must be a list of field paths (strings such as \"generation_settings/n_predict\")",
+                                  "response_fields", "invalid_type");
+        }
+        out.response_fields = it->get<std::vector<std::string>>();
     }
     const int64_t n_predict = native_integer(j, "n_predict", -1, -1, int64_t(1) << 24);
     if (n_predict >= 0 && !j.contains("max_tokens")) {
@@ -150,7 +185,7 @@ parsed_request parse_native_completion(std::string_view body, const request_limi
     }
     parsed_request r = parse_request(endpoint::completions, j.dump(), limits);
     if (r.n != 1) {
-        throw invalid_request("'n' must be 1: /completion answers one completion (/v1/completions takes n)", "n");
+        throw invalid_request("'n' must be 1: /completion answers one completion per prompt (/v1/completions takes n)", "n");
     }
     if (r.max_tokens < 0) {
         r.max_tokens = limits.n_ctx; // llama-server's -1: until the context is full
@@ -270,6 +305,7 @@ json native_settings(const specdec::request_params & p, bool stream, int32_t n_p
             {"presence_penalty", p.presence_penalty},
             {"frequency_penalty", p.frequency_penalty},
             {"ignore_eos", p.ignore_eog},
+            {"logit_bias", logit_biases(p)},
             {"stream", stream},
             {"n_probs", n_probs},
             {"stop", stop},
@@ -323,7 +359,7 @@ json native_completion_body(const native_completion & nc, const response_info & 
     if (nc.n_probs > 0 && !stream) {
         j["completion_probabilities"] = probabilities(info, out, static_cast<size_t>(nc.n_probs));
     }
-    return j;
+    return nc.response_fields.empty() ? j : projected(nc.response_fields, j);
 }
 
 json native_chunk_body(const native_completion & nc, const response_info & info, std::string_view content,

@@ -20,22 +20,26 @@ struct native_completion {
     bool           return_tokens = false; // `return_tokens`: each answer's token ids in `tokens`
     int32_t        n_probs = 0;           // `n_probs`: the most likely tokens at each output position
     nlohmann::json settings;              // the answer's generation_settings (native_settings)
+    // `response_fields`: the answer projected onto these paths (llama-server's
+    // json_get_nested_values: "a/b" is b within a), keyed by the path; empty: all of it.
+    std::vector<std::string> response_fields;
 };
 
 // POST /completion's body, in llama-server's names, read into the request
 // /v1/completions would be (parse_request's checks and fields: prompt as
-// text, tokens or both mixed, stream, stop, seed, the samplers, grammar,
-// json_schema, logit_bias, penalties, ignore_eos), with: `n_predict`
-// (-1 or absent: until the context is full; `max_tokens` is read too),
-// `n_probs` (0..SPECDEC_MAX_TOP_LOGPROBS), `return_tokens`, and
-// `cache_prompt` and `id_slot` (-1..slots - 1), checked and otherwise
-// without effect: the engine always reuses what a slot holds and chooses
-// the slot, which changes no token. Throws api_error 400 as parse_request
-// does; also for several prompts in one request (its answer is one
-// completion; /v1/completions takes several), n other than 1, and
-// llama-server fields this server does not implement set to other than
-// their defaults (post_sampling_probs, t_max_predict_ms, n_indent,
-// response_fields, samplers, min_keep, lora, image_data, multimodal_data):
+// text, tokens or both mixed, a {"prompt_string"} object, or a list of
+// several prompts, each answered on its own; stream, stop, seed, the
+// samplers, grammar, json_schema, logit_bias in OpenAI's and llama-server's
+// forms, penalties, ignore_eos), with: `n_predict` (-1 or absent: until the
+// context is full; `max_tokens` is read too), `n_probs`
+// (0..SPECDEC_MAX_TOP_LOGPROBS), `return_tokens`, `response_fields` (a list
+// of strings), and `cache_prompt` and `id_slot` (-1..slots - 1), checked
+// and otherwise without effect: the engine always reuses what a slot holds
+// and chooses the slot, which changes no token. Throws api_error 400 as
+// parse_request does; also for n other than 1, and llama-server fields this
+// server does not implement set to other than their defaults
+// (post_sampling_probs, t_max_predict_ms, n_indent, samplers, min_keep,
+// lora, image_data, multimodal_data, and a prompt object's multimodal_data):
 // code unsupported_parameter.
 parsed_request parse_native_completion(std::string_view body, const request_limits & limits, native_completion & out);
 
@@ -66,18 +70,24 @@ parsed_request parse_native_infill(std::string_view body, const request_limits &
 // FIM_MID, and for text it cannot tokenize.
 std::vector<llama_token> infill_prompt(const llama_vocab * vocab, const infill_input & in, int32_t n_batch, int32_t n_ctx);
 
-// generation_settings, llama-server's names for the engine's parameters.
+// generation_settings, llama-server's names for the engine's parameters;
+// logit_bias lists the engine's biases as llama-server does, [{bias, token}]
+// in the request's order, with ignore_eos's -infinity on each
+// end-of-generation token last (-infinity written as null).
 nlohmann::json native_settings(const specdec::request_params & p, bool stream, int32_t n_probs, const std::vector<std::string> & stop);
 
 // The answer of a finished native completion (non-streaming, or the last
-// event of a stream, whose `content` is then ""): index, content, tokens
+// event of a stream, whose `content` is then ""), for one prompt (several
+// prompts: the routes answer a list of these, each with its index): index, content, tokens
 // (with return_tokens), id_slot, stop true, model, tokens_predicted,
 // tokens_evaluated, generation_settings, prompt, has_new_line, truncated,
 // stop_type (eos | word | limit | none), stopping_word (the stop string
 // that ended it, else ""), tokens_cached, timings (cache_n, prompt_n,
 // prompt_ms, ..., predicted_per_second, draft_n and draft_n_accepted when
 // it drafted; the rates of predicted tokens leave out the first, which comes
-// with the prompt, as llama-server's), and completion_probabilities (n_probs > 0, not streamed).
+// with the prompt, as llama-server's), and completion_probabilities (n_probs
+// > 0, not streamed); with nc.response_fields, only those paths (as
+// llama-server, the stream's last event included).
 nlohmann::json native_completion_body(const native_completion & nc, const response_info & info, const finished_request & f,
                                       const std::string & content, const std::string & prompt, const std::string & stopping_word,
                                       bool stream);

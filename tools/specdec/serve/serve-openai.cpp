@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -337,29 +338,69 @@ constexpr unimplemented_field unimplemented_fields[] = {
     {"dynatemp_range", "0", is_zero},
 };
 
-// OpenAI's logit_bias: {"token id": bias in [-100, 100]}.
-std::vector<specdec_logit_bias> parse_logit_bias(const json & body) {
-    std::vector<specdec_logit_bias> out;
+// logit_bias: OpenAI's {"token id": bias}, with llama-server's forms (a key
+// that is not a token id is a text; a list of [token id or text, bias]
+// pairs; a bias of false: -infinity). Ids go to r.logit_bias, texts to
+// r.logit_bias_text (resolve_logit_bias tokenizes them), in the order sent
+// (an object's: its keys'). Where llama-server skips an entry it cannot read,
+// this refuses the request (400 naming logit_bias).
+void parse_logit_bias(const json & body, parsed_request & r) {
     const auto it = body.find("logit_bias");
     if (it == body.end() || it->is_null()) {
-        return out;
+        return;
     }
-    if (!it->is_object()) {
-        throw wrong_type("logit_bias", "an object of token ids to numbers", *it);
+    if (!it->is_object() && !it->is_array()) {
+        throw wrong_type("logit_bias", "an object of token ids (or texts) to biases, or a list of [token id or text, bias] pairs", *it);
     }
-    for (const auto & [key, value] : it->items()) {
-        char * end = nullptr;
-        const long id = std::strtol(key.c_str(), &end, 10);
-        if (key.empty() || *end != '\0' || id < 0 || id > std::numeric_limits<int32_t>::max()) {
-            throw invalid_request("'logit_bias' has the key " + describe(key) + "; keys are token ids", "logit_bias");
+    const auto bias_of = [](const std::string & what, const json & value) {
+        if (value.is_boolean() && !value.get<bool>()) {
+            return -INFINITY; // llama-server's false: never chosen
         }
         if (!value.is_number() || !(value.get<double>() >= -100.0 && value.get<double>() <= 100.0)) {
-            throw invalid_request("'logit_bias' of token " + key + " is " + describe(value) + "; it must be a number within [-100, 100]",
+            throw invalid_request("'logit_bias' of " + what + " is " + describe(value) +
+                                      "; it must be a number within [-100, 100], or false (never)",
                                   "logit_bias");
         }
-        out.push_back({static_cast<llama_token>(id), value.get<float>()});
+        return value.get<float>();
+    };
+    // `id` < 0 when it is out of int64's range; `what`: as sent.
+    const auto add_id = [&](int64_t id, const std::string & what, float bias) {
+        if (id < 0 || id > std::numeric_limits<int32_t>::max()) {
+            throw invalid_request("'logit_bias' names the token " + what + ", which is no token id", "logit_bias");
+        }
+        r.logit_bias.push_back({static_cast<llama_token>(id), bias});
+    };
+    const auto add_text = [&](const std::string & text, float bias) { r.logit_bias_text.push_back({text, bias, r.logit_bias.size()}); };
+    if (it->is_object()) {
+        for (const auto & [key, value] : it->items()) {
+            if (key.empty()) {
+                throw invalid_request("'logit_bias' has an empty key; keys are token ids or texts", "logit_bias");
+            }
+            const float bias = bias_of(describe(key), value);
+            // A key that strtol reads whole is a token id (llama-server's test), else a text.
+            char * end = nullptr;
+            errno = 0;
+            const long long id = std::strtoll(key.c_str(), &end, 10);
+            if (*end == '\0') {
+                add_id(errno == ERANGE ? -1 : id, describe(key), bias);
+            } else {
+                add_text(key, bias);
+            }
+        }
+        return;
     }
-    return out;
+    for (const json & pair : *it) {
+        if (!pair.is_array() || pair.size() != 2 || !(pair[0].is_number_integer() || pair[0].is_string())) {
+            throw invalid_request("'logit_bias' holds " + describe(pair) + "; each entry is a [token id or text, bias] pair", "logit_bias");
+        }
+        const float bias = bias_of(describe(pair[0]), pair[1]);
+        if (pair[0].is_string()) {
+            add_text(pair[0].get<std::string>(), bias);
+        } else {
+            add_id(pair[0].is_number_unsigned() && pair[0].get<uint64_t>() > uint64_t(INT64_MAX) ? -1 : pair[0].get<int64_t>(),
+                   pair[0].dump(), bias);
+        }
+    }
 }
 
 // The body's top-level field `key` (present), with its objects' keys in the
@@ -774,15 +815,19 @@ parsed_request parse_request(endpoint kind, std::string_view body, const request
             throw invalid_request("'prompt' is required", "prompt", "missing_field");
         }
         const json & p = *it;
-        // One prompt: a text, or token ids with or without text between them.
-        const auto one = [](const json & x) {
+        // One prompt: a text, or token ids with or without text between them
+        // (within a prompt object, texts alone too: llama-server's
+        // tokenize_mixed joins their tokens).
+        const auto parts_of = [](const json & x, bool texts_alone) {
             parsed_request::completion_prompt out;
             if (x.is_string()) {
                 out.text = x.get<std::string>();
                 return out;
             }
-            if (!x.is_array() || std::none_of(x.begin(), x.end(), [](const json & y) { return y.is_number_integer(); })) {
-                throw invalid_request("'prompt' holds " + describe(x) + "; a prompt is a text or a list of token ids (and texts)",
+            if (!x.is_array() || x.empty() ||
+                (!texts_alone && std::none_of(x.begin(), x.end(), [](const json & y) { return y.is_number_integer(); }))) {
+                throw invalid_request("'prompt' holds " + describe(x) +
+                                          "; a prompt is a text, a list of token ids (and texts), or {\"prompt_string\": ...}",
                                       "prompt", "invalid_type");
             }
             for (const json & y : x) {
@@ -798,7 +843,26 @@ parsed_request parse_request(endpoint kind, std::string_view body, const request
             }
             return out;
         };
-        if (p.is_string() || (p.is_array() && std::any_of(p.begin(), p.end(), [](const json & x) { return x.is_number_integer(); }))) {
+        // llama-server's prompt object: {"prompt_string": a prompt, "multimodal_data": [base64...]}.
+        const auto one = [&](const json & x) {
+            if (!x.is_object()) {
+                return parts_of(x, false);
+            }
+            const auto text = x.find("prompt_string");
+            if (text == x.end()) {
+                throw invalid_request("'prompt' holds an object without 'prompt_string'; a prompt object is {\"prompt_string\": "
+                                      "text or token ids}",
+                                      "prompt", "invalid_type");
+            }
+            if (const auto mm = x.find("multimodal_data");
+                mm != x.end() && !(mm->is_null() || ((mm->is_array() || mm->is_string()) && mm->empty()))) {
+                throw invalid_request("'prompt' holds multimodal_data; this server serves text models only (no images or audio)",
+                                      "prompt", "unsupported_parameter");
+            }
+            return parts_of(*text, true);
+        };
+        if (p.is_string() || p.is_object() ||
+            (p.is_array() && std::any_of(p.begin(), p.end(), [](const json & x) { return x.is_number_integer(); }))) {
             r.prompts.push_back(one(p));
         } else if (p.is_array() && !p.empty()) {
             if (p.size() > limits.max_prompts) {
@@ -851,7 +915,7 @@ parsed_request parse_request(endpoint kind, std::string_view body, const request
     r.stop = parse_stop(j, limits);
     r.n_top_logprobs = parse_logprobs(j, kind);
     r.include_usage = parse_include_usage(j, r.stream);
-    r.logit_bias = parse_logit_bias(j);
+    parse_logit_bias(j, r);
     r.presence_penalty = number_in(j, "presence_penalty", 0.0f, -2.0, 2.0, false, false);
     r.frequency_penalty = number_in(j, "frequency_penalty", 0.0f, -2.0, 2.0, false, false);
     r.repeat_penalty = number_in(j, "repeat_penalty", 1.0f, 0.0, 100.0, true, false);
@@ -898,6 +962,32 @@ parsed_request parse_request(endpoint kind, std::string_view body, const request
                               field, "unsupported_parameter");
     }
     return r;
+}
+
+void resolve_logit_bias(parsed_request & r, const std::function<std::vector<llama_token>(const std::string &)> & tokenize,
+                        const std::vector<llama_token> & eog) {
+    if (!r.logit_bias_text.empty()) {
+        std::vector<specdec_logit_bias> all;
+        size_t next_text = 0;
+        for (size_t i = 0; i <= r.logit_bias.size(); ++i) {
+            for (; next_text < r.logit_bias_text.size() && r.logit_bias_text[next_text].at == i; ++next_text) {
+                const parsed_request::bias_text & t = r.logit_bias_text[next_text];
+                for (const llama_token token : tokenize(t.text)) {
+                    all.push_back({token, t.bias});
+                }
+            }
+            if (i < r.logit_bias.size()) {
+                all.push_back(r.logit_bias[i]);
+            }
+        }
+        r.logit_bias = std::move(all);
+        r.logit_bias_text.clear();
+    }
+    if (r.ignore_eos) {
+        for (const llama_token token : eog) {
+            r.logit_bias.push_back({token, -INFINITY});
+        }
+    }
 }
 
 specdec::request_params to_engine_params(const parsed_request & r, int32_t n_ctx, uint32_t seed, int32_t n_draft,

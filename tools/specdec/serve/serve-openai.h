@@ -90,6 +90,8 @@ struct parsed_request {
     // token lists: a choice per prompt, times n). A prompt that holds token
     // ids (llama-server's shapes: [ids], [[ids]], or text and ids mixed,
     // [12, "text", 34]) has its parts in order, a token id or a text (token -1).
+    // llama-server's prompt object {"prompt_string": text or ids and texts,
+    // "multimodal_data": absent or empty} is read as its prompt_string.
     struct prompt_part {
         llama_token token = -1;
         std::string text;
@@ -117,10 +119,22 @@ struct parsed_request {
     // `logprobs` 0..5; chat: `logprobs: true` and `top_logprobs` 0..20).
     int32_t                   n_top_logprobs = -1;
     bool                      include_usage = false; // stream_options.include_usage: a last chunk with usage
-    // Logit shaping (specdec_generate_params): OpenAI's logit_bias (token id
-    // -> [-100, 100]), presence_penalty and frequency_penalty ([-2, 2]);
-    // llama-server's repeat_penalty and repeat_last_n.
+    // Logit shaping (specdec_generate_params): logit_bias, presence_penalty
+    // and frequency_penalty ([-2, 2]); llama-server's repeat_penalty and
+    // repeat_last_n. logit_bias in OpenAI's form ({"token id": bias}) or
+    // llama-server's (a key that is not a token id is a text; or a list of
+    // [token id or text, bias] pairs); a bias is within [-100, 100], or
+    // false: -infinity, never chosen. A text's bias applies to each of its
+    // tokens (tokenized without special tokens): parse_request leaves the
+    // texts in logit_bias_text, which resolve_logit_bias turns into entries
+    // of logit_bias once the vocabulary is at hand; the ids are logit_bias's.
+    struct bias_text {
+        std::string text;
+        float       bias = 0.0f;
+        size_t      at = 0; // its place in the request's order: before logit_bias[at]
+    };
     std::vector<specdec_logit_bias> logit_bias;
+    std::vector<bias_text>          logit_bias_text;
     float                     presence_penalty = 0.0f;
     float                     frequency_penalty = 0.0f;
     float                     repeat_penalty = 1.0f;
@@ -132,7 +146,7 @@ struct parsed_request {
     std::optional<std::string> json_schema;   // the schema's JSON text
     std::string               json_schema_field; // the field it came in: "response_format" or "json_schema"
     bool                      echo = false;   // completions: the prompt comes first in the text (and logprobs)
-    bool                      ignore_eos = false; // llama-server's: generate past end-of-generation tokens
+    bool                      ignore_eos = false; // llama-server's: end-of-generation tokens are never chosen (resolve_logit_bias)
     // Chat: the functions the model may call, and how (tools, tool_choice,
     // parallel_tool_calls). Their calls' grammar comes from the chat
     // template, not the client: set into `grammar`, lazy from the first
@@ -174,6 +188,14 @@ struct parsed_request {
 // 404 model_not_found (`model` names another model, with limits.strict_model). Unknown fields are
 // ignored.
 parsed_request parse_request(endpoint kind, std::string_view body, const request_limits & limits);
+
+// Turns r.logit_bias_text into entries of r.logit_bias, in the request's
+// order: each text's tokens (`tokenize`, which may throw) with its bias.
+// Then, with r.ignore_eos, a bias of -infinity on each of `eog` (the
+// vocabulary's end-of-generation tokens), as llama-server applies
+// ignore_eos: they are never chosen.
+void resolve_logit_bias(parsed_request & r, const std::function<std::vector<llama_token>(const std::string &)> & tokenize,
+                        const std::vector<llama_token> & eog);
 
 // The reasoning format a name spells, with llama-server's names ("none",
 // "auto", "deepseek", "deepseek-legacy"); nullopt for any other.

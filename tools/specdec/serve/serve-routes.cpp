@@ -283,6 +283,7 @@ struct completion_choice {
     std::shared_ptr<request_channel> c;
     response_info                    info;        // the completion's, with this choice's index
     std::string                      echo_text;   // completions with echo: the prompt's text and tokens come first
+    std::string                      prompt_text; // llama: its prompt's tokens as text (special tokens spelled), which its answer carries
     std::vector<llama_token>         echo_tokens;
     bool                             first = true;     // no chunk of it written yet
     bool                             done = false;     // its last chunk written
@@ -311,7 +312,6 @@ struct completion_state {
     bool                             stream = false;
     response_info                    info;         // the completion's; each choice's is a copy with its index
     bool                             echo = false; // completions: the prompt's text and tokens come first
-    std::string                      prompt_text;  // llama: the prompt's text, which its answer carries
     bool                             admitted = false;
     bool                             finished = false;  // its final answer handed to the exchange
     // Streams:
@@ -812,6 +812,20 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
         if (st->infill) {
             prompts[0] = infill_prompt(vocab, *st->infill, svc.n_batch, svc.n_ctx);
         }
+        // logit_bias's texts, tokenized as llama-server does (no special tokens added or read).
+        std::vector<llama_token> eog;
+        if (r.ignore_eos) {
+            for (llama_token t = 0; t < llama_vocab_n_tokens(vocab); ++t) {
+                if (llama_vocab_is_eog(vocab, t)) {
+                    eog.push_back(t);
+                }
+            }
+        }
+        try {
+            resolve_logit_bias(r, [vocab](const std::string & t) { return specdec::tokenize(vocab, t, false, false); }, eog);
+        } catch (const specdec::error & e) {
+            throw invalid_request(e.what(), "logit_bias");
+        }
         for (const std::vector<llama_token> & prompt : prompts) {
             if (prompt.empty()) {
                 throw invalid_request("the prompt is empty (it has no tokens)", prompt_field);
@@ -845,7 +859,6 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
         st->stream = r.stream;
         if (api == api_family::llama) {
             st->native.settings = native_settings(params, r.stream, st->native.n_probs, r.stop);
-            st->prompt_text = r.prompts[0].parts.empty() && !st->infill ? r.prompts[0].text : specdec::detokenize(vocab, prompts[0], false, true);
         }
         response_info & info = st->info;
         info.kind = kind;
@@ -877,6 +890,9 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
                 if (r.echo) {
                     ch.echo_text = r.prompts[k].parts.empty() ? r.prompts[k].text : specdec::detokenize(vocab, prompts[k], false, true);
                     ch.echo_tokens = prompts[k];
+                }
+                if (api == api_family::llama) {
+                    ch.prompt_text = specdec::detokenize(vocab, prompts[k], false, true);
                 }
                 // The engine thread calls it after each change; the pumps run on the writer.
                 ch.c->set_notify([this, st] {
@@ -1060,9 +1076,14 @@ void api_routes::impl::answer(completion_state * st) {
                 fs.push_back({&out, ch.c->n_prompt()});
             }
             if (st->api == api_family::llama) {
-                const specdec::request_result & out = *fs[0].result;
-                st->ex->respond(json_response(200, native_completion_body(st->native, infos[0], fs[0], out.output.text, st->prompt_text,
-                                                                          stopping_word(*st, infos[0], out), false)));
+                // One prompt: its answer; several: a list of them, in order (llama-server's).
+                nlohmann::json bodies = nlohmann::json::array();
+                for (size_t i = 0; i < fs.size(); ++i) {
+                    const specdec::request_result & out = *fs[i].result;
+                    bodies.push_back(native_completion_body(st->native, infos[i], fs[i], out.output.text, st->choices[i].prompt_text,
+                                                            stopping_word(*st, infos[i], out), false));
+                }
+                st->ex->respond(json_response(200, bodies.size() == 1 ? std::move(bodies[0]) : std::move(bodies)));
             } else if (st->api == api_family::anthropic) {
                 const specdec::request_result & out = *fs[0].result;
                 const parsed_answer a = infos[0].answer != nullptr ? *infos[0].answer : parsed_answer{out.output.text, {}, {}};
@@ -1197,34 +1218,49 @@ bool api_routes::impl::write_choice(completion_state & st, completion_choice & c
     return true;
 }
 
-// Under st.m: llama-server's native stream: an event per release ({content,
-// tokens, stop: false, ...}), then the last one (native_completion_body,
-// content "", stop: true) or an error event; no [DONE].
+// Under st.m: llama-server's native stream: for each prompt (its index in
+// every event), an event per release ({content, tokens, stop: false, ...}),
+// then its last one (native_completion_body, content "", stop: true), the
+// prompts' events interleaved as they come; the stream ends once every
+// prompt's last event is written. A failed or cancelled prompt ends it with
+// an error event, and the others are cancelled. No [DONE].
 void api_routes::impl::stream_native(completion_state & st) {
-    completion_choice & ch = st.choices.front();
-    request_channel & c = *ch.c;
     if (!st.begun) {
         begin_sse(st);
     }
-    std::string text;
-    specdec::sequence_result lp;
-    const bool finished = c.wait_output(0ms, text, &lp);
-    ch.text_offset += lp.tokens.size(); // tokens predicted so far
-    if (!text.empty() || (st.native.return_tokens && !lp.tokens.empty())) {
-        st.ex->stream_write(sse_event(native_chunk_body(st.native, ch.info, text, lp, ch.text_offset, c.n_prompt())));
-    }
-    if (!finished) {
-        return;
-    }
-    st.finished = true;
-    const specdec::request_result & out = c.result();
-    if (const std::optional<api_error> e = failure_of(out)) {
-        st.ex->stream_write(sse_event(error_body(*e)));
-    } else {
-        st.ex->stream_write(sse_event(native_completion_body(st.native, ch.info, {&out, c.n_prompt()}, "", st.prompt_text,
+    bool all_done = true;
+    for (completion_choice & ch : st.choices) {
+        if (ch.done) {
+            continue;
+        }
+        request_channel & c = *ch.c;
+        std::string text;
+        specdec::sequence_result lp;
+        const bool finished = c.wait_output(0ms, text, &lp);
+        ch.text_offset += lp.tokens.size(); // tokens predicted so far
+        if (!text.empty() || (st.native.return_tokens && !lp.tokens.empty())) {
+            st.ex->stream_write(sse_event(native_chunk_body(st.native, ch.info, text, lp, ch.text_offset, c.n_prompt())));
+        }
+        if (!finished) {
+            all_done = false;
+            continue;
+        }
+        ch.done = true;
+        const specdec::request_result & out = c.result();
+        if (const std::optional<api_error> e = failure_of(out)) {
+            st.finished = true;
+            st.cancel_all(*svc.sched);
+            st.ex->stream_write(sse_event(error_body(*e)));
+            st.ex->stream_end();
+            return;
+        }
+        st.ex->stream_write(sse_event(native_completion_body(st.native, ch.info, {&out, c.n_prompt()}, "", ch.prompt_text,
                                                              stopping_word(st, ch.info, out), true)));
     }
-    st.ex->stream_end();
+    if (all_done) {
+        st.finished = true;
+        st.ex->stream_end();
+    }
 }
 
 // The API-specific parts of a stream of typed events (Anthropic's, the
