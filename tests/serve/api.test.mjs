@@ -181,6 +181,31 @@ describe('serve api', { timeout: 240000 }, () => {
         }
     });
 
+    test('verbose: the answer carries __verbose, llama-server\'s native answer with the prompt\'s text; -vv makes it the default', async () => {
+        const chat = { messages: [{ role: 'user', content: 'count' }], max_tokens: 8, temperature: 0 };
+        const r = await post(spec, '/v1/chat/completions', { ...chat, verbose: true });
+        assert.equal(r.status, 200, r.text);
+        const v = r.json.__verbose;
+        const templated = (await post(spec, '/apply-template', chat)).json.prompt;
+        assert.ok(v.prompt.endsWith(templated), `${v.prompt} / ${templated}`);
+        assert.equal(v.content, r.json.choices[0].message.content);
+        assert.equal(v.tokens_predicted, 8);
+        assert.equal(v.tokens_evaluated, r.json.usage.prompt_tokens);
+        assert.equal(v.generation_settings.n_predict, 8);
+        assert.equal((await post(spec, '/v1/chat/completions', chat)).json.__verbose, undefined, 'only when asked');
+        const c = await post(spec, '/v1/completions', { prompt: 'abc', max_tokens: 4, temperature: 0, stop: ['f'], verbose: true });
+        assert.equal(c.json.__verbose.content, 'de');
+        assert.equal(c.json.__verbose.stopping_word, 'f');
+        assert.ok(c.json.__verbose.prompt.endsWith('abc'), c.json.__verbose.prompt);
+        const loud = await startServer(['--spec', 'none', '-np', '1', '-vv']);
+        try {
+            assert.ok((await post(loud, '/v1/completions', { prompt: 'abc', max_tokens: 2 })).json.__verbose);
+            assert.equal((await post(loud, '/v1/completions', { prompt: 'abc', max_tokens: 2, verbose: false })).json.__verbose, undefined);
+        } finally {
+            assert.deepEqual(await stopServer(loud), { code: 0, signal: null }, loud.log);
+        }
+    });
+
     test('the accept mode: asked per request, reported per response and in /metrics', async () => {
         const sampled = { prompt: 'abc', max_tokens: 24, temperature: 1.5, top_k: 20, seed: 11 };
         const counted = (m) => m.get('specdec:requests_rejection_sampled_total');

@@ -121,6 +121,31 @@ describe('llama-server endpoints', { timeout: 120000 }, () => {
         rmSync(dir, { recursive: true });
     });
 
+    test('--chat-template NAME: llama.cpp\'s built-in template of that name renders the messages, as llama-server', async () => {
+        const messages = [{ role: 'system', content: 'You are a test.' }, { role: 'user', content: 'Hi there' }];
+        const cases = [
+            ['command-r', '<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>You are a test.<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|USER_TOKEN|>Hi there<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>'],
+            ['llama3', '<|start_header_id|>system<|end_header_id|>\n\nYou are a test.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi there<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n'],
+        ];
+        for (const [name, want] of cases) {
+            const t = await startServer(['--chat-template', name]);
+            try {
+                assert.equal((await post(t, '/apply-template', { messages })).json.prompt, want, name);
+                // A conversation ending with the assistant's message continues it; add_generation_prompt false leaves the turn closed.
+                const prefill = (await post(t, '/apply-template', { messages: [...messages, { role: 'assistant', content: 'Wh' }] })).json.prompt;
+                assert.equal(prefill, `${want}Wh`, name);
+                const bare = (await post(t, '/apply-template', { messages, add_generation_prompt: false })).json.prompt;
+                assert.ok(want.startsWith(bare) && bare.length < want.length, `${name}: ${bare}`);
+                // Tools need a Jinja template.
+                const tools = [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }];
+                const r = await post(t, '/v1/chat/completions', { messages, tools });
+                assertError(r, 400);
+            } finally {
+                assert.deepEqual(await stopServer(t), { code: 0, signal: null }, t.log);
+            }
+        }
+    });
+
     test('/props: the server\'s settings with llama-server\'s names', async () => {
         const r = await fetch(`${s.url}/props`);
         assert.equal(r.status, 200);

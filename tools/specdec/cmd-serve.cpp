@@ -133,7 +133,9 @@ void add_serve_command(CLI::App & app, serve_options & o) {
                     "a JSON object of extra chat template variables, e.g. '{\"enable_thinking\": false}'; a request's "
                     "chat_template_kwargs override them name by name")
         ->check(CLI::Validator([](const std::string & v) { return template_kwargs_error(v); }, "JSON"));
-    auto * tmpl = cmd->add_option("--chat-template", o.chat_template, "a Jinja chat template used instead of the model's");
+    auto * tmpl = cmd->add_option("--chat-template", o.chat_template,
+                                  "a Jinja chat template used instead of the model's, or the name of one of llama.cpp's built-in "
+                                  "templates (llama3, command-r, ...: messages only, as llama-server renders them)");
     cmd->add_option("--chat-template-file", o.chat_template_file, "the same, read from a file")
         ->check(CLI::ExistingFile)
         ->excludes(tmpl);
@@ -242,6 +244,7 @@ int run_serve(const serve_options & o) {
     svc.model_path = o.decoder.model;
     svc.n_slots = o.n_parallel;
     svc.slots_endpoint = o.slots_endpoint;
+    svc.verbose_answers = o.verbosity >= 2;
     svc.strategy = d.strategy_name();
     svc.n_ctx = static_cast<int32_t>(o.decoder.n_ctx);
     svc.n_batch = static_cast<int32_t>(llama_n_batch(d.target.get()));

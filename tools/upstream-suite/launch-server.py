@@ -76,7 +76,6 @@ DROPPED = {
     "--kv-unified": "each slot has its own cache; its size is the whole -c (below)",
     "--temp": "sampling defaults are per request",
     "--n-predict": "no server-wide default for max_tokens",
-    "--verbose": "the suite only needs it for __verbose, which specdec does not answer",
 }
 
 SPEC_TYPES = {"draft-simple": "draft", "draft-mtp": "mtp", "draft-eagle3": "eagle3", "draft-dflash": "dflash",
@@ -150,6 +149,8 @@ def to_specdec(opts):
             out.append(("--ctx-size", str(n if unified or n == 0 else n // n_parallel)))
         elif opt in DROPPED:
             notes.append(f"{opt}: {DROPPED[opt]}")
+        elif opt == "--verbose":
+            out.append(("-vv", None))  # llama-server's: every log line, and __verbose in each answer
         elif opt in ("--slots", "--no-slots"):
             out.append((opt, None))
         elif opt == "--spec-draft-n-max":

@@ -2,6 +2,7 @@
 
 #include "chat.h" // llama.cpp common
 
+#include <algorithm>
 #include <mutex>
 #include <stdexcept>
 
@@ -61,12 +62,27 @@ common_reasoning_format to_common(reasoning_format f) {
 struct chat_formatter::impl {
     common_chat_templates_ptr templates;
     bool                      from_model = false;
+    bool                      builtin = false;        // a built-in template named, rendered by llama.cpp's own code
     bool                      parallel_calls = false; // the template shows several calls in one message
     bool                      tool_calls = false;     // the template shows calls at all
     mutable std::mutex        m; // rendering is not documented as thread-safe upstream
 };
 
+namespace {
+
+// Whether `name` is one of llama.cpp's built-in templates (llama2, llama3,
+// command-r, ...), which it renders without Jinja. "chatml" is not taken as
+// one: llama.cpp's chat code gives its Jinja text for it.
+bool builtin_template(const std::string & name) {
+    std::vector<const char *> names(static_cast<size_t>(llama_chat_builtin_templates(nullptr, 0)));
+    llama_chat_builtin_templates(names.data(), names.size());
+    return name != "chatml" && std::any_of(names.begin(), names.end(), [&](const char * n) { return name == n; });
+}
+
+} // namespace
+
 chat_formatter::chat_formatter(const llama_model * model, const std::string & override_template) : impl_(std::make_unique<impl>()) {
+    impl_->builtin = builtin_template(override_template);
     try {
         impl_->templates = common_chat_templates_init(model, override_template);
     } catch (const std::exception & e) {
@@ -88,7 +104,7 @@ bool chat_formatter::from_model() const {
 }
 
 bool chat_formatter::writes_tool_calls() const {
-    return impl_->tool_calls;
+    return impl_->tool_calls && !impl_->builtin;
 }
 
 std::string chat_formatter::source() const {
@@ -168,8 +184,35 @@ std::shared_ptr<const chat_parser> make_parser(const common_chat_params & format
 
 } // namespace
 
+chat_prompt chat_formatter::apply_builtin(const std::vector<chat_message> & messages, const chat_tools & tools,
+                                          const chat_options & options) const {
+    if (!tools.functions.empty()) {
+        throw std::runtime_error("the chat template is the built-in '" + source() + "', which renders messages only: tools need a "
+                                 "Jinja template (--chat-template with its text, or the model's own)");
+    }
+    const bool continued = options.continue_final != continuation::none;
+    common_chat_templates_inputs in;
+    in.use_jinja = false;
+    in.messages = to_common(continued ? std::vector<chat_message>(messages.begin(), messages.end() - 1) : messages);
+    in.add_generation_prompt = options.add_generation_prompt || continued;
+    chat_prompt out;
+    std::lock_guard<std::mutex> lock(impl_->m);
+    try {
+        out.prompt = common_chat_templates_apply(impl_->templates.get(), in).prompt;
+    } catch (const std::exception & e) {
+        throw std::runtime_error(std::string("the chat template failed on these messages: ") + e.what());
+    }
+    if (continued) { // the assistant's turn opened, and its message's text after it
+        out.prompt += to_common(std::vector<chat_message>{messages.back()}).front().render_content();
+    }
+    return out;
+}
+
 chat_prompt chat_formatter::apply(const std::vector<chat_message> & messages, const chat_tools & tools,
                                   const chat_options & options) const {
+    if (impl_->builtin) {
+        return apply_builtin(messages, tools, options);
+    }
     common_chat_templates_inputs in;
     in.use_jinja = true;
     const bool continued = options.continue_final != continuation::none;

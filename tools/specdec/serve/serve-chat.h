@@ -142,7 +142,11 @@ struct chat_prompt {
 class chat_formatter {
 public:
     // Reads the template from `model` (borrowed; must outlive this), or uses
-    // `override_template` (Jinja text) when it is not empty. Throws
+    // `override_template` when it is not empty: Jinja text, or the name of
+    // one of llama.cpp's built-in templates (llama_chat_builtin_templates:
+    // llama3, command-r, ...; "chatml" is llama.cpp's Jinja ChatML), rendered
+    // by llama.cpp's own code, messages only (no tools, no reasoning
+    // parser), as llama-server renders a name under --no-jinja. Throws
     // std::runtime_error when llama.cpp cannot parse it.
     explicit chat_formatter(const llama_model * model, const std::string & override_template = "");
     ~chat_formatter();
@@ -168,6 +172,8 @@ public:
                       const chat_options & options = {}) const;
 
 private:
+    chat_prompt apply_builtin(const std::vector<chat_message> & messages, const chat_tools & tools, const chat_options & options) const;
+
     struct impl;
     std::unique_ptr<impl> impl_;
 };

@@ -937,6 +937,12 @@ parsed_request parse_request(endpoint kind, std::string_view body, const request
         }
         r.ignore_eos = it->get<bool>();
     }
+    if (const auto it = j.find("verbose"); it != j.end() && !it->is_null()) {
+        if (!it->is_boolean()) {
+            throw wrong_type("verbose", "a boolean", *it);
+        }
+        r.verbose = it->get<bool>();
+    }
     if (const auto it = j.find("echo"); it != j.end() && !it->is_null()) {
         if (!it->is_boolean()) {
             throw wrong_type("echo", "a boolean", *it);

@@ -146,6 +146,9 @@ struct parsed_request {
     std::optional<std::string> json_schema;   // the schema's JSON text
     std::string               json_schema_field; // the field it came in: "response_format" or "json_schema"
     bool                      echo = false;   // completions: the prompt comes first in the text (and logprobs)
+    // llama-server's `verbose`: the answer carries `__verbose`, the native
+    // answer of its first choice (the prompt's text among it); absent: the server's (-vv).
+    std::optional<bool>       verbose;
     bool                      ignore_eos = false; // llama-server's: end-of-generation tokens are never chosen (resolve_logit_bias)
     // Chat: the functions the model may call, and how (tools, tool_choice,
     // parallel_tool_calls). Their calls' grammar comes from the chat

@@ -283,7 +283,7 @@ struct completion_choice {
     std::shared_ptr<request_channel> c;
     response_info                    info;        // the completion's, with this choice's index
     std::string                      echo_text;   // completions with echo: the prompt's text and tokens come first
-    std::string                      prompt_text; // llama: its prompt's tokens as text (special tokens spelled), which its answer carries
+    std::string                      prompt_text; // llama, verbose: its prompt's tokens as text (special tokens spelled), which the native answer carries
     std::vector<llama_token>         echo_tokens;
     bool                             first = true;     // no chunk of it written yet
     bool                             done = false;     // its last chunk written
@@ -304,7 +304,7 @@ struct completion_state {
     std::vector<completion_choice>   choices; // n per prompt, index prompt x n + choice (anthropic: one)
     size_t                           n = 1;
     api_family                       api = api_family::openai; // the formatter of its answer
-    std::vector<std::string>         stop_sequences;           // anthropic, llama: the client's stop strings (which one ended the answer)
+    std::vector<std::string>         stop_sequences;           // the client's stop strings (which one ended the answer; not responses)
     native_completion                native;                   // llama: what it asks beyond the OpenAI request
     std::optional<infill_input>      infill;                   // llama, /infill: the text around the middle
     parsed_request                   r;       // the engine's parameters point into it (and chat) until admitted
@@ -312,6 +312,7 @@ struct completion_state {
     bool                             stream = false;
     response_info                    info;         // the completion's; each choice's is a copy with its index
     bool                             echo = false; // completions: the prompt's text and tokens come first
+    bool                             verbose = false; // openai, not streamed: the answer carries __verbose
     bool                             admitted = false;
     bool                             finished = false;  // its final answer handed to the exchange
     // Streams:
@@ -703,6 +704,7 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
             st->response.encrypted_reasoning = rr.encrypted_reasoning;
         } else {
             st->r = parse_request(kind, ex.take_body(), limits);
+            st->stop_sequences = st->r.stop;
         }
         parsed_request & r = st->r;
         // The field that holds the conversation, which errors about the prompt name.
@@ -857,7 +859,8 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
             throw invalid_request(specdec_last_error(), field);
         }
         st->stream = r.stream;
-        if (api == api_family::llama) {
+        st->verbose = api == api_family::openai && !r.stream && r.verbose.value_or(svc.verbose_answers);
+        if (api == api_family::llama || st->verbose) {
             st->native.settings = native_settings(params, r.stream, st->native.n_probs, r.stop);
         }
         response_info & info = st->info;
@@ -891,7 +894,7 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
                     ch.echo_text = r.prompts[k].parts.empty() ? r.prompts[k].text : specdec::detokenize(vocab, prompts[k], false, true);
                     ch.echo_tokens = prompts[k];
                 }
-                if (api == api_family::llama) {
+                if (api == api_family::llama || st->verbose) {
                     ch.prompt_text = specdec::detokenize(vocab, prompts[k], false, true);
                 }
                 // The engine thread calls it after each change; the pumps run on the writer.
@@ -1096,7 +1099,13 @@ void api_routes::impl::answer(completion_state * st) {
                 st->ex->respond(json_response(200, responses_body(infos[0], st->response.echo, st->response.encrypted_reasoning, fs[0],
                                                                   responses_items_of(a), n_reasoning)));
             } else {
-                st->ex->respond(json_response(200, fs.size() == 1 ? response_body(infos[0], fs[0]) : response_body(infos, fs, st->n)));
+                nlohmann::json body = fs.size() == 1 ? response_body(infos[0], fs[0]) : response_body(infos, fs, st->n);
+                if (st->verbose) {
+                    const specdec::request_result & out = *fs[0].result;
+                    body["__verbose"] = native_completion_body(st->native, infos[0], fs[0], out.output.text, st->choices[0].prompt_text,
+                                                               stopping_word(*st, infos[0], out), false);
+                }
+                st->ex->respond(json_response(200, body));
             }
         }
     } catch (const api_error & e) {
