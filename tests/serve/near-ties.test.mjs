@@ -96,7 +96,7 @@ describe('serve near-ties', { timeout: 280000 }, () => {
             conversation += got.choices[0].text + more;
         }
         const after = await metrics(spec);
-        assert.ok(after.get('specdec:prompt_tokens_cached_total') > before.get('specdec:prompt_tokens_cached_total'));
+        assert.ok(after.get('llamacpp:prompt_tokens_cached_total') > before.get('llamacpp:prompt_tokens_cached_total'));
     });
 
     test('two conversations on one slot have their turns loaded back from the prompt cache', async () => {

@@ -871,7 +871,12 @@ TEST(ServeMetrics, CountersUseLlamaServerNames) {
     r.stats = sample_result().output.stats;
     r.ttft_s = 0.003;
     r.itl_s = 0.0007;
+    r.prompt_s = 0.5;
+    r.predicted_s = 1.5;
+    r.n_predicted = 4;
     m.add_generated(4);
+    m.add_step(2);
+    m.add_step(1);
     m.add_finished(r);
     r.n_prompt_cached = 3; // reused, not processed
     r.stop = SPECDEC_STOP_CANCELLED;
@@ -882,7 +887,14 @@ TEST(ServeMetrics, CountersUseLlamaServerNames) {
     m.add_rejected();
     const std::string t = m.render();
     EXPECT_EQ(series_value(t, "llamacpp:prompt_tokens_total"), 7);
-    EXPECT_EQ(series_value(t, "specdec:prompt_tokens_cached_total"), 3);
+    EXPECT_EQ(series_value(t, "llamacpp:prompt_tokens_cached_total"), 3);
+    EXPECT_DOUBLE_EQ(series_value(t, "llamacpp:prompt_seconds_total"), 1.0);
+    EXPECT_DOUBLE_EQ(series_value(t, "llamacpp:tokens_predicted_seconds_total"), 3.0);
+    EXPECT_EQ(series_value(t, "llamacpp:n_decode_total"), 2);
+    EXPECT_DOUBLE_EQ(series_value(t, "llamacpp:n_busy_slots_per_decode"), 1.5);
+    EXPECT_EQ(series_value(t, "llamacpp:n_tokens_max"), 9);
+    EXPECT_DOUBLE_EQ(series_value(t, "llamacpp:prompt_tokens_seconds"), 7.0); // 7 processed in 1 s
+    EXPECT_DOUBLE_EQ(series_value(t, "llamacpp:predicted_tokens_seconds"), 2.0); // 3 after the first, twice, in 3 s
     EXPECT_EQ(series_value(t, "llamacpp:tokens_predicted_total"), 4);
     EXPECT_EQ(series_value(t, "llamacpp:spec_decode_num_draft_tokens_total"), 8);
     EXPECT_EQ(series_value(t, "llamacpp:spec_decode_num_accepted_tokens_total"), 6);

@@ -77,10 +77,20 @@ void metrics::add_generated(uint64_t n_tokens) {
     n_generated_ += n_tokens;
 }
 
+void metrics::add_step(size_t busy) {
+    std::lock_guard<std::mutex> lock(m_);
+    ++n_steps_;
+    n_busy_ += busy;
+}
+
 void metrics::add_finished(const request_metrics & r) {
     std::lock_guard<std::mutex> lock(m_);
     n_prompt_ += r.n_prompt - r.n_prompt_cached;
     n_prompt_cached_ += r.n_prompt_cached;
+    prompt_s_ += r.prompt_s;
+    predicted_s_ += r.predicted_s;
+    n_predicted_finished_ += r.n_predicted > 0 ? r.n_predicted - 1 : 0; // the first comes with the prompt
+    n_tokens_max_ = std::max(n_tokens_max_, r.n_prompt + r.n_predicted);
     n_rejection_ += r.rejection ? 1 : 0;
     n_drafted_ += r.stats.n_drafted;
     n_accepted_ += r.stats.n_accepted;
@@ -118,9 +128,25 @@ std::string metrics::render() const {
     std::lock_guard<std::mutex> lock(m_);
     std::string out;
     const auto d = [](uint64_t v) { return static_cast<double>(v); };
-    scalar(out, "llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed", d(n_prompt_));
-    scalar(out, "specdec:prompt_tokens_cached_total", "counter",
-           "Number of prompt tokens reused from a slot's memory, not processed", d(n_prompt_cached_));
+    const auto rate = [](double n, double s) { return s > 0 ? n / s : 0.0; };
+    scalar(out, "llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed, excluding cached tokens", d(n_prompt_));
+    scalar(out, "llamacpp:prompt_tokens_cached_total", "counter",
+           "Number of prompt tokens reused from a slot's memory or the prompt cache, not processed", d(n_prompt_cached_));
+    scalar(out, "llamacpp:prompt_seconds_total", "counter", "Total time spent processing prompts (from each request's arrival at the engine to its first token)",
+           prompt_s_);
+    scalar(out, "llamacpp:tokens_predicted_seconds_total", "counter",
+           "Total time spent generating tokens (after each request's first)", predicted_s_);
+    scalar(out, "llamacpp:n_decode_total", "counter", "Total number of engine steps (one forward pass of the target each)",
+           d(n_steps_));
+    scalar(out, "llamacpp:n_tokens_max", "counter", "Largest observed sequence length (prompt + generation) of a finished request",
+           d(n_tokens_max_));
+    scalar(out, "llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s (since the start)",
+           rate(d(n_prompt_), prompt_s_));
+    scalar(out, "llamacpp:predicted_tokens_seconds", "gauge",
+           "Average generation throughput in tokens/s of a request after its first token (since the start)",
+           rate(d(n_predicted_finished_), predicted_s_));
+    scalar(out, "llamacpp:n_busy_slots_per_decode", "gauge", "Average number of requests in slots per engine step",
+           rate(d(n_busy_), d(n_steps_)));
     scalar(out, "specdec:requests_rejection_sampled_total", "counter",
            "Number of finished requests whose drafts were kept by speculative sampling (accept mode rejection, temperature > 0); "
            "the others kept them by exact matching",

@@ -40,6 +40,12 @@ struct request_metrics {
     specdec_sequence_stats stats{};
     double                 ttft_s = -1;    // time to first token; < 0: no token was emitted
     double                 itl_s = -1;     // mean time between its tokens after the first; < 0: fewer than 2
+    // Seconds from its arrival at the engine to its first token (its
+    // prompt's, the wait for a slot included), then to its last (the other
+    // tokens'), as its native answer's timings.
+    double                 prompt_s = 0;
+    double                 predicted_s = 0;
+    size_t                 n_predicted = 0; // tokens it generated
 };
 
 // The server's metrics. Every member is thread-safe.
@@ -55,6 +61,8 @@ public:
     void set_prompt_cache(size_t n_sequences, size_t n_bytes);
     void add_generated(uint64_t n_tokens);
     void add_finished(const request_metrics & r);
+    // An engine step (one forward pass of the target) with `busy` requests in slots.
+    void add_step(size_t busy);
     // HTTP threads: a request refused with 503 (queue full or shutting down).
     void add_rejected();
 
@@ -71,6 +79,10 @@ private:
     uint64_t n_prompt_cached_ = 0; // reused
     uint64_t n_rejection_ = 0;     // finished requests decided by speculative sampling
     uint64_t n_generated_ = 0;
+    double   prompt_s_ = 0, predicted_s_ = 0; // finished requests' (request_metrics)
+    uint64_t n_predicted_finished_ = 0;       // their generated tokens, over predicted_s_
+    uint64_t n_steps_ = 0, n_busy_ = 0;       // engine steps, and the requests in slots summed over them
+    size_t   n_tokens_max_ = 0;               // the longest finished request's prompt + output
     uint64_t n_drafted_ = 0;
     uint64_t n_accepted_ = 0;
     uint64_t n_drafts_ = 0;                                  // verified non-empty proposals

@@ -329,6 +329,12 @@ bool scheduler::on_event(const specdec::engine_event & e) {
     rm.stop = e.result->output.stop;
     rm.rejection = accept_ran(c->params_) == SPECDEC_ACCEPT_REJECTION;
     rm.stats = e.result->output.stats;
+    rm.n_predicted = e.result->output.tokens.size();
+    const specdec_request_times & t = e.result->times;
+    if (t.t_first_token_us >= 0) {
+        rm.prompt_s = static_cast<double>(t.t_first_token_us) / 1e6;
+        rm.predicted_s = static_cast<double>(std::max<int64_t>(t.t_total_us - t.t_first_token_us, 0)) / 1e6;
+    }
     if (c->t_first_) {
         rm.ttft_s = seconds_between(c->t_submit_, *c->t_first_);
         const size_t n = e.result->output.tokens.size();
@@ -368,6 +374,7 @@ void scheduler::run() {
             admit(group);
         }
         if (engine_->has_work()) {
+            metrics_.add_step(std::min(by_id_.size() - std::min(n_paused_.load(), by_id_.size()), n_slots_));
             try {
                 engine_->step();
             } catch (const std::exception & e) {
