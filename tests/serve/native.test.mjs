@@ -52,6 +52,30 @@ describe('llama-server endpoints', { timeout: 120000 }, () => {
         }
     });
 
+    test('--alias with several names and --tags: the id is the first name in sorted order; with --strict-model any name is served', async () => {
+        const named = await startServer(['-c', '1024', '--alias', 'tiny, fim,code', '--tags', 'chat,small', '--strict-model']);
+        try {
+            const models = await (await fetch(`${named.url}/v1/models`)).json();
+            assert.equal(models.data.length, 1);
+            const m = models.data[0];
+            assert.equal(m.id, 'code');
+            assert.deepEqual(m.aliases, ['code', 'fim', 'tiny']);
+            assert.deepEqual(m.tags, ['chat', 'small']);
+            assert.equal(m.meta.n_ctx, 1024);
+            assert.ok(m.meta.n_vocab > 0 && m.meta.n_params > 0 && m.meta.size > 0, JSON.stringify(m.meta));
+            assert.equal((await (await fetch(`${named.url}/props`)).json()).model_alias, 'code');
+            for (const name of ['code', 'fim', 'tiny']) {
+                const r = await post(named, '/v1/completions', { model: name, prompt: 'abc', max_tokens: 2, temperature: 0 });
+                assert.equal(r.status, 200, r.text);
+                assert.equal(r.json.model, 'code');
+            }
+            assertError(await post(named, '/v1/completions', { model: 'exact', prompt: 'abc', max_tokens: 2 }), 404, 'model_not_found');
+            assert.equal((await fetch(`${named.url}/v1/models/fim`)).status, 200);
+        } finally {
+            assert.deepEqual(await stopServer(named), { code: 0, signal: null }, named.log);
+        }
+    });
+
     test('/tokenize and /detokenize round-trip; pieces spell the text; add_special tokenizes as a completion does', async () => {
         const text = 'hello world [x]';
         const t = await post(s, '/tokenize', { content: text });

@@ -39,6 +39,23 @@ std::string template_kwargs_error(const std::string & text) {
     return "";
 }
 
+// The names of a comma-separated list, stripped of blanks, sorted and
+// without repeats (empty names skipped), as llama-server reads --alias and --tags.
+std::vector<std::string> comma_list(const std::string & text) {
+    std::vector<std::string> out;
+    std::stringstream in(text);
+    for (std::string name; std::getline(in, name, ',');) {
+        name.erase(0, name.find_first_not_of(" \t"));
+        name.erase(name.find_last_not_of(" \t") + 1);
+        if (!name.empty()) {
+            out.push_back(name);
+        }
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
 // The server's chat defaults from its options (validated by the parser).
 serve::chat_options chat_defaults(const serve_options & o) {
     serve::chat_options c;
@@ -79,7 +96,10 @@ void add_serve_command(CLI::App & app, serve_options & o) {
     cmd->add_option("--allowed-host", o.allowed_hosts,
                     "on a loopback --host, a Host header name served besides localhost, 127.0.0.1 and [::1] (others: 403, "
                     "against DNS rebinding); repeatable");
-    cmd->add_option("--alias", o.alias, "the model id clients name (default: the file name without .gguf)");
+    cmd->add_option("--alias", o.alias,
+                    "the model's names, comma-separated: the id /v1/models shows is the first in sorted order, and with "
+                    "--strict-model a request may name any (default: the file name without .gguf)");
+    cmd->add_option("--tags", o.tags, "informational tags of the model, comma-separated, in /v1/models");
     cmd->add_flag("--strict-model", o.strict_model,
                   "a request whose `model` names another model than the alias gets 404 (default: any name is served, as "
                   "llama-server does)");
@@ -238,7 +258,9 @@ int run_serve(const serve_options & o) {
     svc.chat_defaults = chat_defaults(o);
     svc.sched = &sched;
     svc.stats = &stats;
-    svc.model_id = o.alias.empty() ? std::filesystem::path(o.decoder.model).stem().string() : o.alias;
+    svc.model_aliases = comma_list(o.alias);
+    svc.model_tags = comma_list(o.tags);
+    svc.model_id = svc.model_aliases.empty() ? std::filesystem::path(o.decoder.model).stem().string() : svc.model_aliases.front();
     svc.strict_model = o.strict_model;
     svc.seed = o.seed < 0 ? std::nullopt : std::optional<uint32_t>(static_cast<uint32_t>(o.seed));
     svc.model_path = o.decoder.model;

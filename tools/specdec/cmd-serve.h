@@ -21,7 +21,8 @@ struct serve_options {
     std::vector<std::string> api_keys;          // --api-key (repeatable); any one is required on every route but /health
     std::string     api_key_file;               // --api-key-file: more keys, one a line (# comments, blank lines skipped)
     std::vector<std::string> allowed_hosts;     // --allowed-host: Host names served besides localhost's on a loopback address
-    std::string     alias;                      // the model id; empty: the file name without .gguf
+    std::string     alias;                      // --alias: the model's names, comma-separated (the id: the first in sorted order); empty: the file name without .gguf
+    std::string     tags;                       // --tags: informational tags of the model, comma-separated
     bool            strict_model = false;       // --strict-model: `model` must name the alias (else 404); default: any
     int64_t         seed = -1;                  // -s/--seed: a request without a seed samples with it; -1: a random one each
     double          shutdown_timeout = 10.0;    // seconds requests in flight may take after SIGINT/SIGTERM

@@ -485,8 +485,23 @@ json props_answer(const service & svc) {
     };
 }
 
-json model_object(const std::string & id, int64_t created) {
-    return {{"id", id}, {"object", "model"}, {"created", created}, {"owned_by", "specdec"}};
+json model_object(const service & svc, const std::string & id, int64_t created) {
+    const llama_vocab * vocab = llama_model_get_vocab(svc.model);
+    return {{"id", id},
+            {"aliases", svc.model_aliases.empty() ? std::vector<std::string>{svc.model_id} : svc.model_aliases},
+            {"tags", svc.model_tags},
+            {"object", "model"},
+            {"created", created},
+            {"owned_by", "specdec"},
+            {"meta",
+             {{"vocab_type", llama_vocab_type(vocab)},
+              {"n_vocab", llama_vocab_n_tokens(vocab)},
+              {"n_ctx", svc.n_ctx},
+              {"n_ctx_train", llama_model_n_ctx_train(svc.model)},
+              {"n_embd", llama_model_n_embd(svc.model)},
+              {"n_params", llama_model_n_params(svc.model)},
+              {"size", llama_model_size(svc.model)},
+              {"ftype", llama_ftype_name(llama_model_ftype(svc.model))}}}};
 }
 
 } // namespace cli::serve

@@ -125,7 +125,9 @@ nlohmann::json slots_answer(const service & svc);
 // specdec's speculative settings.
 nlohmann::json props_answer(const service & svc);
 
-// An OpenAI model object for `id`.
-nlohmann::json model_object(const std::string & id, int64_t created);
+// An OpenAI model object for `id`, with llama-server's additions: the
+// server's aliases and tags, and meta (vocab_type, n_vocab, n_ctx,
+// n_ctx_train, n_embd, n_params, size in bytes, ftype).
+nlohmann::json model_object(const service & svc, const std::string & id, int64_t created);
 
 } // namespace cli::serve

@@ -803,7 +803,8 @@ parsed_request parse_request(endpoint kind, std::string_view body, const request
             throw wrong_type("model", "a string", *it);
         }
         r.model = it->get<std::string>();
-        if (limits.strict_model && !r.model.empty() && r.model != limits.model_id) {
+        if (limits.strict_model && !r.model.empty() && r.model != limits.model_id &&
+            std::find(limits.model_aliases.begin(), limits.model_aliases.end(), r.model) == limits.model_aliases.end()) {
             throw api_error(404, "invalid_request_error",
                             "The model '" + r.model + "' does not exist; this server serves '" + limits.model_id + "'", "model",
                             "model_not_found");

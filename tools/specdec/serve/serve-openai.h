@@ -52,7 +52,8 @@ enum class endpoint {
 // What the server accepts of a request, before the prompt is tokenized.
 struct request_limits {
     std::string model_id;          // the served model
-    bool        strict_model = false; // `model` must then be absent, empty or model_id (else 404); by default any name is served, as llama-server does
+    std::vector<std::string> model_aliases; // its names (--alias), model_id among them; empty: model_id alone
+    bool        strict_model = false; // `model` must then be absent, empty or one of its names (else 404); by default any name is served, as llama-server does
     int32_t     n_ctx = 0;         // positions per sequence: max_tokens above it is refused
     uint32_t    n_slots = 1;       // requests that run side by side: `n` above it is refused
     size_t      max_prompts = 64;  // completions: prompts in one request at most

@@ -526,14 +526,15 @@ std::optional<http_response> api_routes::impl::on_headers(const http_request & r
         return shutting_down.load() ? json_response(503, {{"status", "shutting down"}}) : json_response(200, {{"status", "ok"}});
     }
     if (req.method == "GET" && route == "/models") {
-        return json_response(200, {{"object", "list"}, {"data", nlohmann::json::array({model_object(svc.model_id, started)})}});
+        return json_response(200, {{"object", "list"}, {"data", nlohmann::json::array({model_object(svc, svc.model_id, started)})}});
     }
     if (req.method == "GET" && route.rfind("/models/", 0) == 0) {
         const std::string id(route.substr(8));
-        if (svc.strict_model && id != svc.model_id) {
+        if (svc.strict_model && id != svc.model_id &&
+            std::find(svc.model_aliases.begin(), svc.model_aliases.end(), id) == svc.model_aliases.end()) {
             return error_response(api_error(404, "invalid_request_error", "The model '" + id + "' does not exist", "model", "model_not_found"));
         }
-        return json_response(200, model_object(id, started)); // any name is served (see strict_model)
+        return json_response(200, model_object(svc, id, started)); // any name is served (see strict_model)
     }
     if (req.method == "GET" && route == "/props") {
         return json_response(200, props_answer(svc));
@@ -634,6 +635,7 @@ void api_routes::impl::answer_native(http_exchange & ex) {
     try {
         request_limits limits;
         limits.model_id = svc.model_id;
+        limits.model_aliases = svc.model_aliases;
         limits.n_ctx = svc.n_ctx;
         const std::string body = ex.take_body();
         const std::string_view route = route_of(ex.request().path);
@@ -682,6 +684,7 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
         }
         request_limits limits;
         limits.model_id = svc.model_id;
+        limits.model_aliases = svc.model_aliases;
         limits.strict_model = svc.strict_model;
         limits.n_ctx = svc.n_ctx;
         limits.n_slots = std::max<uint32_t>(svc.n_slots, 1);

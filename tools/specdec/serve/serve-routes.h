@@ -31,6 +31,8 @@ struct service {
     scheduler *            sched = nullptr;
     metrics *              stats = nullptr;
     std::string            model_id;             // GET /v1/models, and what `model` may name with strict_model
+    std::vector<std::string> model_aliases;      // --alias's names, sorted (model_id the first); empty: model_id alone
+    std::vector<std::string> model_tags;         // --tags: informational, in the model object
     bool                   strict_model = false; // --strict-model: a request naming another model gets 404
     std::optional<uint32_t> seed;                // --seed: the seed of a request that names none (absent: a random one each)
     std::string            strategy = "none";    // the drafter, reported per response
