@@ -376,6 +376,33 @@ describe('serve connections', { timeout: 240000 }, () => {
         }
     });
 
+    test('--host with several addresses: each is served on the same port', async (t) => {
+        const v6 = await new Promise((resolve) => {
+            const probe = net.createServer();
+            probe.once('error', () => resolve(false));
+            probe.listen(0, '::1', () => probe.close(() => resolve(true)));
+        });
+        if (!v6) {
+            t.skip('no IPv6 loopback on this host');
+            return;
+        }
+        const two = await startServer(['-np', '1', '--host', '127.0.0.1, ::1']);
+        try {
+            const url = new URL(two.url);
+            assert.ok(two.log.includes(`and http://[::1]:${url.port}`), two.log);
+            const req = { model: MODEL_ID, prompt: 'abc', max_tokens: 4, temperature: 0 };
+            for (const base of [two.url, `http://[::1]:${url.port}`]) {
+                const r = await fetch(`${base}/v1/completions`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(req) });
+                assert.equal(r.status, 200, base);
+                assert.equal((await r.json()).choices[0].text, 'defg', base);
+            }
+        } finally {
+            assert.deepEqual(await stopServer(two), { code: 0, signal: null }, two.log);
+        }
+        // An address of another machine: the server does not start.
+        await assert.rejects(startServer(['--host', '127.0.0.1,192.0.2.1']), /cannot listen on 192\.0\.2\.1/);
+    });
+
     test('API keys from a file and the command line, as Bearer (any case) or X-Api-Key', async () => {
         const models = (headers) => fetch(`${s.url}/v1/models`, { headers }).then((r) => r.status);
         for (const h of [{ Authorization: 'Bearer sk-one' }, { Authorization: 'bearer sk-two' }, { Authorization: 'BEARER  sk-cli' },

@@ -39,9 +39,10 @@ std::string template_kwargs_error(const std::string & text) {
     return "";
 }
 
-// The names of a comma-separated list, stripped of blanks, sorted and
-// without repeats (empty names skipped), as llama-server reads --alias and --tags.
-std::vector<std::string> comma_list(const std::string & text) {
+// The names of a comma-separated list, stripped of blanks (empty names
+// skipped), as llama-server reads --alias, --tags and --host; `sorted`:
+// sorted and without repeats (llama-server keeps aliases and tags in a set).
+std::vector<std::string> comma_list(const std::string & text, bool sorted = true) {
     std::vector<std::string> out;
     std::stringstream in(text);
     for (std::string name; std::getline(in, name, ',');) {
@@ -51,8 +52,10 @@ std::vector<std::string> comma_list(const std::string & text) {
             out.push_back(name);
         }
     }
-    std::sort(out.begin(), out.end());
-    out.erase(std::unique(out.begin(), out.end()), out.end());
+    if (sorted) {
+        std::sort(out.begin(), out.end());
+        out.erase(std::unique(out.begin(), out.end()), out.end());
+    }
     return out;
 }
 
@@ -86,7 +89,8 @@ void add_serve_command(CLI::App & app, serve_options & o) {
     cmd->add_option("--max-waiting", o.max_waiting, "requests that may wait for a slot; beyond: 503 with Retry-After")
         ->check(CLI::Range(1u, 1u << 16))
         ->capture_default_str();
-    cmd->add_option("--host", o.host, "address to listen on")->capture_default_str();
+    cmd->add_option("--host", o.host, "the address to listen on; several, comma-separated (e.g. 127.0.0.1,::1), each on --port")
+        ->capture_default_str();
     cmd->add_option("--port", o.port, "port to listen on (0: a free one, printed)")->check(CLI::Range(0, 65535))->capture_default_str();
     cmd->add_option("--api-key", o.api_keys,
                     "require this key as Authorization: Bearer KEY or X-Api-Key: KEY (every route but /health); repeatable: any of them");
@@ -277,8 +281,12 @@ int run_serve(const serve_options & o) {
         svc.log = log_line; // a line per request, and the reason of each 500
     }
 
+    const std::vector<std::string> hosts = comma_list(o.host, false);
+    if (hosts.empty()) {
+        throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, "--host names no address");
+    }
     serve::route_options ro;
-    ro.host = o.host;
+    ro.hosts = hosts;
     ro.api_keys = keys;
     ro.allowed_hosts = o.allowed_hosts;
     ro.max_body = o.max_body;
@@ -289,7 +297,7 @@ int run_serve(const serve_options & o) {
     serve::api_routes routes(svc, ro);
 
     serve::http_options ho;
-    ho.host = o.host;
+    ho.hosts = hosts;
     ho.port = o.port;
     ho.max_connections = o.max_connections;
     ho.max_body = o.max_body;
@@ -337,7 +345,12 @@ int run_serve(const serve_options & o) {
             drain.join();
         }
     });
-    std::fprintf(stderr, "specdec serve: listening on http://%s:%d (model %s, %s, %u slots of %u positions)\n", o.host.c_str(), port,
+    std::string where;
+    for (const std::string & h : hosts) {
+        where += (where.empty() ? "http://" : " and http://") + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" +
+                 std::to_string(port);
+    }
+    std::fprintf(stderr, "specdec serve: listening on %s (model %s, %s, %u slots of %u positions)\n", where.c_str(),
                  svc.model_id.c_str(), svc.strategy.c_str(), o.n_parallel, o.decoder.n_ctx);
     std::fflush(stderr);
     std::thread server([&] {

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
+#include <list>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -244,7 +245,16 @@ struct http_server_impl {
         st->io = nullptr;
     }
 
+    // A listening socket, and whether an accept is pending on it.
+    struct listener {
+        explicit listener(asio::io_context & io) : acceptor(io) {}
+        tcp::acceptor acceptor;
+        bool          accepting = false;
+    };
+
+    // Starts accepting on every listener that is not (unless at max_connections).
     void accept();
+    void accept(listener & l);
     void closed(const std::shared_ptr<connection> & c);
     void answering_changed(int delta) {
         std::lock_guard<std::mutex> lock(idle_m);
@@ -259,7 +269,7 @@ struct http_server_impl {
     asio::io_context                             io{1};
     asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
     std::shared_ptr<shared_state>                st = std::make_shared<shared_state>();
-    tcp::acceptor                                acceptor{io};
+    std::list<listener>                          listeners; // one per address (a list: each keeps its place)
     asio::steady_timer                           accept_timer{io};
     size_t                                       max_connections = 0;
     // The io thread only:
@@ -948,6 +958,14 @@ bool is_out_of_descriptors(const std::error_code & ec) {
 } // namespace
 
 void http_server_impl::accept() {
+    for (listener & l : listeners) {
+        if (!l.accepting) {
+            accept(l);
+        }
+    }
+}
+
+void http_server_impl::accept(listener & l) {
     if (stopping) {
         return;
     }
@@ -955,7 +973,9 @@ void http_server_impl::accept() {
         accept_paused = true; // closed() resumes
         return;
     }
-    acceptor.async_accept([this](const std::error_code & ec, tcp::socket sock) {
+    l.accepting = true;
+    l.acceptor.async_accept([this, &l](const std::error_code & ec, tcp::socket sock) {
+        l.accepting = false;
         if (stopping || ec == asio::error::operation_aborted) {
             return;
         }
@@ -964,12 +984,12 @@ void http_server_impl::accept() {
                 accept_timer.expires_after(accept_backoff);
                 accept_timer.async_wait([this](const std::error_code & e) {
                     if (!e) {
-                        accept();
+                        accept(); // every listener that waits (a later backoff's wait covers an earlier one's)
                     }
                 });
                 return;
             }
-            accept(); // the peer gave up before it was accepted
+            accept(l); // the peer gave up before it was accepted
             return;
         }
         std::error_code ignored;
@@ -980,7 +1000,7 @@ void http_server_impl::accept() {
         auto c = std::make_shared<connection>(*this, std::move(sock));
         conns.insert(c);
         c->start();
-        accept();
+        accept(l);
     });
 }
 
@@ -1001,27 +1021,48 @@ http_server::http_server(http_handlers handlers, const http_options & options)
 
 http_server::~http_server() = default;
 
-int http_server::bind() {
-    http_server_impl & s = *impl_;
-    const std::string where = s.opt.host + ":" + std::to_string(s.opt.port);
+namespace {
+
+// Opens `acceptor` listening on one of host:port's addresses; false when none can be.
+bool listen_on(asio::io_context & io, tcp::acceptor & acceptor, const std::string & host, int port) {
     std::error_code ec;
-    tcp::resolver resolver(s.io);
-    const auto endpoints = resolver.resolve(s.opt.host, std::to_string(s.opt.port), tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+    tcp::resolver resolver(io);
+    const auto endpoints = resolver.resolve(host, std::to_string(port), tcp::resolver::passive | tcp::resolver::numeric_service, ec);
     for (const auto & e : endpoints) {
         if (ec) {
             break;
         }
         std::error_code err;
-        s.acceptor.close(err);
+        acceptor.close(err);
         // SO_REUSEADDR only (asio's reuse_address): a second server cannot bind the same port.
-        if (!s.acceptor.open(e.endpoint().protocol(), err) && !s.acceptor.set_option(tcp::acceptor::reuse_address(true), err) &&
-            !s.acceptor.bind(e.endpoint(), err) && !s.acceptor.listen(asio::socket_base::max_listen_connections, err)) {
-            return s.acceptor.local_endpoint().port();
+        if (!acceptor.open(e.endpoint().protocol(), err) && !acceptor.set_option(tcp::acceptor::reuse_address(true), err) &&
+            !acceptor.bind(e.endpoint(), err) && !acceptor.listen(asio::socket_base::max_listen_connections, err)) {
+            return true;
         }
     }
     std::error_code ignored;
-    s.acceptor.close(ignored);
-    throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot listen on " + where + " (in use, or not an address of this machine)");
+    acceptor.close(ignored);
+    return false;
+}
+
+} // namespace
+
+int http_server::bind() {
+    http_server_impl & s = *impl_;
+    if (s.opt.hosts.empty()) {
+        throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, "no address to listen on");
+    }
+    int port = s.opt.port; // 0: the first address's free port, then the same for the others
+    for (const std::string & host : s.opt.hosts) {
+        http_server_impl::listener & l = s.listeners.emplace_back(s.io);
+        if (!listen_on(s.io, l.acceptor, host, port)) {
+            const std::string where = host + ":" + std::to_string(port);
+            s.listeners.clear();
+            throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot listen on " + where + " (in use, or not an address of this machine)");
+        }
+        port = l.acceptor.local_endpoint().port();
+    }
+    return port;
 }
 
 void http_server::run() {
@@ -1046,7 +1087,9 @@ void http_server::stop() {
     asio::post(impl_->io, [s = impl_.get()] {
         s->stopping = true;
         std::error_code ignored;
-        s->acceptor.close(ignored);
+        for (http_server_impl::listener & l : s->listeners) {
+            l.acceptor.close(ignored);
+        }
         s->accept_timer.cancel();
         const std::vector<std::shared_ptr<connection>> open(s->conns.begin(), s->conns.end());
         for (const auto & c : open) {

@@ -135,8 +135,8 @@ struct http_handlers {
 };
 
 struct http_options {
-    std::string host = "127.0.0.1";
-    int         port = 8080;                      // 0: any free port (bind() returns it)
+    std::vector<std::string> hosts = {"127.0.0.1"}; // the addresses listened on (at least one), each on `port`
+    int         port = 8080;                      // 0: any free port, the same for every address (bind() returns it)
     // Connections open at once at most: past it, accepting pauses until one
     // closes (new ones wait in the kernel's backlog). 0: the descriptor
     // limit (RLIMIT_NOFILE, raised to its hard limit by raise_fd_limit())
@@ -177,8 +177,8 @@ public:
     http_server(const http_server &) = delete;
     http_server & operator=(const http_server &) = delete;
 
-    // Binds and listens on host:port; returns the port. Throws
-    // specdec::error(IO_ERROR) when it cannot.
+    // Binds and listens on every host at port; returns the port. Throws
+    // specdec::error(IO_ERROR) when it cannot listen on one of them.
     int bind();
     // The io loop, on the calling thread: serves until stop(); returns once
     // every connection is closed.
@@ -186,7 +186,7 @@ public:
     // Any thread: waits until no request is being answered (a stream's last
     // bytes written, or its connection closed) or `timeout` passed; true when none is.
     bool wait_idle(std::chrono::milliseconds timeout);
-    // Any thread: closes the listening socket and every connection (a
+    // Any thread: closes the listening sockets and every connection (a
     // stream still open is cut; its on_gone runs); run() then returns.
     void stop();
 

@@ -366,9 +366,12 @@ std::vector<std::string> parse_api_keys(const std::string & text) {
 
 struct api_routes::impl {
     impl(service & s, const route_options & o) : svc(s), opt(o), workers(o.n_workers) {
-        if (is_loopback(opt.host)) {
+        if (std::all_of(opt.hosts.begin(), opt.hosts.end(), is_loopback)) {
             check_host = true;
-            hosts = {"localhost", "127.0.0.1", "[::1]", lower(opt.host.find(':') != std::string::npos ? "[" + opt.host + "]" : opt.host)};
+            hosts = {"localhost", "127.0.0.1", "[::1]"};
+            for (const std::string & h : opt.hosts) {
+                hosts.push_back(lower(h.find(':') != std::string::npos ? "[" + h + "]" : h));
+            }
             for (const std::string & h : opt.allowed_hosts) {
                 std::string host, port; // a port given with the name is not part of it
                 hosts.push_back(split_host_port(h, "80", host, port) ? host : lower(h));

@@ -52,14 +52,14 @@ struct service {
 };
 
 struct route_options {
-    // The address the server listens on: a loopback one (127.0.0.0/8, ::1,
-    // localhost) turns the Host allow-list on (below).
-    std::string host = "127.0.0.1";
+    // The addresses the server listens on: when every one is a loopback one
+    // (127.0.0.0/8, ::1, localhost), the Host allow-list is on (below).
+    std::vector<std::string> hosts = {"127.0.0.1"};
     // Non-empty: every route but /health needs one of these, as
     // "Authorization: Bearer KEY" (the scheme in any case) or "X-Api-Key: KEY".
     std::vector<std::string> api_keys;
     // On a loopback address, a request whose Host header names another host
-    // than localhost, 127.0.0.1, [::1], the listening address or one of
+    // than localhost, 127.0.0.1, [::1], a listening address or one of
     // these (any port) gets 403: a DNS-rebinding page (a name of the
     // attacker's pointed at 127.0.0.1) could otherwise read the answers.
     // Host names (a port given with one is ignored). A request without Host passes (browsers always send one).
