@@ -4,6 +4,9 @@
 // moves; /v1/models and /health; n choices and several prompts in one request.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { MODEL_ID, assertError, collect, metrics, post, reference, sleep, startServer, stopServer, waitForMetrics } from './server.mjs';
 
 describe('serve api', { timeout: 240000 }, () => {
@@ -179,6 +182,26 @@ describe('serve api', { timeout: 240000 }, () => {
         } finally {
             assert.deepEqual(await stopServer(seeded), { code: 0, signal: null }, seeded.log);
         }
+    });
+
+    test('--log-file: the log also goes to the file, appended', async () => {
+        const dir = mkdtempSync(join(tmpdir(), 'specdec-log-'));
+        const file = join(dir, 'serve.log');
+        writeFileSync(file, 'before\n');
+        const logged = await startServer(['--spec', 'none', '-np', '1', '-v', '--log-file', file]);
+        try {
+            assert.equal((await post(logged, '/v1/completions', { prompt: 'abc', max_tokens: 2 })).status, 200);
+        } finally {
+            assert.deepEqual(await stopServer(logged), { code: 0, signal: null }, logged.log);
+        }
+        const text = readFileSync(file, 'utf8');
+        assert.ok(text.startsWith('before\n'), text);
+        for (const line of ['specdec serve: listening on http://127.0.0.1:', 'POST /v1/completions', 'specdec serve: stopped']) {
+            assert.ok(text.includes(line), `${line} in ${text}`);
+        }
+        assert.ok(logged.log.includes('specdec serve: stopped'), 'stderr keeps the log');
+        rmSync(dir, { recursive: true });
+        await assert.rejects(startServer(['--log-file', join(dir, 'no', 'such', 'dir', 'x.log')]), /cannot open --log-file/);
     });
 
     test('verbose: the answer carries __verbose, llama-server\'s native answer with the prompt\'s text; -vv makes it the default', async () => {

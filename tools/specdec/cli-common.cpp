@@ -40,9 +40,12 @@ void log_callback(ggml_log_level level, const char * text, void *) {
     }
     const bool show = g_verbosity >= 2 || (g_verbosity == 1 && (level == GGML_LOG_LEVEL_WARN || level == GGML_LOG_LEVEL_ERROR));
     if (show) {
-        std::fputs(text, stderr);
+        log_text(text);
     }
 }
+
+std::mutex g_log_m;
+FILE *     g_log_file = nullptr; // set_log_file's, open until the process exits
 
 bool show_progress(float progress, void * user) {
     auto * last = static_cast<int *>(user);
@@ -60,8 +63,30 @@ bool show_progress(float progress, void * user) {
 } // namespace
 
 int report(const specdec::error & e) {
-    std::fprintf(stderr, "specdec: error: %s: %s\n", specdec_status_name(e.code()), e.what());
+    log_text((std::string("specdec: error: ") + specdec_status_name(e.code()) + ": " + e.what() + "\n").c_str());
     return exit_failure;
+}
+
+void log_text(const char * text) {
+    std::lock_guard<std::mutex> lock(g_log_m);
+    std::fputs(text, stderr);
+    std::fflush(stderr);
+    if (g_log_file != nullptr) {
+        std::fputs(text, g_log_file);
+        std::fflush(g_log_file);
+    }
+}
+
+void set_log_file(const std::string & path) {
+    FILE * f = std::fopen(path.c_str(), "a");
+    if (f == nullptr) {
+        throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot open --log-file " + path + " for appending");
+    }
+    std::lock_guard<std::mutex> lock(g_log_m);
+    if (g_log_file != nullptr) {
+        std::fclose(g_log_file);
+    }
+    g_log_file = f;
 }
 
 void set_verbosity(int verbosity) {

@@ -25,6 +25,13 @@ int report(const specdec::error & e);
 // Routes llama.cpp's log to stderr: nothing at verbosity 0, warnings and
 // errors at 1, everything at 2.
 void set_verbosity(int verbosity);
+// Writes `text` (whole lines) to stderr and, after set_log_file, appends it
+// to that file too, flushed. Any thread.
+void log_text(const char * text);
+// Opens `path` for appending (created if absent): every line log_text
+// writes from then on, llama.cpp's log among them, also goes there
+// (llama-server's --log-file). Throws specdec::error(IO_ERROR) when it cannot.
+void set_log_file(const std::string & path);
 
 // Where one model's weights go, in llama.cpp's terms (-ngl, --device, --split-mode).
 struct placement {

@@ -175,6 +175,8 @@ void add_serve_command(CLI::App & app, serve_options & o) {
     cmd->add_flag("--prefill-assistant,!--no-prefill-assistant", o.prefill_assistant,
                   "a conversation that ends with an assistant message has that message continued, not a new turn opened "
                   "(default: on, as llama-server); a request's continue_final_message decides for itself");
+    cmd->add_option("--log-file", o.log_file,
+                    "also append every line of the log (the server's, and llama.cpp's at the -v level) to this file");
     cmd->add_option("--cors-origin", o.cors_origins,
                     "a web page origin (http[s]://host[:port]) whose pages may call the server from a browser; repeatable; * allows "
                     "any. Other requests with an Origin header get 403 unless it is the server's own address")
@@ -188,7 +190,7 @@ void add_serve_command(CLI::App & app, serve_options & o) {
 namespace {
 
 void log_line(const std::string & s) {
-    std::fprintf(stderr, "specdec serve: %s\n", s.c_str());
+    log_text(("specdec serve: " + s + "\n").c_str());
 }
 
 // The most bytes of prompt text n_ctx positions can hold, for byte-level BPE
@@ -232,6 +234,9 @@ std::vector<std::string> api_keys(const serve_options & o) {
 } // namespace
 
 int run_serve(const serve_options & o) {
+    if (!o.log_file.empty()) {
+        set_log_file(o.log_file);
+    }
     // SIGINT and SIGTERM go to one thread that waits for them (blocked in
     // every other thread, which inherit the mask from here).
     sigset_t signals;
@@ -321,13 +326,14 @@ int run_serve(const serve_options & o) {
             }
             const char * name = sig == SIGINT ? "SIGINT" : "SIGTERM";
             if (drain.joinable()) {
-                std::fprintf(stderr, "specdec serve: %s again: exiting now (exit %d), %zu requests unfinished\n", name, 128 + sig,
-                             sched.n_in_flight());
-                std::fflush(stderr);
+                log_line(std::string(name) + " again: exiting now (exit " + std::to_string(128 + sig) + "), " +
+                         std::to_string(sched.n_in_flight()) + " requests unfinished");
                 std::_Exit(128 + sig);
             }
-            std::fprintf(stderr, "specdec serve: %s: finishing %zu requests in flight (at most %.0f s; %s again exits now)\n", name,
-                         sched.n_in_flight(), o.shutdown_timeout, name);
+            char drain_line[160];
+            std::snprintf(drain_line, sizeof(drain_line), "%s: finishing %zu requests in flight (at most %.0f s; %s again exits now)",
+                          name, sched.n_in_flight(), o.shutdown_timeout, name);
+            log_line(drain_line);
             drain = std::thread([&] {
                 // The listening socket stays open until the requests in flight
                 // are answered (new ones get 503), because stop() cuts every connection.
@@ -335,7 +341,7 @@ int run_serve(const serve_options & o) {
                 const auto deadline = std::chrono::milliseconds(static_cast<int64_t>(o.shutdown_timeout * 1000.0));
                 const size_t n_cancelled = sched.shutdown(deadline);
                 if (n_cancelled > 0) {
-                    std::fprintf(stderr, "specdec serve: cancelled %zu requests at the deadline\n", n_cancelled);
+                    log_line("cancelled " + std::to_string(n_cancelled) + " requests at the deadline");
                 }
                 http.wait_idle(std::chrono::seconds(5)); // their last chunks are written
                 http.stop();
@@ -350,9 +356,8 @@ int run_serve(const serve_options & o) {
         where += (where.empty() ? "http://" : " and http://") + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" +
                  std::to_string(port);
     }
-    std::fprintf(stderr, "specdec serve: listening on %s (model %s, %s, %u slots of %u positions)\n", where.c_str(),
-                 svc.model_id.c_str(), svc.strategy.c_str(), o.n_parallel, o.decoder.n_ctx);
-    std::fflush(stderr);
+    log_line("listening on " + where + " (model " + svc.model_id + ", " + svc.strategy + ", " + std::to_string(o.n_parallel) +
+             " slots of " + std::to_string(o.decoder.n_ctx) + " positions)");
     std::thread server([&] {
         http.run();
         sched.shutdown(std::chrono::milliseconds(0)); // ends sched.run() below, if the drain has not
@@ -368,7 +373,7 @@ int run_serve(const serve_options & o) {
     sched.run();
     server.join();
     watcher.join();
-    std::fprintf(stderr, "specdec serve: stopped\n");
+    log_line("stopped");
     return exit_ok;
 }
 
