@@ -8,8 +8,10 @@
 #include "error.h"
 #include "restore-points.h"
 #include "sequence-copy.h"
+#include "state-codec.h"
 
 #include <algorithm>
+#include <array>
 #include <initializer_list>
 #include <cstring>
 
@@ -93,6 +95,88 @@ struct saved_state final : generation_backend::saved_sequence {
         return n;
     }
 };
+
+// What a saved sequence's bytes hold only for: the target model (its
+// shape and size) and the drafter (0: plain decoding; else the strategy + 1).
+struct saved_identity {
+    static constexpr size_t n = 6;
+    static constexpr const char * names[n] = {"vocabulary size", "embedding width", "layer count",
+                                              "parameter count", "size in bytes",  "drafter"};
+    std::array<uint64_t, n> values{};
+
+    saved_identity(const llama_context * target, uint64_t drafter) {
+        const llama_model * m = llama_get_model(target);
+        values = {static_cast<uint64_t>(llama_vocab_n_tokens(llama_model_get_vocab(m))), static_cast<uint64_t>(llama_model_n_embd(m)),
+                  static_cast<uint64_t>(llama_model_n_layer(m)), llama_model_n_params(m), llama_model_size(m), drafter};
+    }
+};
+
+constexpr char saved_magic[8] = {'S', 'P', 'D', 'C', 'S', 'E', 'Q', 'S'};
+constexpr uint32_t saved_format_version = 1;
+
+// saved_state as bytes: magic, version, the identity, then each context's
+// state, the session's, and the restore points (position and state each),
+// every size a u64 before its bytes.
+std::vector<uint8_t> encode_saved(const saved_state & s, const saved_identity & id) {
+    byte_writer w;
+    w.bytes(saved_magic, sizeof(saved_magic));
+    w.u32(saved_format_version);
+    for (const uint64_t v : id.values) {
+        w.u64(v);
+    }
+    for (const auto * v : {&s.target, &s.draft, &s.session}) {
+        w.u64(v->size());
+        w.bytes(v->data(), v->size());
+    }
+    for (const auto * ps : {&s.target_points, &s.draft_points}) {
+        w.u64(ps->size());
+        for (const restore_points::point & p : *ps) {
+            w.u32(static_cast<uint32_t>(p.n));
+            w.u64(p.bytes.size());
+            w.bytes(p.bytes.data(), p.bytes.size());
+        }
+    }
+    return w.take();
+}
+
+std::unique_ptr<saved_state> decode_saved(std::span<const uint8_t> bytes, const saved_identity & id) {
+    byte_reader r(bytes);
+    const std::span<const uint8_t> m = r.bytes(sizeof(saved_magic), "magic");
+    if (!std::equal(m.begin(), m.end(), saved_magic)) {
+        fail(SPECDEC_STATUS_STATE_MALFORMED, "not a saved sequence (bad magic)");
+    }
+    if (const uint32_t v = r.u32("version"); v != saved_format_version) {
+        fail(SPECDEC_STATUS_STATE_VERSION, "saved sequence format version ", v, "; this library reads ", saved_format_version);
+    }
+    for (size_t i = 0; i < saved_identity::n; ++i) {
+        const uint64_t v = r.u64(saved_identity::names[i]);
+        if (v != id.values[i]) {
+            fail(SPECDEC_STATUS_STATE_CONFIG, "the saved sequence was written for another target model or drafter: its ",
+                 saved_identity::names[i], " is ", v, ", this one's ", id.values[i]);
+        }
+    }
+    auto out = std::make_unique<saved_state>();
+    for (auto * v : {&out->target, &out->draft, &out->session}) {
+        const uint64_t n = r.u64("state size");
+        const std::span<const uint8_t> b = r.bytes(static_cast<size_t>(std::min<uint64_t>(n, r.remaining() + 1)), "state");
+        v->assign(b.begin(), b.end());
+    }
+    for (auto * ps : {&out->target_points, &out->draft_points}) {
+        const uint64_t n = r.u64("restore point count");
+        for (uint64_t i = 0; i < n; ++i) {
+            restore_points::point p;
+            p.n = static_cast<llama_pos>(r.u32("restore point position"));
+            const uint64_t k = r.u64("restore point size");
+            const std::span<const uint8_t> b = r.bytes(static_cast<size_t>(std::min<uint64_t>(k, r.remaining() + 1)), "restore point");
+            p.bytes.assign(b.begin(), b.end());
+            ps->push_back(std::move(p));
+        }
+    }
+    if (r.remaining() != 0) {
+        fail(SPECDEC_STATUS_STATE_MALFORMED, "the saved sequence has ", r.remaining(), " bytes after its end");
+    }
+    return out;
+}
 
 class session_backend final : public context_backend {
 public:
@@ -180,6 +264,10 @@ public:
         out->draft_points = draft_points_.points(seq);
         return out;
     }
+    std::vector<uint8_t> write(const saved_sequence & saved) const override {
+        return encode_saved(dynamic_cast<const saved_state &>(saved), identity());
+    }
+    std::unique_ptr<saved_sequence> read(std::span<const uint8_t> bytes) const override { return decode_saved(bytes, identity()); }
     int32_t load(llama_seq_id seq, const saved_sequence & saved) override {
         const auto & in = dynamic_cast<const saved_state &>(saved);
         s_.restore_context_state(SPECDEC_CONTEXT_TARGET, seq, 0, in.target);
@@ -208,6 +296,8 @@ public:
     void truncate(llama_seq_id seq, llama_pos p0) override { s_.remove_range(SPECDEC_CONTEXT_TARGET, seq, p0, -1); }
 
 private:
+    saved_identity identity() const { return saved_identity(target_, static_cast<uint64_t>(s_.params().strategy) + 1); }
+
     session &      s_;
     restore_points target_points_;
     restore_points draft_points_;
@@ -257,6 +347,12 @@ public:
         out->target = read_sequence(target_, seq, 0);
         out->target_points = points_.points(seq);
         return out;
+    }
+    std::vector<uint8_t> write(const saved_sequence & saved) const override {
+        return encode_saved(dynamic_cast<const saved_state &>(saved), saved_identity(target_, 0));
+    }
+    std::unique_ptr<saved_sequence> read(std::span<const uint8_t> bytes) const override {
+        return decode_saved(bytes, saved_identity(target_, 0));
     }
     int32_t load(llama_seq_id seq, const saved_sequence & saved) override {
         const auto & in = dynamic_cast<const saved_state &>(saved);
@@ -366,6 +462,18 @@ specdec_generation_times engine::times() const {
 
 engine::prompt_cache_use engine::prompt_cache() const {
     return {impl_->core.n_cached(), impl_->core.cached_bytes()};
+}
+
+std::vector<uint8_t> engine::export_slot(uint32_t slot, size_t & n_tokens) {
+    return impl_->core.export_slot(slot, n_tokens);
+}
+
+size_t engine::import_slot(uint32_t slot, std::span<const uint8_t> blob) {
+    return impl_->core.import_slot(slot, blob);
+}
+
+size_t engine::erase_slot(uint32_t slot) {
+    return impl_->core.erase_slot(slot);
 }
 
 } // namespace specdec

@@ -9,6 +9,7 @@
 #include "logit-shaping.h"
 #include "logprobs.h"
 #include "sampler.h"
+#include "state-codec.h"
 #include "text-stream.h"
 
 #include <algorithm>
@@ -536,6 +537,91 @@ size_t engine_core::load_cached(std::span<const llama_token> prompt, size_t s, s
     c.tokens.resize(std::min(c.tokens.size(), static_cast<size_t>(std::max(loaded, 0))));
     held_[s] = std::move(c.tokens);
     return std::min(best_prefix, held_[s].size());
+}
+
+// A slot file's blob: magic, version, the tokens the slot held (u64 count,
+// then u32 each), then the backend's bytes of its state (u64 size first).
+namespace {
+constexpr char slot_magic[8] = {'S', 'P', 'D', 'C', 'S', 'L', 'O', 'T'};
+constexpr uint32_t slot_format_version = 1;
+} // namespace
+
+void engine_core::require_free_slot(uint32_t slot) const {
+    if (slot >= slots_.size()) {
+        fail(SPECDEC_STATUS_BAD_SEQ_ID, "slot ", slot, " is outside [0, ", slots_.size(), ")");
+    }
+    if (slots_[slot] != nullptr) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "slot ", slot, " holds a running request");
+    }
+    if (!p_.reuse_prompts) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "slots keep nothing between requests without reuse_prompts");
+    }
+}
+
+std::vector<uint8_t> engine_core::export_slot(uint32_t slot, size_t & n_tokens) {
+    require_free_slot(slot);
+    const std::vector<llama_token> & held = held_[slot];
+    const std::vector<uint8_t> state = b_.write(*b_.save(static_cast<llama_seq_id>(slot)));
+    byte_writer w;
+    w.bytes(slot_magic, sizeof(slot_magic));
+    w.u32(slot_format_version);
+    w.u64(held.size());
+    for (const llama_token t : held) {
+        w.u32(static_cast<uint32_t>(t));
+    }
+    w.u64(state.size());
+    w.bytes(state.data(), state.size());
+    n_tokens = held.size();
+    return w.take();
+}
+
+size_t engine_core::import_slot(uint32_t slot, std::span<const uint8_t> blob) {
+    require_free_slot(slot);
+    byte_reader r(blob);
+    const std::span<const uint8_t> m = r.bytes(sizeof(slot_magic), "magic");
+    if (!std::equal(m.begin(), m.end(), slot_magic)) {
+        fail(SPECDEC_STATUS_STATE_MALFORMED, "not a slot file (bad magic)");
+    }
+    if (const uint32_t v = r.u32("version"); v != slot_format_version) {
+        fail(SPECDEC_STATUS_STATE_VERSION, "slot file format version ", v, "; this library reads ", slot_format_version);
+    }
+    const uint64_t n = r.u64("token count");
+    if (n >= static_cast<uint64_t>(n_ctx_)) {
+        fail(SPECDEC_STATUS_STATE_CONFIG, "the slot file holds ", n, " tokens; a slot holds ", n_ctx_, " positions");
+    }
+    std::vector<llama_token> tokens(static_cast<size_t>(n));
+    for (llama_token & t : tokens) {
+        t = static_cast<llama_token>(r.u32("token"));
+        if (t < 0 || t >= b_.n_vocab()) {
+            fail(SPECDEC_STATUS_STATE_CONFIG, "the slot file holds the token ", t, ", outside the vocabulary [0, ", b_.n_vocab(), ")");
+        }
+    }
+    const uint64_t size = r.u64("state size");
+    if (size != r.remaining()) {
+        fail(SPECDEC_STATUS_STATE_MALFORMED, "the slot file's state has ", r.remaining(), " bytes; its header says ", size);
+    }
+    const std::unique_ptr<generation_backend::saved_sequence> state = b_.read(r.bytes(static_cast<size_t>(size), "state"));
+    const auto seq = static_cast<llama_seq_id>(slot);
+    b_.clear(seq);
+    held_[slot].clear();
+    int32_t loaded = 0;
+    try {
+        loaded = b_.load(seq, *state);
+    } catch (...) {
+        b_.clear(seq);
+        throw;
+    }
+    tokens.resize(std::min(tokens.size(), static_cast<size_t>(std::max(loaded, 0))));
+    held_[slot] = std::move(tokens);
+    return held_[slot].size();
+}
+
+size_t engine_core::erase_slot(uint32_t slot) {
+    require_free_slot(slot);
+    const size_t n = held_[slot].size();
+    b_.clear(static_cast<llama_seq_id>(slot));
+    held_[slot].clear();
+    return n;
 }
 
 // Saves what free slot `s` holds into the prompt cache, before it is

@@ -47,6 +47,10 @@ public:
     // The prompt cache's sequences and the host bytes they hold.
     size_t     n_cached() const { return cache_.size(); }
     size_t     cached_bytes() const { return cache_bytes_; }
+    // Slot files (specdec::engine::export_slot and the others).
+    std::vector<uint8_t> export_slot(uint32_t slot, size_t & n_tokens);
+    size_t               import_slot(uint32_t slot, std::span<const uint8_t> blob);
+    size_t               erase_slot(uint32_t slot);
 
 private:
     struct step_plan; // per slot: draft cap, asked length, proposal, batch row (engine.cpp)
@@ -59,6 +63,7 @@ private:
     void take_slot(std::unique_ptr<request_state> r);
     std::pair<size_t, size_t> choose_slot(std::span<const llama_token> prompt) const; // a free slot, and its common prefix
     size_t load_cached(std::span<const llama_token> prompt, size_t s, size_t prefix);
+    void   require_free_slot(uint32_t slot) const;
     void   save_slot(size_t s);
     void compact();
     void prefill();

@@ -69,6 +69,12 @@ public:
     };
     virtual std::unique_ptr<saved_sequence> save(llama_seq_id seq) = 0;
     virtual int32_t load(llama_seq_id seq, const saved_sequence & saved) = 0;
+    // A saved sequence as bytes, for a file (a server's slot files), and
+    // back: read() takes only what write() of a backend over the same
+    // target model and drafter wrote, and throws error(STATE_CONFIG) for
+    // another's, error(STATE_MALFORMED) for bytes that are not one.
+    virtual std::vector<uint8_t> write(const saved_sequence & saved) const = 0;
+    virtual std::unique_ptr<saved_sequence> read(std::span<const uint8_t> bytes) const = 0;
     // Host memory the restore points of every sequence hold (see begin()).
     virtual size_t restore_bytes() const = 0;
     // Target decode of a validated batch; throws specdec::error.

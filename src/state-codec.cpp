@@ -1,7 +1,5 @@
 #include "state-codec.h"
 
-#include "error.h"
-
 #include <bit>
 #include <cstring>
 
@@ -12,69 +10,6 @@ namespace {
 constexpr char magic[8] = {'S', 'P', 'D', 'C', 'S', 'T', 'A', 'T'};
 constexpr size_t header_size = 36;
 
-class writer {
-public:
-    void bytes(const void * data, size_t n) {
-        const auto * p = static_cast<const uint8_t *>(data);
-        out_.insert(out_.end(), p, p + n);
-    }
-    void u32(uint32_t v) {
-        for (int i = 0; i < 4; ++i) {
-            out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
-        }
-    }
-    void u64(uint64_t v) {
-        for (int i = 0; i < 8; ++i) {
-            out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
-        }
-    }
-    std::vector<uint8_t> take() { return std::move(out_); }
-
-private:
-    std::vector<uint8_t> out_;
-};
-
-class reader {
-public:
-    explicit reader(std::span<const uint8_t> in) : in_(in) {}
-
-    size_t remaining() const { return in_.size() - pos_; }
-
-    uint32_t u32(const char * field) {
-        need(4, field);
-        uint32_t v = 0;
-        for (int i = 0; i < 4; ++i) {
-            v |= static_cast<uint32_t>(in_[pos_++]) << (8 * i);
-        }
-        return v;
-    }
-    uint64_t u64(const char * field) {
-        need(8, field);
-        uint64_t v = 0;
-        for (int i = 0; i < 8; ++i) {
-            v |= static_cast<uint64_t>(in_[pos_++]) << (8 * i);
-        }
-        return v;
-    }
-    std::span<const uint8_t> bytes(size_t n, const char * field) {
-        need(n, field);
-        std::span<const uint8_t> s = in_.subspan(pos_, n);
-        pos_ += n;
-        return s;
-    }
-
-private:
-    void need(size_t n, const char * field) const {
-        if (remaining() < n) {
-            fail(SPECDEC_STATUS_STATE_MALFORMED, "state blob is truncated: ", field, " needs ", n,
-                 " bytes at offset ", pos_, ", ", remaining(), " remain");
-        }
-    }
-
-    std::span<const uint8_t> in_;
-    size_t pos_ = 0;
-};
-
 } // namespace
 
 std::vector<uint8_t> encode_state(const session_state & s) {
@@ -83,7 +18,7 @@ std::vector<uint8_t> encode_state(const session_state & s) {
         fail(SPECDEC_STATUS_STATE_TOO_LARGE, "the state of sequence ", s.seq_id, " needs ", size,
              " bytes, above the ", SPECDEC_MAX_STATE_BYTES, "-byte bound");
     }
-    writer w;
+    byte_writer w;
     w.bytes(magic, sizeof(magic));
     w.u32(state_format_version);
     w.u32(static_cast<uint32_t>(s.params.strategy));
@@ -107,7 +42,7 @@ session_state decode_state(std::span<const uint8_t> blob, const specdec_session_
         fail(SPECDEC_STATUS_STATE_TOO_LARGE, "state blob has ", blob.size(), " bytes, above the ",
              SPECDEC_MAX_STATE_BYTES, "-byte bound");
     }
-    reader r(blob);
+    byte_reader r(blob);
     const auto m = r.bytes(sizeof(magic), "magic");
     if (std::memcmp(m.data(), magic, sizeof(magic)) != 0) {
         fail(SPECDEC_STATUS_STATE_MALFORMED, "not a specdec state blob (bad magic)");

@@ -16,11 +16,78 @@
 
 #include "specdec/specdec.h"
 
+#include "error.h"
+
 #include <cstdint>
 #include <span>
 #include <vector>
 
 namespace specdec::detail {
+
+// Little-endian bytes out, and back in with bounds checks: a read past the
+// end throws error(STATE_MALFORMED) naming the field.
+class byte_writer {
+public:
+    void bytes(const void * data, size_t n) {
+        const auto * p = static_cast<const uint8_t *>(data);
+        out_.insert(out_.end(), p, p + n);
+    }
+    void u32(uint32_t v) {
+        for (int i = 0; i < 4; ++i) {
+            out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+        }
+    }
+    void u64(uint64_t v) {
+        for (int i = 0; i < 8; ++i) {
+            out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+        }
+    }
+    std::vector<uint8_t> take() { return std::move(out_); }
+
+private:
+    std::vector<uint8_t> out_;
+};
+
+class byte_reader {
+public:
+    explicit byte_reader(std::span<const uint8_t> in) : in_(in) {}
+
+    size_t remaining() const { return in_.size() - pos_; }
+
+    uint32_t u32(const char * field) {
+        need(4, field);
+        uint32_t v = 0;
+        for (int i = 0; i < 4; ++i) {
+            v |= static_cast<uint32_t>(in_[pos_++]) << (8 * i);
+        }
+        return v;
+    }
+    uint64_t u64(const char * field) {
+        need(8, field);
+        uint64_t v = 0;
+        for (int i = 0; i < 8; ++i) {
+            v |= static_cast<uint64_t>(in_[pos_++]) << (8 * i);
+        }
+        return v;
+    }
+    std::span<const uint8_t> bytes(size_t n, const char * field) {
+        need(n, field);
+        std::span<const uint8_t> s = in_.subspan(pos_, n);
+        pos_ += n;
+        return s;
+    }
+
+private:
+    void need(size_t n, const char * field) const {
+        if (remaining() < n) {
+            fail(SPECDEC_STATUS_STATE_MALFORMED, "state blob is truncated: ", field, " needs ", n,
+                 " bytes at offset ", pos_, ", ", remaining(), " remain");
+        }
+    }
+
+    std::span<const uint8_t> in_;
+    size_t pos_ = 0;
+};
 
 constexpr uint32_t state_format_version = 1;
 

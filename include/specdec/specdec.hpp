@@ -262,6 +262,24 @@ public:
         size_t n_bytes = 0;
     };
     prompt_cache_use prompt_cache() const;
+    // Slot files (a server's llama-server-style /slots save, restore and
+    // erase). The engine's thread, between steps; `slot` (a sequence, [0,
+    // n_seq)) must hold no running request (else error(INVALID_ARGUMENT);
+    // error(BAD_SEQ_ID) outside the range), with reuse_prompts on.
+    // export_slot: what the slot holds (the tokens at its positions and
+    // both contexts' state there, as the prompt cache saves it) as a blob
+    // the caller owns; `n_tokens` gets their count. import_slot: puts such
+    // a blob back into the slot, dropping what it held; the next prompt
+    // that shares its tokens reuses them. Returns the tokens it holds then.
+    // Throws error(STATE_MALFORMED) for bytes that are not a slot file,
+    // error(STATE_VERSION) for another format version, and
+    // error(STATE_CONFIG) for one written for another target model or
+    // drafter (the slot is then left as it was, or empty when llama.cpp
+    // refused the state). erase_slot: drops what the slot holds; returns
+    // the tokens it held.
+    std::vector<uint8_t> export_slot(uint32_t slot, size_t & n_tokens);
+    size_t               import_slot(uint32_t slot, std::span<const uint8_t> blob);
+    size_t               erase_slot(uint32_t slot);
 
 private:
     struct impl;

@@ -1,11 +1,11 @@
 // llama-server's own endpoints and route names (issue 44): the routes
 // without /v1, GET /v1/models/{id} for any name, POST /tokenize,
-// /detokenize and /apply-template, GET /props and /slots, POST /infill, POST /completion (the native
+// /detokenize and /apply-template, GET /props and /slots, slot files (POST /slots/{id}), POST /infill, POST /completion (the native
 // completion, equal to /v1/completions' text and tokens); through the official client
 // where it reaches them (a baseURL without /v1), else fetch.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MODEL_ID, assertError, post, sseEvents, startServer, stopServer } from './server.mjs';
@@ -388,7 +388,7 @@ describe('llama-server endpoints', { timeout: 120000 }, () => {
         }
     });
 
-    test('GET /slots: each slot\'s request as the engine tells; slot actions 501; --no-slots 501', async () => {
+    test('GET /slots: each slot\'s request as the engine tells; slot actions 501 without --slot-save-path; --no-slots 501', async () => {
         await post(s, '/completion', { prompt: 'hello', n_predict: 7, temperature: 0, seed: 9 });
         const slots = await (await fetch(`${s.url}/slots`)).json();
         assert.deepEqual(slots.map((x) => x.id), [0, 1, 2]);
@@ -419,7 +419,7 @@ describe('llama-server endpoints', { timeout: 120000 }, () => {
         ctl.abort();
         await reader.cancel().catch(() => {});
         const erase = await post(s, '/slots/0?action=erase', {});
-        assertError(erase, 501, 'not_supported');
+        assertError(erase, 501, 'not_supported'); // no --slot-save-path
         const off = await startServer(['-np', '1', '-c', '256', '--no-slots']);
         try {
             const r = await fetch(`${off.url}/slots`);
@@ -428,6 +428,76 @@ describe('llama-server endpoints', { timeout: 120000 }, () => {
         } finally {
             assert.deepEqual(await stopServer(off), { code: 0, signal: null }, off.log);
         }
+    });
+
+    test('--slot-save-path: a slot saved to a file, erased, and restored by a restarted server is reused by the next prompt', async () => {
+        const dir = mkdtempSync(join(tmpdir(), 'specdec-slots-'));
+        const args = ['-np', '1', '-c', '256', '--slot-save-path', join(dir, 'slots')];
+        const req = { prompt: 'hello world, once upon a time', n_predict: 12, temperature: 0, return_tokens: true };
+        let want;
+        let saved;
+        const first = await startServer(args);
+        try {
+            want = (await post(first, '/completion', req)).json;
+            saved = await post(first, '/slots/0?action=save', { filename: 'hello.bin' });
+            assert.equal(saved.status, 200, saved.text);
+            assert.equal(saved.json.id_slot, 0);
+            assert.equal(saved.json.filename, 'hello.bin');
+            assert.equal(saved.json.n_saved, want.tokens_evaluated + 12 - 1, 'the prompt and the answer but its last token');
+            assert.equal(saved.json.n_written, statSync(join(dir, 'slots', 'hello.bin')).size);
+            assert.ok(saved.json.timings.save_ms >= 0);
+            const erased = await post(first, '/slots/0?action=erase', {});
+            assert.deepEqual(erased.json, { id_slot: 0, n_erased: saved.json.n_saved });
+            assert.equal((await post(first, '/completion', req)).json.timings.cache_n, 0, 'erased: nothing is reused');
+        } finally {
+            assert.deepEqual(await stopServer(first), { code: 0, signal: null }, first.log);
+        }
+        const second = await startServer(args);
+        try {
+            const restored = await post(second, '/slots/0?action=restore', { filename: 'hello.bin' });
+            assert.equal(restored.status, 200, restored.text);
+            assert.equal(restored.json.n_restored, saved.json.n_saved);
+            assert.equal(restored.json.n_read, saved.json.n_written);
+            const again = (await post(second, '/completion', req)).json;
+            assert.equal(again.timings.cache_n, want.tokens_evaluated - 1, 'the restored slot holds the prompt');
+            assert.deepEqual(again.tokens, want.tokens);
+            // What is refused, naming the field.
+            const cases = [
+                ['/slots/0?action=save', { filename: '../escape.bin' }, 400, 'filename'],
+                ['/slots/0?action=save', { filename: 'a/b.bin' }, 400, 'filename'],
+                ['/slots/0?action=save', { filename: '..' }, 400, 'filename'],
+                ['/slots/0?action=save', { filename: 'trailing.' }, 400, 'filename'],
+                ['/slots/0?action=save', { filename: 'x'.repeat(256) }, 400, 'filename'],
+                ['/slots/0?action=save', {}, 400, 'filename'],
+                ['/slots/0?action=restore', { filename: 'absent.bin' }, 404, 'filename'],
+                ['/slots/1?action=erase', {}, 400, 'id_slot'],
+                ['/slots/x?action=erase', {}, 400, 'id_slot'],
+                ['/slots/0?action=bogus', {}, 400, 'action'],
+                ['/slots/0', {}, 400, 'action'],
+            ];
+            for (const [path, body, status, param] of cases) {
+                const r = await post(second, path, body);
+                assertError(r, status);
+                assert.equal(r.json.error.param, param, `${path} ${JSON.stringify(body).slice(0, 40)}`);
+            }
+            assert.ok(!existsSync(join(dir, 'escape.bin')));
+            writeFileSync(join(dir, 'slots', 'junk.bin'), 'not a slot file');
+            const junk = await post(second, '/slots/0?action=restore', { filename: 'junk.bin' });
+            assertError(junk, 400);
+            assert.match(junk.json.error.message, /not a slot file/);
+        } finally {
+            assert.deepEqual(await stopServer(second), { code: 0, signal: null }, second.log);
+        }
+        // A file another drafter wrote (plain decoding reads no MTP state).
+        const plain = await startServer([...args, '--spec', 'none']);
+        try {
+            const r = await post(plain, '/slots/0?action=restore', { filename: 'hello.bin' });
+            assertError(r, 400);
+            assert.match(r.json.error.message, /another target model or drafter/);
+        } finally {
+            assert.deepEqual(await stopServer(plain), { code: 0, signal: null }, plain.log);
+        }
+        rmSync(dir, { recursive: true });
     });
 
     test('POST /infill: llama-server\'s fill-in-the-middle prompt, decoded as /completion decodes its tokens', async () => {

@@ -5,6 +5,7 @@
 
 #include "generation-backend.h"
 #include "rejection-sampler.h"
+#include "state-codec.h"
 
 #include <gtest/gtest.h>
 
@@ -14,6 +15,8 @@
 
 namespace specdec::test {
 
+using detail::byte_reader;
+using detail::byte_writer;
 using detail::generation_backend;
 
 inline constexpr int32_t V = 16;
@@ -128,6 +131,32 @@ public:
         points[seq] = in.points;
         loads.push_back({seq, in.tokens});
         return static_cast<int32_t>(kv[seq].size());
+    }
+    // As bytes: the tokens, then the restore points, each an i32 after a u32 count.
+    std::vector<uint8_t> write(const saved_sequence & s) const override {
+        const auto & in = dynamic_cast<const saved &>(s);
+        byte_writer w;
+        for (const auto * v : {&in.tokens, &in.points}) {
+            w.u32(static_cast<uint32_t>(v->size()));
+            for (const int32_t x : *v) {
+                w.u32(static_cast<uint32_t>(x));
+            }
+        }
+        return w.take();
+    }
+    std::unique_ptr<saved_sequence> read(std::span<const uint8_t> bytes) const override {
+        byte_reader r(bytes);
+        auto out = std::make_unique<saved>();
+        for (auto * v : {&out->tokens, &out->points}) {
+            const uint32_t n = r.u32("count");
+            for (uint32_t i = 0; i < n; ++i) {
+                v->push_back(static_cast<int32_t>(r.u32("value")));
+            }
+        }
+        if (r.remaining() != 0) {
+            throw error(SPECDEC_STATUS_STATE_MALFORMED, "trailing bytes");
+        }
+        return out;
     }
     size_t restore_bytes() const override { return restore_bytes_held; }
 

@@ -648,6 +648,71 @@ TEST(Engine, APromptCacheKeepsARecurrentMemorysRestorePoints) {
     EXPECT_EQ(r.output.tokens, solo(edited, greedy(5)).tokens);
 }
 
+// Slot files: a slot's contents exported, erased, and imported into another
+// engine's slot (as after a restart); the next prompt that shares them
+// reuses them and decodes only its new tokens, with the tokens it gets
+// alone. A busy slot, one out of range, and bytes that are not a slot file
+// are refused, and the slot is left as it was.
+TEST(Engine, ASlotExportedAndImportedIsReusedByTheNextPrompt) {
+    fake_backend spec(4, chained_drafter(3));
+    event_log log;
+    engine_core engine(spec, slots(2, 0, 8, true), log.callback());
+    const std::vector<llama_token> a1 = {1, 2, 3, 4, 5};
+    const request_result ra1 = run_one(engine, log, a1, 6);
+    const uint32_t slot = static_cast<uint32_t>(ra1.seq_id);
+    const std::vector<llama_token> held = spec.kv[slot];
+    size_t n_tokens = 0;
+    const std::vector<uint8_t> blob = engine.export_slot(slot, n_tokens);
+    EXPECT_EQ(n_tokens, held.size());
+    EXPECT_EQ(engine.erase_slot(slot), held.size());
+    EXPECT_TRUE(spec.kv[slot].empty());
+    EXPECT_EQ(engine.erase_slot(slot), 0u);
+
+    fake_backend other(4, chained_drafter(3));
+    event_log other_log;
+    engine_core restarted(other, slots(2, 0, 8, true), other_log.callback());
+    EXPECT_EQ(restarted.import_slot(1, blob), held.size());
+    EXPECT_EQ(other.kv[1], held);
+    const std::vector<llama_token> a2 = next_turn(a1, ra1, {7, 8});
+    const size_t before = other.batches.size();
+    const request_result ra2 = run_one(restarted, other_log, a2, 5);
+    EXPECT_EQ(ra2.seq_id, 1) << "the prompt takes the slot that holds most of it";
+    EXPECT_EQ(ra2.n_prompt_cached, held.size());
+    EXPECT_EQ(ra2.output.tokens, solo(a2, greedy(5)).tokens);
+    EXPECT_EQ(other.batches[before].first, static_cast<int32_t>(a2.size() - held.size())) << "only the new tokens are decoded";
+
+    const auto status = [](auto && f) {
+        try {
+            f();
+        } catch (const error & e) {
+            return e.code();
+        }
+        return SPECDEC_STATUS_OK;
+    };
+    EXPECT_EQ(status([&] { restarted.erase_slot(2); }), SPECDEC_STATUS_BAD_SEQ_ID);
+    std::vector<uint8_t> bad = blob;
+    bad[0] ^= 1;
+    EXPECT_EQ(status([&] { restarted.import_slot(0, bad); }), SPECDEC_STATUS_STATE_MALFORMED);
+    bad = blob;
+    bad.push_back(0);
+    EXPECT_EQ(status([&] { restarted.import_slot(0, bad); }), SPECDEC_STATUS_STATE_MALFORMED);
+    EXPECT_EQ(status([&] { restarted.import_slot(0, std::span<const uint8_t>(blob).first(blob.size() / 2)); }),
+              SPECDEC_STATUS_STATE_MALFORMED);
+    // A running request's slot.
+    restarted.add(a2, greedy(20));
+    restarted.step();
+    EXPECT_EQ(status([&] { size_t n = 0; restarted.export_slot(1, n); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(status([&] { restarted.erase_slot(1); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+    while (restarted.has_work()) {
+        restarted.step();
+    }
+    // Without prompt reuse, slots keep nothing between requests.
+    fake_backend plain(4, chained_drafter(3));
+    event_log plain_log;
+    engine_core no_reuse(plain, slots(1, 0, 8, false), plain_log.callback());
+    EXPECT_EQ(status([&] { no_reuse.import_slot(0, blob); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+}
+
 // Four requests in slots 0-3; those in slots 0 and 2 finish first. With a
 // stream per sequence the request in slot 3 moves to slot 0 once slot 0 is
 // free, so every batch holds sequences [0, n); its tokens stay its solo ones.

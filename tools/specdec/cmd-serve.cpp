@@ -175,6 +175,9 @@ void add_serve_command(CLI::App & app, serve_options & o) {
     cmd->add_flag("--prefill-assistant,!--no-prefill-assistant", o.prefill_assistant,
                   "a conversation that ends with an assistant message has that message continued, not a new turn opened "
                   "(default: on, as llama-server); a request's continue_final_message decides for itself");
+    cmd->add_option("--slot-save-path", o.slot_save_path,
+                    "a folder (created if absent) for slot files: POST /slots/{id}?action=save|restore|erase saves what a slot "
+                    "holds to a file there, restores it, or erases the slot (as llama-server)");
     cmd->add_option("--log-file", o.log_file,
                     "also append every line of the log (the server's, and llama.cpp's at the -v level) to this file");
     cmd->add_option("--cors-origin", o.cors_origins,
@@ -275,6 +278,14 @@ int run_serve(const serve_options & o) {
     svc.model_path = o.decoder.model;
     svc.n_slots = o.n_parallel;
     svc.slots_endpoint = o.slots_endpoint;
+    if (!o.slot_save_path.empty()) {
+        std::error_code ec;
+        std::filesystem::create_directories(o.slot_save_path, ec);
+        if (!std::filesystem::is_directory(o.slot_save_path)) {
+            throw specdec::error(SPECDEC_STATUS_IO_ERROR, "--slot-save-path " + o.slot_save_path + " is not a folder that can be created");
+        }
+        svc.slot_save_path = o.slot_save_path.back() == '/' ? o.slot_save_path : o.slot_save_path + "/";
+    }
     svc.verbose_answers = o.verbosity >= 2;
     svc.strategy = d.strategy_name();
     svc.n_ctx = static_cast<int32_t>(o.decoder.n_ctx);

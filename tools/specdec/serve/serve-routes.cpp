@@ -7,6 +7,7 @@
 #include "serve-native.h"
 #include "serve-openai.h"
 #include "serve-responses.h"
+#include "serve-slots.h"
 
 #include <algorithm>
 #include <atomic>
@@ -227,7 +228,8 @@ std::string_view route_of(const std::string & path) {
 // llama-server's own POST routes besides completions (serve-native.h), and
 // Anthropic's count_tokens: answered by a worker without engine work.
 bool is_native_post(std::string_view route) {
-    return route == "/tokenize" || route == "/detokenize" || route == "/apply-template" || route == "/messages/count_tokens";
+    return route == "/tokenize" || route == "/detokenize" || route == "/apply-template" || route == "/messages/count_tokens" ||
+           route.rfind("/slots/", 0) == 0;
 }
 
 // Each token's text.
@@ -549,10 +551,10 @@ std::optional<http_response> api_routes::impl::on_headers(const http_request & r
         }
         return json_response(200, slots_answer(svc));
     }
-    if (req.method == "POST" && route.rfind("/slots/", 0) == 0) {
+    if (req.method == "POST" && route.rfind("/slots/", 0) == 0 && svc.slot_save_path.empty()) {
         return error_response(api_error(501, "not_supported_error",
-                                        "slot actions (save, restore, erase) are not supported: specdec keeps no slot files "
-                                        "(llama-server's --slot-save-path); a slot's prefix is reused by the next prompt that shares it",
+                                        "slot actions (save, restore, erase) need a folder for their files: start the server with "
+                                        "--slot-save-path DIR",
                                         "", "not_supported"));
     }
     if (req.method == "POST" && is_native_post(route)) {
@@ -633,7 +635,7 @@ void api_routes::impl::on_request(const std::shared_ptr<http_exchange> & ex, std
     workers.post([this, kind, api = api_of(ex->request().path), st] { prepare(kind, api, st); });
 }
 
-// A worker: llama-server's /tokenize, /detokenize and /apply-template.
+// A worker: llama-server's /tokenize, /detokenize, /apply-template and slot actions (which wait for the engine thread).
 void api_routes::impl::answer_native(http_exchange & ex) {
     try {
         request_limits limits;
@@ -642,7 +644,10 @@ void api_routes::impl::answer_native(http_exchange & ex) {
         limits.n_ctx = svc.n_ctx;
         const std::string body = ex.take_body();
         const std::string_view route = route_of(ex.request().path);
-        const nlohmann::json answer = route == "/tokenize"               ? tokenize_answer(svc, body, limits)
+        const std::string & target = ex.request().target;
+        const std::string_view query = target.find('?') == std::string::npos ? std::string_view() : std::string_view(target).substr(target.find('?') + 1);
+        const nlohmann::json answer = route.rfind("/slots/", 0) == 0 ? slot_action_answer(svc, svc.slot_save_path, route.substr(7), query, body, limits)
+                                      : route == "/tokenize"               ? tokenize_answer(svc, body, limits)
                                       : route == "/detokenize"           ? detokenize_answer(svc, body, limits)
                                       : route == "/messages/count_tokens" ? count_tokens_answer(body, limits)
                                                                          : apply_template_answer(svc, body, limits);

@@ -39,6 +39,7 @@ struct service {
     std::string            model_path;           // the target's file (GET /props)
     uint32_t               n_slots = 0;          // sequences decoded together (-np; GET /props)
     bool                   slots_endpoint = true; // GET /slots answers (--slots, the default; --no-slots: 501)
+    std::string            slot_save_path;       // --slot-save-path: the slot files' folder, ending with '/' ("": POST /slots/{id} answers 501)
     bool                   verbose_answers = false; // -vv (llama-server's --verbose): answers carry __verbose unless a request says not
     int32_t                n_ctx = 0;            // positions per sequence
     int32_t                n_batch = 0;          // tokens per decode (/infill fits its prefix and suffix in one, as llama-server)

@@ -268,6 +268,20 @@ void scheduler::admit(const std::vector<std::shared_ptr<request_channel>> & grou
     }
 }
 
+void scheduler::call(const std::function<void(specdec::engine &)> & f) {
+    std::promise<void> done;
+    std::future<void> result = done.get_future();
+    {
+        std::lock_guard<std::mutex> lock(m_);
+        if (!accepting_ || stop_) {
+            throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, "the server is shutting down");
+        }
+        calls_.push_back({&f, &done});
+    }
+    wake_.notify_all();
+    result.get();
+}
+
 void scheduler::publish_load() {
     const size_t paused = std::min(n_paused_.load(), by_id_.size());
     const size_t live = by_id_.size() - paused;
@@ -364,12 +378,22 @@ void scheduler::run() {
     running_ = true;
     bool busy = false;
     for (;;) {
-        wake_.wait(lock, [&] { return busy || kicked_ || !inbox_.empty() || stop_; });
+        wake_.wait(lock, [&] { return busy || kicked_ || !inbox_.empty() || !calls_.empty() || stop_; });
         kicked_ = false;
         std::deque<std::vector<std::shared_ptr<request_channel>>> arrived;
         arrived.swap(inbox_);
+        std::deque<engine_call> calls;
+        calls.swap(calls_);
         n_taken_ = std::exchange(n_inbox_, 0); // shutdown() sees them until admit() settles each
         lock.unlock();
+        for (const engine_call & c : calls) {
+            try {
+                (*c.f)(*engine_);
+                c.done->set_value();
+            } catch (...) {
+                c.done->set_exception(std::current_exception());
+            }
+        }
         for (const auto & group : arrived) {
             admit(group);
         }
@@ -390,7 +414,7 @@ void scheduler::run() {
         if (!arrived.empty() || !busy) {
             idle_.notify_all(); // shutdown watches the inbox empty
         }
-        if (stop_ && !busy && inbox_.empty()) {
+        if (stop_ && !busy && inbox_.empty() && calls_.empty()) {
             break;
         }
     }

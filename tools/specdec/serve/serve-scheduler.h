@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -183,6 +184,11 @@ public:
     size_t n_in_flight() const;
     // A copy of what each slot is doing, [0, slots); the engine thread updates it at each event.
     std::vector<slot_view> slots() const;
+    // Any thread: runs `f` on the engine thread between two steps, waits for
+    // it, and rethrows what it threw. Throws specdec::error(INVALID_ARGUMENT)
+    // without running it once shutdown has begun (for the slot files'
+    // export, import and erase).
+    void call(const std::function<void(specdec::engine &)> & f);
 
 private:
     bool on_event(const specdec::engine_event & e);
@@ -202,6 +208,12 @@ private:
     std::condition_variable                      wake_;   // the engine thread: inbox, stop
     std::condition_variable                      idle_;   // shutdown: a request finished, run() returned
     std::deque<std::vector<std::shared_ptr<request_channel>>> inbox_;
+    // call()'s functions, in order, each with where its caller waits for it.
+    struct engine_call {
+        const std::function<void(specdec::engine &)> * f;
+        std::promise<void> *                           done;
+    };
+    std::deque<engine_call>                      calls_;
     size_t                                       n_inbox_ = 0; // requests in the inbox
     size_t                                       n_taken_ = 0; // requests taken from the inbox by the engine thread, not yet added or refused
     std::set<specdec::request_id>                live_;   // admitted, not finished
