@@ -26,7 +26,7 @@ install_packages() {
     [ "${SPECDEC_SKIP_APT:-0}" = "1" ] && return 0
     local pkgs=(cmake ninja-build g++ git ccache pkg-config openssl python3 curl
                 libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
-                nlohmann-json3-dev libasio-dev gnuplot-nox clang-14 libclang-rt-14-dev
+                nlohmann-json3-dev libasio-dev libssl-dev gnuplot-nox clang-14 libclang-rt-14-dev
                 python3-pytest cargo rustc   # these three: the binding suites (ctest -L bindings)
                 python3-requests python3-filelock python3-wget)  # llama-server's own suite (scripts/upstream-suite.sh)
     local missing=()

@@ -4,13 +4,15 @@
 // stops reading, paused and resumed; pipelined
 // requests; keep-alive held for the advertised timeout; connection storms
 // past the descriptor limit; 100 concurrent large bodies against the body
-// memory budget; the Host allow-list; API key files and headers.
+// memory budget; the Host allow-list; HTTPS; API key files and headers.
 // Statuses, tokens and text are asserted; latencies and memory are printed
 // (with generous bounds where they are asserted). Node raises its own
 // descriptor limit to the hard one at start, which the 1,000 sockets need.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
+import https from 'node:https';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -401,6 +403,55 @@ describe('serve connections', { timeout: 240000 }, () => {
         }
         // An address of another machine: the server does not start.
         await assert.rejects(startServer(['--host', '127.0.0.1,192.0.2.1']), /cannot listen on 192\.0\.2\.1/);
+    });
+
+    test('--ssl-cert-file and --ssl-key-file: HTTPS, streams included; plain HTTP or an untrusted certificate gets no answer', async () => {
+        const dir = mkdtempSync(join(tmpdir(), 'specdec-tls-'));
+        const cert = join(dir, 'cert.pem');
+        const key = join(dir, 'key.pem');
+        execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1',
+            '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost'], { stdio: 'ignore' });
+        const tls = await startServer(['-np', '1', '--ssl-cert-file', cert, '--ssl-key-file', key]);
+        try {
+            assert.ok(tls.url.startsWith('https://127.0.0.1:'), tls.url);
+            const ca = readFileSync(cert);
+            const request = (path, body, options = { ca }) => new Promise((resolve, reject) => {
+                const text = body ? JSON.stringify(body) : '';
+                const headers = body ? { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text) } : {};
+                const req = https.request(`${tls.url}${path}`, { method: body ? 'POST' : 'GET', headers, ...options }, (res) => {
+                    let data = '';
+                    res.on('data', (d) => { data += d; });
+                    res.on('end', () => resolve({ status: res.statusCode, body: data }));
+                });
+                req.on('error', reject);
+                if (body) req.write(text);
+                req.end();
+            });
+            assert.equal((await request('/health')).status, 200);
+            const req = { model: MODEL_ID, prompt: 'abc', max_tokens: 4, temperature: 0 };
+            const whole = await request('/v1/completions', req);
+            assert.equal(whole.status, 200, whole.body);
+            assert.equal(JSON.parse(whole.body).choices[0].text, 'defg');
+            const streamed = await request('/v1/completions', { ...req, stream: true });
+            const { events, done } = sseEvents(streamed.body);
+            assert.ok(done);
+            assert.equal(events.map((e) => e.choices[0]?.text ?? '').join(''), 'defg');
+            // Plain HTTP on the port: the handshake fails, the connection closes without an answer.
+            const plain = await new Promise((resolve) => {
+                const sock = net.connect(Number(new URL(tls.url).port), '127.0.0.1');
+                let data = '';
+                sock.on('data', (d) => { data += d.toString('latin1'); });
+                sock.on('error', () => {});
+                sock.on('close', () => resolve(data));
+                sock.write('GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+            });
+            assert.ok(!plain.includes('HTTP/1.1 200'), plain);
+            await assert.rejects(request('/health', null, {}), /self[- ]signed|certificate/i);
+        } finally {
+            assert.deepEqual(await stopServer(tls), { code: 0, signal: null }, tls.log);
+        }
+        await assert.rejects(startServer(['--ssl-cert-file', cert]), /ssl-key-file/);
+        rmSync(dir, { recursive: true });
     });
 
     test('API keys from a file and the command line, as Bearer (any case) or X-Api-Key', async () => {

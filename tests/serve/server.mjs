@@ -25,7 +25,7 @@ export async function startServer(args = [], { env = {}, model = process.env.SPE
         const timer = setTimeout(() => reject(new Error(`no "listening" line in 60 s:\n${server.log}`)), 60000);
         proc.stderr.on('data', (d) => {
             server.log += d.toString();
-            const m = server.log.match(/specdec serve: listening on (http:\/\/[0-9.]+:[0-9]+)/);
+            const m = server.log.match(/specdec serve: listening on (https?:\/\/[0-9.]+:[0-9]+)/);
             if (m) { clearTimeout(timer); resolve(m[1]); }
         });
         proc.on('exit', (code) => { clearTimeout(timer); reject(new Error(`the server exited (${code}) before listening:\n${server.log}`)); });

@@ -178,6 +178,12 @@ void add_serve_command(CLI::App & app, serve_options & o) {
     cmd->add_option("--slot-save-path", o.slot_save_path,
                     "a folder (created if absent) for slot files: POST /slots/{id}?action=save|restore|erase saves what a slot "
                     "holds to a file there, restores it, or erases the slot (as llama-server)");
+    auto * cert = cmd->add_option("--ssl-cert-file", o.ssl_cert_file, "serve HTTPS: the TLS certificate chain, PEM (with --ssl-key-file)")
+                      ->check(CLI::ExistingFile);
+    auto * key = cmd->add_option("--ssl-key-file", o.ssl_key_file, "the TLS certificate's private key, PEM (with --ssl-cert-file)")
+                     ->check(CLI::ExistingFile);
+    cert->needs(key);
+    key->needs(cert);
     cmd->add_option("--log-file", o.log_file,
                     "also append every line of the log (the server's, and llama.cpp's at the -v level) to this file");
     cmd->add_option("--cors-origin", o.cors_origins,
@@ -319,6 +325,8 @@ int run_serve(const serve_options & o) {
     ho.max_body = o.max_body;
     ho.body_budget = o.body_budget;
     ho.write_timeout_s = o.write_timeout;
+    ho.tls_cert_file = o.ssl_cert_file;
+    ho.tls_key_file = o.ssl_key_file;
     serve::http_server http(routes.handlers(), ho);
     const int port = http.bind();
 
@@ -364,7 +372,8 @@ int run_serve(const serve_options & o) {
     });
     std::string where;
     for (const std::string & h : hosts) {
-        where += (where.empty() ? "http://" : " and http://") + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" +
+        const std::string scheme = o.ssl_cert_file.empty() ? "http://" : "https://";
+        where += (where.empty() ? "" : " and ") + scheme + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" +
                  std::to_string(port);
     }
     log_line("listening on " + where + " (model " + svc.model_id + ", " + svc.strategy + ", " + std::to_string(o.n_parallel) +

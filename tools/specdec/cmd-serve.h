@@ -43,6 +43,8 @@ struct serve_options {
     int32_t         reasoning_budget = -1;      // --reasoning-budget: tokens an answer may think (-1: no limit)
     std::string     reasoning_budget_message;   // --reasoning-budget-message: forced before the end of thinking
     std::string     slot_save_path;             // --slot-save-path: the folder of slot files (POST /slots/{id}?action=...)
+    std::string     ssl_cert_file;              // --ssl-cert-file: TLS certificate (PEM; with ssl_key_file)
+    std::string     ssl_key_file;               // --ssl-key-file: its private key (PEM)
     std::string     log_file;                   // --log-file: the log also appended to this file
     bool            prefill_assistant = true;   // --prefill-assistant / --no-prefill-assistant: a last assistant message is continued
     int             verbosity = 0;              // set by main from -v

@@ -3,6 +3,7 @@
 #include "specdec/specdec.hpp"
 
 #include <asio.hpp>
+#include <asio/ssl.hpp>
 
 #include <algorithm>
 #include <array>
@@ -269,6 +270,7 @@ struct http_server_impl {
     asio::io_context                             io{1};
     asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
     std::shared_ptr<shared_state>                st = std::make_shared<shared_state>();
+    std::unique_ptr<asio::ssl::context>          tls; // set: every connection speaks TLS
     std::list<listener>                          listeners; // one per address (a list: each keeps its place)
     asio::steady_timer                           accept_timer{io};
     size_t                                       max_connections = 0;
@@ -284,17 +286,67 @@ struct http_server_impl {
 
 namespace {
 
+// A connection's byte stream: its TCP socket, or TLS over it. Reads and
+// writes go through it; the socket itself is reached for shutdown, close
+// and the peer probe.
+class transport {
+public:
+    transport(tcp::socket sock, asio::ssl::context * tls) {
+        if (tls != nullptr) {
+            tls_ = std::make_unique<asio::ssl::stream<tcp::socket>>(std::move(sock), *tls);
+        } else {
+            plain_.emplace(std::move(sock));
+        }
+    }
+    bool         tls() const { return tls_ != nullptr; }
+    tcp::socket & socket() { return tls_ ? tls_->next_layer() : *plain_; }
+    template <class Handler> void handshake(Handler && h) { tls_->async_handshake(asio::ssl::stream_base::server, std::forward<Handler>(h)); }
+    template <class Buffers, class Handler> void read_some(const Buffers & b, Handler && h) {
+        if (tls_) {
+            tls_->async_read_some(b, std::forward<Handler>(h));
+        } else {
+            plain_->async_read_some(b, std::forward<Handler>(h));
+        }
+    }
+    template <class Buffers, class Handler> void write_some(const Buffers & b, Handler && h) {
+        if (tls_) {
+            tls_->async_write_some(b, std::forward<Handler>(h));
+        } else {
+            plain_->async_write_some(b, std::forward<Handler>(h));
+        }
+    }
+
+private:
+    std::optional<tcp::socket>                        plain_;
+    std::unique_ptr<asio::ssl::stream<tcp::socket>>   tls_;
+};
+
 // One client connection: its socket, its read buffer (pipelined requests
 // wait there), its output queue and its deadline timers; owned by the
 // server's set until it closes, and by the handlers of its pending operations.
 class connection final : public std::enable_shared_from_this<connection> {
 public:
     connection(http_server_impl & srv, tcp::socket sock)
-        : srv_(srv), opt_(srv.opt), sock_(std::move(sock)), deadline_(srv.io), write_timer_(srv.io), peer_timer_(srv.io) {}
+        : srv_(srv), opt_(srv.opt), sock_(std::move(sock), srv.tls.get()), deadline_(srv.io), write_timer_(srv.io), peer_timer_(srv.io) {}
 
+    // The first request's line and headers must come within header_timeout_s,
+    // a TLS handshake before them included.
     void start() {
         arm(std::chrono::seconds(opt_.header_timeout_s));
-        read();
+        if (!sock_.tls()) {
+            read();
+            return;
+        }
+        sock_.handshake([self = shared_from_this()](const std::error_code & ec) {
+            if (self->closed_) {
+                return;
+            }
+            if (ec) {
+                self->close_now(); // not TLS, or a handshake that failed
+                return;
+            }
+            self->guarded([&] { self->read(); });
+        });
     }
 
     // Ends it at once (the server stops, a deadline, a reset): an exchange
@@ -309,7 +361,7 @@ public:
         deadline_.cancel();
         write_timer_.cancel();
         peer_timer_.cancel();
-        sock_.close(ignored);
+        sock_.socket().close(ignored);
         srv_.closed(shared_from_this());
     }
 
@@ -429,7 +481,7 @@ private:
             return;
         }
         reading_ = true;
-        sock_.async_read_some(asio::buffer(buf_), [self = shared_from_this()](const std::error_code & ec, size_t n) {
+        sock_.read_some(asio::buffer(buf_), [self = shared_from_this()](const std::error_code & ec, size_t n) {
             self->reading_ = false;
             self->guarded([&] { self->on_read(ec, n); });
         });
@@ -517,7 +569,7 @@ private:
             if (ec || self->closed_ || self->ex_ == nullptr) {
                 return;
             }
-            pollfd p{self->sock_.native_handle(), POLLIN, 0};
+            pollfd p{self->sock_.socket().native_handle(), POLLIN, 0};
             if (poll(&p, 1, 0) > 0 && (p.revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) {
                 self->close_now(); // the probe met a reset: gone
                 return;
@@ -753,7 +805,7 @@ private:
             }
         });
         // The strings stay in out_ (a deque: pushing keeps them in place) until written.
-        sock_.async_write_some(bufs, [self = shared_from_this()](const std::error_code & ec, size_t n) {
+        sock_.write_some(bufs, [self = shared_from_this()](const std::error_code & ec, size_t n) {
             self->writing_ = false;
             self->write_timer_.cancel();
             if (self->closed_) {
@@ -841,7 +893,7 @@ private:
     void linger() {
         phase_ = phase::closing;
         std::error_code ignored;
-        sock_.shutdown(tcp::socket::shutdown_send, ignored);
+        sock_.socket().shutdown(tcp::socket::shutdown_send, ignored); // (TLS: without close_notify; the answer's length is known)
         if (eof_) {
             close_now();
             return;
@@ -870,7 +922,7 @@ private:
 
     http_server_impl &          srv_;
     const http_options &         opt_;
-    tcp::socket                  sock_;
+    transport                    sock_;
     asio::steady_timer           deadline_;    // the phase's deadline (arm)
     asio::steady_timer           write_timer_; // the write in flight's
     asio::steady_timer           peer_timer_;  // after a probe: checks for a reset
@@ -1017,6 +1069,21 @@ http_server::http_server(http_handlers handlers, const http_options & options)
     rlimit r{};
     const size_t fds = getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur != RLIM_INFINITY ? static_cast<size_t>(r.rlim_cur) : size_t(1) << 20;
     impl_->max_connections = options.max_connections > 0 ? options.max_connections : std::max<size_t>(fds > fd_reserve ? fds - fd_reserve : 0, 16);
+    if (!options.tls_cert_file.empty() || !options.tls_key_file.empty()) {
+        auto tls = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+        tls->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 | asio::ssl::context::no_sslv3 |
+                         asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1);
+        std::error_code ec;
+        tls->use_certificate_chain_file(options.tls_cert_file, ec);
+        if (ec) {
+            throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot load the TLS certificate " + options.tls_cert_file + ": " + ec.message());
+        }
+        tls->use_private_key_file(options.tls_key_file, asio::ssl::context::pem, ec);
+        if (ec) {
+            throw specdec::error(SPECDEC_STATUS_IO_ERROR, "cannot load the TLS key " + options.tls_key_file + ": " + ec.message());
+        }
+        impl_->tls = std::move(tls);
+    }
 }
 
 http_server::~http_server() = default;

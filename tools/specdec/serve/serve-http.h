@@ -136,6 +136,11 @@ struct http_handlers {
 
 struct http_options {
     std::vector<std::string> hosts = {"127.0.0.1"}; // the addresses listened on (at least one), each on `port`
+    // TLS (llama-server's --ssl-cert-file / --ssl-key-file): both PEM files,
+    // or both empty for plain HTTP. Every connection then begins with a TLS
+    // handshake, within header_timeout_s of its accept.
+    std::string tls_cert_file;
+    std::string tls_key_file;
     int         port = 8080;                      // 0: any free port, the same for every address (bind() returns it)
     // Connections open at once at most: past it, accepting pauses until one
     // closes (new ones wait in the kernel's backlog). 0: the descriptor
@@ -171,7 +176,8 @@ struct http_server_impl; // serve-http.cpp's
 class http_server {
 public:
     // `handlers` are copied; what they borrow must outlive the server.
-    // Nothing listens yet.
+    // Nothing listens yet. Throws specdec::error(IO_ERROR) when the TLS
+    // certificate or key cannot be loaded.
     http_server(http_handlers handlers, const http_options & options);
     ~http_server();
     http_server(const http_server &) = delete;
