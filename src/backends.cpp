@@ -119,21 +119,18 @@ constexpr uint32_t saved_format_version = 1;
 // every size a u64 before its bytes.
 std::vector<uint8_t> encode_saved(const saved_state & s, const saved_identity & id) {
     byte_writer w;
-    w.bytes(saved_magic, sizeof(saved_magic));
-    w.u32(saved_format_version);
+    w.header(saved_magic, saved_format_version);
     for (const uint64_t v : id.values) {
         w.u64(v);
     }
     for (const auto * v : {&s.target, &s.draft, &s.session}) {
-        w.u64(v->size());
-        w.bytes(v->data(), v->size());
+        w.sized(*v);
     }
     for (const auto * ps : {&s.target_points, &s.draft_points}) {
         w.u64(ps->size());
         for (const restore_points::point & p : *ps) {
             w.u32(static_cast<uint32_t>(p.n));
-            w.u64(p.bytes.size());
-            w.bytes(p.bytes.data(), p.bytes.size());
+            w.sized(p.bytes);
         }
     }
     return w.take();
@@ -141,13 +138,7 @@ std::vector<uint8_t> encode_saved(const saved_state & s, const saved_identity & 
 
 std::unique_ptr<saved_state> decode_saved(std::span<const uint8_t> bytes, const saved_identity & id) {
     byte_reader r(bytes);
-    const std::span<const uint8_t> m = r.bytes(sizeof(saved_magic), "magic");
-    if (!std::equal(m.begin(), m.end(), saved_magic)) {
-        fail(SPECDEC_STATUS_STATE_MALFORMED, "not a saved sequence (bad magic)");
-    }
-    if (const uint32_t v = r.u32("version"); v != saved_format_version) {
-        fail(SPECDEC_STATUS_STATE_VERSION, "saved sequence format version ", v, "; this library reads ", saved_format_version);
-    }
+    r.header(saved_magic, saved_format_version, "saved sequence");
     for (size_t i = 0; i < saved_identity::n; ++i) {
         const uint64_t v = r.u64(saved_identity::names[i]);
         if (v != id.values[i]) {
@@ -157,8 +148,7 @@ std::unique_ptr<saved_state> decode_saved(std::span<const uint8_t> bytes, const 
     }
     auto out = std::make_unique<saved_state>();
     for (auto * v : {&out->target, &out->draft, &out->session}) {
-        const uint64_t n = r.u64("state size");
-        const std::span<const uint8_t> b = r.bytes(static_cast<size_t>(std::min<uint64_t>(n, r.remaining() + 1)), "state");
+        const std::span<const uint8_t> b = r.sized("state");
         v->assign(b.begin(), b.end());
     }
     for (auto * ps : {&out->target_points, &out->draft_points}) {
@@ -166,8 +156,7 @@ std::unique_ptr<saved_state> decode_saved(std::span<const uint8_t> bytes, const 
         for (uint64_t i = 0; i < n; ++i) {
             restore_points::point p;
             p.n = static_cast<llama_pos>(r.u32("restore point position"));
-            const uint64_t k = r.u64("restore point size");
-            const std::span<const uint8_t> b = r.bytes(static_cast<size_t>(std::min<uint64_t>(k, r.remaining() + 1)), "restore point");
+            const std::span<const uint8_t> b = r.sized("restore point");
             p.bytes.assign(b.begin(), b.end());
             ps->push_back(std::move(p));
         }

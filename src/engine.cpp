@@ -524,19 +524,30 @@ size_t engine_core::load_cached(std::span<const llama_token> prompt, size_t s, s
     cache_.erase(best);
     cache_bytes_ -= c.state->bytes();
     save_slot(s);
+    try {
+        return std::min(best_prefix, load_slot(s, std::move(c.tokens), *c.state));
+    } catch (const error &) {
+        return 0;
+    }
+}
+
+// Drops what free slot `s` holds and loads `state`, a sequence that held
+// `tokens`, into it; returns the tokens it then holds (the backend may
+// resume a position earlier). Throws what the backend throws, the slot then empty.
+size_t engine_core::load_slot(size_t s, std::vector<llama_token> tokens, const generation_backend::saved_sequence & state) {
     const auto seq = static_cast<llama_seq_id>(s);
     b_.clear(seq);
     held_[s].clear();
     int32_t loaded = 0;
     try {
-        loaded = b_.load(seq, *c.state);
-    } catch (const error &) {
+        loaded = b_.load(seq, state);
+    } catch (...) {
         b_.clear(seq);
-        return 0;
+        throw;
     }
-    c.tokens.resize(std::min(c.tokens.size(), static_cast<size_t>(std::max(loaded, 0))));
-    held_[s] = std::move(c.tokens);
-    return std::min(best_prefix, held_[s].size());
+    tokens.resize(std::min(tokens.size(), static_cast<size_t>(std::max(loaded, 0))));
+    held_[s] = std::move(tokens);
+    return held_[s].size();
 }
 
 // A slot file's blob: magic, version, the tokens the slot held (u64 count,
@@ -563,14 +574,12 @@ std::vector<uint8_t> engine_core::export_slot(uint32_t slot, size_t & n_tokens) 
     const std::vector<llama_token> & held = held_[slot];
     const std::vector<uint8_t> state = b_.write(*b_.save(static_cast<llama_seq_id>(slot)));
     byte_writer w;
-    w.bytes(slot_magic, sizeof(slot_magic));
-    w.u32(slot_format_version);
+    w.header(slot_magic, slot_format_version);
     w.u64(held.size());
     for (const llama_token t : held) {
         w.u32(static_cast<uint32_t>(t));
     }
-    w.u64(state.size());
-    w.bytes(state.data(), state.size());
+    w.sized(state);
     n_tokens = held.size();
     return w.take();
 }
@@ -578,13 +587,7 @@ std::vector<uint8_t> engine_core::export_slot(uint32_t slot, size_t & n_tokens) 
 size_t engine_core::import_slot(uint32_t slot, std::span<const uint8_t> blob) {
     require_free_slot(slot);
     byte_reader r(blob);
-    const std::span<const uint8_t> m = r.bytes(sizeof(slot_magic), "magic");
-    if (!std::equal(m.begin(), m.end(), slot_magic)) {
-        fail(SPECDEC_STATUS_STATE_MALFORMED, "not a slot file (bad magic)");
-    }
-    if (const uint32_t v = r.u32("version"); v != slot_format_version) {
-        fail(SPECDEC_STATUS_STATE_VERSION, "slot file format version ", v, "; this library reads ", slot_format_version);
-    }
+    r.header(slot_magic, slot_format_version, "slot file");
     const uint64_t n = r.u64("token count");
     if (n >= static_cast<uint64_t>(n_ctx_)) {
         fail(SPECDEC_STATUS_STATE_CONFIG, "the slot file holds ", n, " tokens; a slot holds ", n_ctx_, " positions");
@@ -596,24 +599,11 @@ size_t engine_core::import_slot(uint32_t slot, std::span<const uint8_t> blob) {
             fail(SPECDEC_STATUS_STATE_CONFIG, "the slot file holds the token ", t, ", outside the vocabulary [0, ", b_.n_vocab(), ")");
         }
     }
-    const uint64_t size = r.u64("state size");
-    if (size != r.remaining()) {
-        fail(SPECDEC_STATUS_STATE_MALFORMED, "the slot file's state has ", r.remaining(), " bytes; its header says ", size);
+    const std::span<const uint8_t> bytes = r.sized("state");
+    if (r.remaining() != 0) {
+        fail(SPECDEC_STATUS_STATE_MALFORMED, "the slot file has ", r.remaining(), " bytes after its state");
     }
-    const std::unique_ptr<generation_backend::saved_sequence> state = b_.read(r.bytes(static_cast<size_t>(size), "state"));
-    const auto seq = static_cast<llama_seq_id>(slot);
-    b_.clear(seq);
-    held_[slot].clear();
-    int32_t loaded = 0;
-    try {
-        loaded = b_.load(seq, *state);
-    } catch (...) {
-        b_.clear(seq);
-        throw;
-    }
-    tokens.resize(std::min(tokens.size(), static_cast<size_t>(std::max(loaded, 0))));
-    held_[slot] = std::move(tokens);
-    return held_[slot].size();
+    return load_slot(slot, std::move(tokens), *b_.read(bytes));
 }
 
 size_t engine_core::erase_slot(uint32_t slot) {

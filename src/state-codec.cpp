@@ -1,7 +1,6 @@
 #include "state-codec.h"
 
 #include <bit>
-#include <cstring>
 
 namespace specdec::detail {
 
@@ -19,8 +18,7 @@ std::vector<uint8_t> encode_state(const session_state & s) {
              " bytes, above the ", SPECDEC_MAX_STATE_BYTES, "-byte bound");
     }
     byte_writer w;
-    w.bytes(magic, sizeof(magic));
-    w.u32(state_format_version);
+    w.header(magic, state_format_version);
     w.u32(static_cast<uint32_t>(s.params.strategy));
     w.u32(s.params.n_seq);
     w.u32(static_cast<uint32_t>(s.params.n_draft_max));
@@ -31,8 +29,7 @@ std::vector<uint8_t> encode_state(const session_state & s) {
     for (llama_token t : s.history) {
         w.u32(static_cast<uint32_t>(t));
     }
-    w.u64(s.impl.size());
-    w.bytes(s.impl.data(), s.impl.size());
+    w.sized(s.impl);
     return w.take();
 }
 
@@ -43,15 +40,7 @@ session_state decode_state(std::span<const uint8_t> blob, const specdec_session_
              SPECDEC_MAX_STATE_BYTES, "-byte bound");
     }
     byte_reader r(blob);
-    const auto m = r.bytes(sizeof(magic), "magic");
-    if (std::memcmp(m.data(), magic, sizeof(magic)) != 0) {
-        fail(SPECDEC_STATUS_STATE_MALFORMED, "not a specdec state blob (bad magic)");
-    }
-    const uint32_t version = r.u32("version");
-    if (version != state_format_version) {
-        fail(SPECDEC_STATUS_STATE_VERSION, "state blob has format version ", version, "; this library reads version ",
-             state_format_version);
-    }
+    r.header(magic, state_format_version, "specdec state blob");
 
     session_state s;
     const uint32_t strategy = r.u32("strategy");

@@ -18,6 +18,7 @@
 
 #include "error.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -25,26 +26,35 @@
 namespace specdec::detail {
 
 // Little-endian bytes out, and back in with bounds checks: a read past the
-// end throws error(STATE_MALFORMED) naming the field.
+// end throws error(STATE_MALFORMED) naming the field. Every blob the library
+// writes (session checkpoints, saved sequences, slot files) opens with an
+// 8-byte magic and a u32 format version (header), and carries its
+// variable-length parts as a u64 size and that many bytes (sized).
 class byte_writer {
 public:
     void bytes(const void * data, size_t n) {
         const auto * p = static_cast<const uint8_t *>(data);
         out_.insert(out_.end(), p, p + n);
     }
-    void u32(uint32_t v) {
-        for (int i = 0; i < 4; ++i) {
-            out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
-        }
+    void u32(uint32_t v) { put(v, 4); }
+    void u64(uint64_t v) { put(v, 8); }
+    void header(const char (&magic)[8], uint32_t version) {
+        bytes(magic, sizeof(magic));
+        u32(version);
     }
-    void u64(uint64_t v) {
-        for (int i = 0; i < 8; ++i) {
-            out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
-        }
+    void sized(std::span<const uint8_t> data) {
+        u64(data.size());
+        bytes(data.data(), data.size());
     }
     std::vector<uint8_t> take() { return std::move(out_); }
 
 private:
+    void put(uint64_t v, int n) {
+        for (int i = 0; i < n; ++i) {
+            out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+        }
+    }
+
     std::vector<uint8_t> out_;
 };
 
@@ -54,34 +64,45 @@ public:
 
     size_t remaining() const { return in_.size() - pos_; }
 
-    uint32_t u32(const char * field) {
-        need(4, field);
-        uint32_t v = 0;
-        for (int i = 0; i < 4; ++i) {
-            v |= static_cast<uint32_t>(in_[pos_++]) << (8 * i);
-        }
-        return v;
-    }
-    uint64_t u64(const char * field) {
-        need(8, field);
-        uint64_t v = 0;
-        for (int i = 0; i < 8; ++i) {
-            v |= static_cast<uint64_t>(in_[pos_++]) << (8 * i);
-        }
-        return v;
-    }
+    uint32_t u32(const char * field) { return static_cast<uint32_t>(get(4, field)); }
+    uint64_t u64(const char * field) { return get(8, field); }
     std::span<const uint8_t> bytes(size_t n, const char * field) {
         need(n, field);
         std::span<const uint8_t> s = in_.subspan(pos_, n);
         pos_ += n;
         return s;
     }
+    // byte_writer::header's: throws error(STATE_MALFORMED) for another
+    // magic, error(STATE_VERSION) for another version; `what` names the blob.
+    void header(const char (&magic)[8], uint32_t version, const char * what) {
+        const std::span<const uint8_t> m = bytes(sizeof(magic), "magic");
+        if (!std::equal(m.begin(), m.end(), magic)) {
+            fail(SPECDEC_STATUS_STATE_MALFORMED, "not a ", what, " (bad magic)");
+        }
+        if (const uint32_t v = u32("version"); v != version) {
+            fail(SPECDEC_STATUS_STATE_VERSION, what, " has format version ", v, "; this library reads version ", version);
+        }
+    }
+    // byte_writer::sized's bytes; `field` names them.
+    std::span<const uint8_t> sized(const char * field) {
+        const uint64_t n = u64(field);
+        need(n, field);
+        return bytes(static_cast<size_t>(n), field);
+    }
 
 private:
-    void need(size_t n, const char * field) const {
+    uint64_t get(int n, const char * field) {
+        need(static_cast<uint64_t>(n), field);
+        uint64_t v = 0;
+        for (int i = 0; i < n; ++i) {
+            v |= static_cast<uint64_t>(in_[pos_++]) << (8 * i);
+        }
+        return v;
+    }
+    void need(uint64_t n, const char * field) const {
         if (remaining() < n) {
-            fail(SPECDEC_STATUS_STATE_MALFORMED, "state blob is truncated: ", field, " needs ", n,
-                 " bytes at offset ", pos_, ", ", remaining(), " remain");
+            fail(SPECDEC_STATUS_STATE_MALFORMED, "blob is truncated: ", field, " needs ", n, " bytes at offset ", pos_, ", ",
+                 remaining(), " remain");
         }
     }
 

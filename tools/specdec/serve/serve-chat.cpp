@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <span>
 #include <stdexcept>
 
 namespace cli::serve {
@@ -113,24 +114,28 @@ std::string chat_formatter::source() const {
 
 namespace {
 
-std::vector<common_chat_msg> to_common(const std::vector<chat_message> & messages) {
+common_chat_msg to_common(const chat_message & m) {
+    common_chat_msg msg;
+    msg.role = m.role;
+    if (m.content_parts.empty()) {
+        msg.content = m.content;
+    }
+    for (const std::string & text : m.content_parts) {
+        msg.content_parts.push_back({"text", text});
+    }
+    msg.reasoning_content = m.reasoning_content;
+    for (const tool_call & c : m.tool_calls) {
+        msg.tool_calls.push_back({c.name, c.arguments, c.id});
+    }
+    msg.tool_call_id = m.tool_call_id;
+    msg.tool_name = m.name;
+    return msg;
+}
+
+std::vector<common_chat_msg> to_common(std::span<const chat_message> messages) {
     std::vector<common_chat_msg> out;
-    for (const auto & m : messages) {
-        common_chat_msg msg;
-        msg.role = m.role;
-        if (m.content_parts.empty()) {
-            msg.content = m.content;
-        }
-        for (const std::string & text : m.content_parts) {
-            msg.content_parts.push_back({"text", text});
-        }
-        msg.reasoning_content = m.reasoning_content;
-        for (const tool_call & c : m.tool_calls) {
-            msg.tool_calls.push_back({c.name, c.arguments, c.id});
-        }
-        msg.tool_call_id = m.tool_call_id;
-        msg.tool_name = m.name;
-        out.push_back(std::move(msg));
+    for (const chat_message & m : messages) {
+        out.push_back(to_common(m));
     }
     return out;
 }
@@ -193,7 +198,7 @@ chat_prompt chat_formatter::apply_builtin(const std::vector<chat_message> & mess
     const bool continued = options.continue_final != continuation::none;
     common_chat_templates_inputs in;
     in.use_jinja = false;
-    in.messages = to_common(continued ? std::vector<chat_message>(messages.begin(), messages.end() - 1) : messages);
+    in.messages = to_common(std::span<const chat_message>(messages).first(messages.size() - (continued ? 1 : 0)));
     in.add_generation_prompt = options.add_generation_prompt || continued;
     chat_prompt out;
     std::lock_guard<std::mutex> lock(impl_->m);
@@ -203,7 +208,7 @@ chat_prompt chat_formatter::apply_builtin(const std::vector<chat_message> & mess
         throw std::runtime_error(std::string("the chat template failed on these messages: ") + e.what());
     }
     if (continued) { // the assistant's turn opened, and its message's text after it
-        out.prompt += to_common(std::vector<chat_message>{messages.back()}).front().render_content();
+        out.prompt += to_common(messages.back()).render_content();
     }
     return out;
 }

@@ -3,6 +3,7 @@
 #include "cli-common.h"
 #include "serve-openai.h"
 #include "serve-scheduler.h"
+#include "serve-utf8.h"
 
 #include "specdec/specdec.hpp"
 
@@ -35,23 +36,6 @@ bool flag(const json & j, const char * field, bool fallback) {
         throw invalid_request(std::string("'") + field + "' must be a boolean", field, "invalid_type");
     }
     return it->get<bool>();
-}
-
-bool valid_utf8(const std::string & s) {
-    for (size_t i = 0; i < s.size();) {
-        const auto c = static_cast<unsigned char>(s[i]);
-        const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-        if (n == 0 || i + n > s.size()) {
-            return false;
-        }
-        for (size_t k = 1; k < n; ++k) {
-            if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) {
-                return false;
-            }
-        }
-        i += n;
-    }
-    return true;
 }
 
 } // namespace

@@ -644,8 +644,8 @@ void api_routes::impl::answer_native(http_exchange & ex) {
         limits.n_ctx = svc.n_ctx;
         const std::string body = ex.take_body();
         const std::string_view route = route_of(ex.request().path);
-        const std::string & target = ex.request().target;
-        const std::string_view query = target.find('?') == std::string::npos ? std::string_view() : std::string_view(target).substr(target.find('?') + 1);
+        const std::string_view target = ex.request().target; // the path, then '?' and the query when there is one
+        const std::string_view query = target.substr(std::min(target.size(), ex.request().path.size() + 1));
         const nlohmann::json answer = route.rfind("/slots/", 0) == 0 ? slot_action_answer(svc, svc.slot_save_path, route.substr(7), query, body, limits)
                                       : route == "/tokenize"               ? tokenize_answer(svc, body, limits)
                                       : route == "/detokenize"           ? detokenize_answer(svc, body, limits)

@@ -282,9 +282,13 @@ void scheduler::call(const std::function<void(specdec::engine &)> & f) {
     result.get();
 }
 
-void scheduler::publish_load() {
+std::pair<size_t, size_t> scheduler::load() const {
     const size_t paused = std::min(n_paused_.load(), by_id_.size());
-    const size_t live = by_id_.size() - paused;
+    return {by_id_.size() - paused, paused};
+}
+
+void scheduler::publish_load() {
+    const auto [live, paused] = load();
     const size_t running = std::min(live, n_slots_);
     metrics_.set_load(running, live - running, paused);
     const specdec::engine::prompt_cache_use cache = engine_->prompt_cache();
@@ -398,7 +402,7 @@ void scheduler::run() {
             admit(group);
         }
         if (engine_->has_work()) {
-            metrics_.add_step(std::min(by_id_.size() - std::min(n_paused_.load(), by_id_.size()), n_slots_));
+            metrics_.add_step(std::min(load().first, n_slots_));
             try {
                 engine_->step();
             } catch (const std::exception & e) {

@@ -195,6 +195,8 @@ private:
     void admit(const std::vector<std::shared_ptr<request_channel>> & group);
     // The n requests of a group taken from the inbox are added (ids first .. first + n - 1) or refused (first 0).
     void settle_taken(specdec::request_id first, size_t n);
+    // Engine thread: the admitted requests not paused, and the paused ones.
+    std::pair<size_t, size_t> load() const;
     void publish_load();
     // Wakes the engine thread for a step (a cancellation or pause to apply).
     void kick();

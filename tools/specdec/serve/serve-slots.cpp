@@ -2,10 +2,12 @@
 
 #include "serve-openai.h"
 #include "serve-scheduler.h"
+#include "serve-utf8.h"
 
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <optional>
 #include <stdexcept>
@@ -15,29 +17,6 @@ namespace cli::serve {
 namespace {
 
 using json = nlohmann::json;
-
-// The code point at s[i] and its length in bytes; nullopt where no
-// well-formed, shortest-form UTF-8 character starts.
-std::optional<std::pair<uint32_t, size_t>> code_point(std::string_view s, size_t i) {
-    const auto b = [&](size_t k) { return static_cast<uint8_t>(s[i + k]); };
-    const uint8_t lead = b(0);
-    const size_t n = lead < 0x80 ? 1 : (lead & 0xE0) == 0xC0 ? 2 : (lead & 0xF0) == 0xE0 ? 3 : (lead & 0xF8) == 0xF0 ? 4 : 0;
-    if (n == 0 || i + n > s.size()) {
-        return std::nullopt;
-    }
-    uint32_t c = n == 1 ? lead : lead & (0x7F >> n);
-    for (size_t k = 1; k < n; ++k) {
-        if ((b(k) & 0xC0) != 0x80) {
-            return std::nullopt;
-        }
-        c = (c << 6) | (b(k) & 0x3F);
-    }
-    const uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (c < least[n]) {
-        return std::nullopt; // an overlong form
-    }
-    return std::make_pair(c, n);
-}
 
 bool forbidden(uint32_t c) {
     return c <= 0x1F || c == 0x7F || (c >= 0x80 && c <= 0x9F) || c == 0xFF0E || c == 0x2215 || c == 0x2216 ||
@@ -49,20 +28,24 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The engine's error as the client's where it is the request's fault (a
-// slot in use or out of range, a file that is not one of this server's);
-// else as a failure of the server's (500, its reason logged).
-[[noreturn]] void throw_slot_error(const specdec::error & e, const std::string & filename) {
-    switch (e.code()) {
-        case SPECDEC_STATUS_STATE_MALFORMED:
-        case SPECDEC_STATUS_STATE_VERSION:
-        case SPECDEC_STATUS_STATE_CONFIG:
-            throw invalid_request("'" + filename + "' is not a slot file this server can restore: " + e.what(), "filename");
-        case SPECDEC_STATUS_INVALID_ARGUMENT:
-        case SPECDEC_STATUS_BAD_SEQ_ID:
-            throw invalid_request(e.what(), "id_slot");
-        default:
-            throw std::runtime_error(e.what());
+// Runs `f` on the engine thread; its error as the client's where it is the
+// request's fault (a slot in use or out of range, a file that is not one
+// of this server's), else as a failure of the server's (500, its reason logged).
+void on_engine(const service & svc, const std::string & filename, const std::function<void(specdec::engine &)> & f) {
+    try {
+        svc.sched->call(f);
+    } catch (const specdec::error & e) {
+        switch (e.code()) {
+            case SPECDEC_STATUS_STATE_MALFORMED:
+            case SPECDEC_STATUS_STATE_VERSION:
+            case SPECDEC_STATUS_STATE_CONFIG:
+                throw invalid_request("'" + filename + "' is not a slot file this server can restore: " + e.what(), "filename");
+            case SPECDEC_STATUS_INVALID_ARGUMENT:
+            case SPECDEC_STATUS_BAD_SEQ_ID:
+                throw invalid_request(e.what(), "id_slot");
+            default:
+                throw std::runtime_error(e.what());
+        }
     }
 }
 
@@ -73,7 +56,7 @@ bool valid_slot_filename(std::string_view name) {
         return false;
     }
     for (size_t i = 0; i < name.size();) {
-        const auto c = code_point(name, i);
+        const auto c = utf8_code_point(name, i);
         if (!c || forbidden(c->first)) {
             return false;
         }
@@ -101,11 +84,7 @@ json slot_action_answer(const service & svc, const std::string & folder, std::st
     }
     if (action == "erase") {
         size_t n = 0;
-        try {
-            svc.sched->call([&](specdec::engine & e) { n = e.erase_slot(slot); });
-        } catch (const specdec::error & e) {
-            throw_slot_error(e, "");
-        }
+        on_engine(svc, "", [&](specdec::engine & e) { n = e.erase_slot(slot); });
         return {{"id_slot", slot}, {"n_erased", n}};
     }
     if (action != "save" && action != "restore") {
@@ -129,11 +108,7 @@ json slot_action_answer(const service & svc, const std::string & folder, std::st
     if (action == "save") {
         std::vector<uint8_t> blob;
         size_t n_tokens = 0;
-        try {
-            svc.sched->call([&](specdec::engine & e) { blob = e.export_slot(slot, n_tokens); });
-        } catch (const specdec::error & e) {
-            throw_slot_error(e, filename);
-        }
+        on_engine(svc, filename, [&](specdec::engine & e) { blob = e.export_slot(slot, n_tokens); });
         // Written beside it, then renamed: a reader never sees half a file.
         const std::string partial = path + ".partial";
         {
@@ -157,11 +132,7 @@ json slot_action_answer(const service & svc, const std::string & folder, std::st
     }
     const std::vector<uint8_t> blob((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     size_t n_restored = 0;
-    try {
-        svc.sched->call([&](specdec::engine & e) { n_restored = e.import_slot(slot, blob); });
-    } catch (const specdec::error & e) {
-        throw_slot_error(e, filename);
-    }
+    on_engine(svc, filename, [&](specdec::engine & e) { n_restored = e.import_slot(slot, blob); });
     return {{"id_slot", slot}, {"filename", filename}, {"n_restored", n_restored}, {"n_read", blob.size()},
             {"timings", {{"restore_ms", ms_since(t0)}}}};
 }
