@@ -47,6 +47,14 @@ public:
         return static_cast<int32_t>(std::max<int64_t>(free, 0) / std::max<uint32_t>(n_seq, 1));
     }
     int32_t n_batch() const override { return static_cast<int32_t>(llama_n_batch(target_)); }
+    void check_exact_batching(uint32_t n_seq) const override {
+        if (n_seq > 1 && llama_n_seq_max(target_) > 1 && !streams_per_sequence(target_) && specdec_exact_kernels()) {
+            fail(SPECDEC_STATUS_UNAVAILABLE, "exact kernels: ", n_seq, " sequences share one KV cache (kv_unified), "
+                 "so each sequence's keys lie among the others' cells and attention sums them in an order that "
+                 "depends on the others; create the target context without kv_unified (a KV stream per sequence), "
+                 "or turn exact kernels off (specdec_set_exact_kernels(false))");
+        }
+    }
     const float * logits(int32_t i) override {
         const float * row = llama_get_logits_ith(target_, i);
         if (row == nullptr) {

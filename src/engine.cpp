@@ -191,6 +191,7 @@ engine_core::engine_core(generation_backend & backend, const engine_params & par
         fail(SPECDEC_STATUS_BATCH_CAPACITY, n_seq, " slots cannot share a verification batch of n_batch = ", b_.n_batch(),
              " tokens");
     }
+    b_.check_exact_batching(n_seq);
     slots_.resize(n_seq);
     held_.resize(n_seq);
     if (b_.n_draft_max() > 0) {

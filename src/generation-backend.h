@@ -25,6 +25,12 @@ public:
     virtual uint32_t n_seq() const = 0;      // sequences that can run at once
     virtual int32_t n_draft_max() const = 0; // 0: no drafter
     virtual int32_t n_draft_min() const = 0; // shorter proposals are dropped
+    // Throws error(UNAVAILABLE) where exact kernels are on and n_seq
+    // sequences decoded together would not each get the tokens it gets
+    // alone: all sequences share one KV cache (kv_unified), so a sequence's
+    // cells lie among the others' and attention sums its keys in an order
+    // that depends on them.
+    virtual void check_exact_batching(uint32_t n_seq) const = 0;
 
     // Empties a sequence before its prompt.
     virtual void clear(llama_seq_id seq) = 0;

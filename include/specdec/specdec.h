@@ -156,8 +156,10 @@ SPECDEC_API const char * specdec_cpu_variant(void);
  * processing, but greedy output that may differ from plain decoding after a
  * near-tie. The weight types llama.cpp's quantizer writes are covered on
  * x86 builds without AMX, but Q1_0 and Q2_0 (specdec_check_exact says per
- * file); a unified KV cache (kv_unified) with several sequences is checked
- * only with a quantized cache type (docs/robustness.md). Process-wide (it sets
+ * file). Several sequences on a unified KV cache (kv_unified) cannot be
+ * exact (a sequence's keys lie among the others' cells, summed in cell
+ * order): under exact kernels generate and engines refuse them with
+ * SPECDEC_STATUS_UNAVAILABLE (docs/robustness.md). Process-wide (it sets
  * the CPU backend, every model and context alike); change it only while no
  * decode runs. GPU backends are not covered. Returns
  * SPECDEC_STATUS_UNAVAILABLE (and leaves the kernels as they are) when asked
@@ -867,7 +869,9 @@ typedef struct specdec_generation specdec_generation;
  * vocabulary, bad parameter), PROMPT_TOO_LONG (a size above
  * SPECDEC_MAX_PROMPT_TOKENS), SEQ_CAPACITY (more prompts than sequences, or
  * than SPECDEC_MAX_SEQ), BATCH_CAPACITY,
- * CONTEXT_FULL (a prompt longer than its sequence's positions).
+ * CONTEXT_FULL (a prompt longer than its sequence's positions),
+ * UNAVAILABLE (exact kernels on and several prompts on a unified KV cache:
+ * see specdec_set_exact_kernels).
  * Errors while generating (a decode failed or was aborted by the context's
  * abort callback, the drafter failed, NaN logits): DECODE_FAILED,
  * CONTEXT_FULL, NATIVE_FAILURE, OUT_OF_MEMORY. Then *out still receives the
@@ -1077,7 +1081,8 @@ typedef struct specdec_engine specdec_engine;
  * callback: optional (NULL: results are lost; use it). *out: set to NULL first.
  * Errors: INVALID_ARGUMENT (NULL pointer, n_prefill_chunk < 0, max_waiting 0), SEQ_CAPACITY
  * (n_seq above the session's n_seq or SPECDEC_MAX_SEQ), BATCH_CAPACITY
- * (n_seq above the target's n_batch).
+ * (n_seq above the target's n_batch), UNAVAILABLE (exact kernels on and
+ * n_seq > 1 on a unified KV cache: see specdec_set_exact_kernels).
  */
 SPECDEC_API specdec_status specdec_engine_init(specdec_session * session, struct llama_context * target,
                                                const specdec_engine_params * params, specdec_engine_callback callback,

@@ -228,7 +228,8 @@ using event_callback = std::function<bool(const engine_event & event)>;
 class SPECDEC_API engine {
 public:
     // Borrows `s` (or `target`) for its whole lifetime. Throws error:
-    // INVALID_ARGUMENT, SEQ_CAPACITY, BATCH_CAPACITY (see specdec_engine_init).
+    // INVALID_ARGUMENT, SEQ_CAPACITY, BATCH_CAPACITY, UNAVAILABLE (see
+    // specdec_engine_init).
     engine(session & s, const engine_params & params, event_callback on_event);
     engine(llama_context * target, const engine_params & params, event_callback on_event);
     ~engine();

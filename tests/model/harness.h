@@ -39,6 +39,20 @@ struct context_options {
     int32_t            n_threads = 1;       // decoding threads (n_threads and n_threads_batch)
 };
 
+// Exact kernels off (specdec_set_exact_kernels) while it lives, then as
+// they were: for what exact kernels refuse, such as several sequences on a
+// unified KV cache.
+class fast_kernels {
+public:
+    fast_kernels() : was_(specdec_exact_kernels()) { specdec_set_exact_kernels(false); }
+    ~fast_kernels() { specdec_set_exact_kernels(was_); }
+    fast_kernels(const fast_kernels &) = delete;
+    fast_kernels & operator=(const fast_kernels &) = delete;
+
+private:
+    bool was_;
+};
+
 // Throws std::runtime_error when llama.cpp refuses the parameters.
 llama_context_ptr make_context(llama_model * model, const context_options & opt);
 

@@ -52,6 +52,7 @@ public:
     uint32_t n_seq() const override { return n_seq_; }
     int32_t n_draft_max() const override { return n_draft_max_; }
     int32_t n_draft_min() const override { return 0; }
+    void check_exact_batching(uint32_t n_seq) const override { checked_n_seq = n_seq; }
 
     void clear(llama_seq_id seq) override {
         kv[seq].clear();
@@ -263,6 +264,7 @@ public:
     int                                              n_decodes = 0;
     int                                              fail_at_decode = -1; // decode number that throws
     int                                              n_resets = 0;
+    mutable uint32_t                                 checked_n_seq = 0; // the last check_exact_batching()
     bool                                             unified = false;   // one cache of n_ctx cells for all sequences
     bool                                             movable = true;    // the drafter lets sequences move (with !unified)
     std::vector<std::pair<llama_seq_id, llama_seq_id>> moves;           // every move(from, to)

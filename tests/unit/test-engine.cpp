@@ -353,6 +353,18 @@ TEST(Engine, TheQueueRefusesPastItsBound) {
     EXPECT_THROW(engine.add({{1}}, greedy(-1)), error);
 }
 
+TEST(Engine, AsksTheBackendWhetherItsSlotsBatchExactly) {
+    // The engine's slots and generate()'s prompts are what decode together:
+    // the backend refuses a count its cache cannot batch exactly.
+    fake_backend spec(4, chained_drafter(), 4);
+    event_log log;
+    engine_core engine(spec, slots(3, 0, 2), log.callback());
+    EXPECT_EQ(spec.checked_n_seq, 3u);
+    const std::vector<std::vector<llama_token>> two = {{1}, {2}};
+    run_generation(spec, two, greedy(2), {});
+    EXPECT_EQ(spec.checked_n_seq, 2u);
+}
+
 // Issue 33: a burst between two steps was counted against max_waiting
 // before admission put it into free slots, so four requests for four free
 // slots with max_waiting 1 got QUEUE_FULL.
