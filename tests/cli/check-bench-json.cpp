@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <tuple>
 #include <string>
 
 namespace {
@@ -72,8 +73,9 @@ int main(int argc, char ** argv) {
     expect(doc.contains("synthetic_acceptance") && doc["synthetic_acceptance"].is_null() != synthetic,
            "synthetic_acceptance must be set exactly for a synthetic run");
 
-    // The verification cost curve: k = 0.. with relative[0] = 1.
-    std::set<int> curve_n_seq;
+    // The verification cost curve: k = 0.. with relative[0] = 1, one per
+    // kernels and n_seq.
+    std::set<std::pair<std::string, int>> curves;
     for (const auto & c : doc.value("verify_cost", nlohmann::json::array())) {
         const auto & us = c.at("microseconds");
         const auto & rel = c.at("relative");
@@ -82,17 +84,17 @@ int main(int argc, char ** argv) {
             expect(std::isfinite(us[k].get<double>()) && us[k].get<double>() > 0, "verify_cost microseconds > 0");
             expect(near(rel[k].get<double>(), us[k].get<double>() / us[0].get<double>()), "verify_cost relative = us / us[0]");
         }
-        curve_n_seq.insert(c.at("n_seq").get<int>());
+        expect(curves.insert({c.value("kernels", std::string()), c.at("n_seq").get<int>()}).second, "two curves of one kernels and n_seq");
     }
 
     const auto & results = doc.value("results", nlohmann::json::array());
     expect(!results.empty(), "no results");
-    // (n_seq, temperature) -> tokens/s of plain decoding
-    std::map<std::pair<int, double>, double> plain_tps;
+    // (n_seq, temperature, kernels) -> tokens/s of plain decoding
+    std::map<std::tuple<int, double, std::string>, double> plain_tps;
     for (const auto & r : results) {
         if (r.value("strategy", "") == "none") {
-            const std::pair<int, double> key{r.value("n_seq", 0), r.value("temperature", -1.0)};
-            expect(!plain_tps.count(key), "two plain rows for n_seq " + std::to_string(key.first) + " at one temperature");
+            const std::tuple<int, double, std::string> key{r.value("n_seq", 0), r.value("temperature", -1.0), r.value("kernels", "")};
+            expect(!plain_tps.count(key), "two plain rows for n_seq " + std::to_string(std::get<0>(key)) + " at one temperature and kernels");
             plain_tps[key] = number(r, "tokens_per_second", "plain");
         }
     }
@@ -108,7 +110,10 @@ int main(int argc, char ** argv) {
         const std::string accept = r.value("accept", std::string());
         expect(accept == "exact" || accept == "rejection", where + ": accept is neither exact nor rejection");
         expect(temperature > 0 || accept == "exact", where + ": a greedy row is exact");
-        const std::pair<int, double> key{n_seq, temperature};
+        const std::string kernels = r.value("kernels", std::string());
+        expect(kernels == "exact" || kernels == "fast", where + ": kernels is neither exact nor fast");
+        expect(number(r, "prefill_ms", where) > 0, where + ": prefill_ms > 0");
+        const std::tuple<int, double, std::string> key{n_seq, temperature, kernels};
         const double n_draft = number(r, "n_draft", where);
         const double tps = number(r, "tokens_per_second", where);
         const double speedup = number(r, "speedup", where);
@@ -118,9 +123,9 @@ int main(int argc, char ** argv) {
         const double per_step = number(r, "tokens_per_step", where);
         const double shares = number(r, "verify_share", where) + number(r, "draft_share", where) + number(r, "bookkeeping_share", where);
 
-        expect(plain_tps.count(key) == 1, where + ": no plain row with the same n_seq and temperature");
+        expect(plain_tps.count(key) == 1, where + ": no plain row with the same n_seq, temperature and kernels");
         // (--speedups-only measures no curve at all)
-        expect(!doc.contains("verify_cost") || curve_n_seq.count(n_seq) == 1, where + ": no verification cost curve for its n_seq");
+        expect(!doc.contains("verify_cost") || curves.count({kernels, n_seq}) == 1, where + ": no verification cost curve for its kernels and n_seq");
         expect(near(speedup, tps / plain_tps[key]), where + ": speedup is not tokens/s over plain's");
         // One ratio a round; the ratio of the medians lies within them (a
         // row at least r times plain's in every round has a median at least r times).
@@ -153,13 +158,14 @@ int main(int argc, char ** argv) {
             continue;
         }
         expect(n_draft >= 1, where + ": n_draft below 1");
-        if (synthetic || accept == "rejection") {
-            // (rejection sampling keeps plain decoding's distribution, not its draws)
-            expect(identical.is_null(), where + ": a synthetic or rejection-sampled row cannot claim identity with plain decoding");
+        if (synthetic || accept == "rejection" || kernels == "fast") {
+            // (rejection sampling keeps plain decoding's distribution, not its
+            // draws; fast kernels promise nothing)
+            expect(identical.is_null(), where + ": a synthetic, rejection-sampled or fast-kernel row cannot claim identity with plain decoding");
         } else {
             expect(identical == true, where + ": differs from plain decoding");
         }
-        if (exact && !synthetic && !r["adaptive"].get<bool>() && temperature == 0) {
+        if (exact && kernels == "exact" && !synthetic && !r["adaptive"].get<bool>() && temperature == 0) {
             expect(acceptance == 1, where + ": an exact drafter accepted only " + std::to_string(acceptance));
         }
         if (r.contains("ours_over_upstream")) {

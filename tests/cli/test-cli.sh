@@ -184,6 +184,13 @@ check "bench chart is a PNG" bash -c "head -c 4 '$work/bench.png' | grep -q PNG"
 check "bench progress: a line per run on a pipe" contains "$work/err" "bench: round 2/2: mtp n=3 x2 (run "
 check "bench progress: the time left once a round was timed" contains "$work/err" "left in the rounds)"
 check "bench progress: the verification cost" contains "$work/err" "bench: verification cost of 1 to 4 tokens, 2 sequences: pass 5/5"
+check "bench exact against fast kernels" exit_is 0 "$specdec" bench -m "$work/qwen35.gguf" -n 16 -r 2 --n-draft 2 -t 1 \
+    --kernels exact --kernels fast --json "$work/bench-kernels.json"
+check "bench kernels json consistent" "$check_bench_json" "$work/bench-kernels.json" --exact
+check "bench kernels: a fast row beside each" contains "$work/out" "| mtp n=2 fast |"
+check "bench kernels: the comparison" contains "$work/out" "| exact / fast | tokens/s exact | fast | speed |"
+check "bench kernels: the curve compared" contains "$work/out" "| verifying, 1 sequence: rows each | µs exact | fast | speed |"
+check "bench kernels: each once" exit_is 2 "$specdec" bench -m "$work/qwen35.gguf" --kernels fast --kernels fast
 check "bench temperatures" exit_is 0 "$specdec" bench -m "$work/qwen35.gguf" -n 16 -r 1 --n-draft 2 --temp 0 --temp 1 -t 1 \
     --speedups-only --json "$work/bench-temp.json"
 check "bench temperatures json consistent" "$check_bench_json" "$work/bench-temp.json"

@@ -167,6 +167,50 @@ std::string chart_script(const json & bench, bool svg) {
     return gp + plot + "\n";
 }
 
+// Exact against fast kernels, from the same run: each configuration's
+// decoding speed and prompt processing, and the verification-cost curve,
+// as the exact kernels' speed over the fast ones' (1: they cost nothing).
+std::string kernels_table(const json & bench) {
+    std::string out = "\n| exact / fast | tokens/s exact | fast | speed | prompt ms exact | fast | speed |\n|---|---|---|---|---|---|---|\n";
+    const json & results = bench.at("results");
+    for (const auto & r : results) {
+        if (r.value("kernels", "exact") != "exact") {
+            continue;
+        }
+        const std::string name = r.at("configuration").get<std::string>();
+        const auto fast = std::find_if(results.begin(), results.end(), [&](const json & f) { return f.at("configuration") == name + " fast"; });
+        if (fast == results.end()) {
+            continue;
+        }
+        const double tps[2] = {r.at("tokens_per_second").get<double>(), fast->at("tokens_per_second").get<double>()};
+        const double ms[2] = {r.at("prefill_ms").get<double>(), fast->at("prefill_ms").get<double>()};
+        out += "| " + name + " | " + fixed(tps[0], 1) + " | " + fixed(tps[1], 1) + " | " + fixed(tps[1] > 0 ? tps[0] / tps[1] : 0.0, 2) +
+               " | " + fixed(ms[0], 0) + " | " + fixed(ms[1], 0) + " | " + fixed(ms[0] > 0 ? ms[1] / ms[0] : 0.0, 2) + " |\n";
+    }
+    const json curves = bench.value("verify_cost", json::array());
+    for (const auto & e : curves) {
+        if (e.at("kernels") != "exact") {
+            continue;
+        }
+        for (const auto & f : curves) {
+            if (f.at("kernels") != "fast" || f.at("n_seq") != e.at("n_seq")) {
+                continue;
+            }
+            const int n_seq = e.at("n_seq").get<int>();
+            const auto & a = e.at("microseconds");
+            const auto & b = f.at("microseconds");
+            out += "\n| verifying, " + std::to_string(n_seq) + (n_seq > 1 ? " sequences" : " sequence") +
+                   ": rows each | µs exact | fast | speed |\n|---|---|---|---|\n";
+            for (size_t k = 0; k < std::min(a.size(), b.size()); ++k) {
+                const double x = a[k].get<double>();
+                const double y = b[k].get<double>();
+                out += "| " + std::to_string(k + 1) + " | " + fixed(x, 0) + " | " + fixed(y, 0) + " | " + fixed(x > 0 ? y / x : 0.0, 2) + " |\n";
+            }
+        }
+    }
+    return out;
+}
+
 } // namespace
 
 std::string bench_markdown_table(const json & bench) {
@@ -197,6 +241,9 @@ std::string bench_markdown_table(const json & bench) {
             out += r.contains("ours_over_upstream") ? " " + fixed(r["ours_over_upstream"].get<double>(), 2) + " |" : " |";
         }
         out += "\n";
+    }
+    if (bench.value("kernels", json::array()).size() > 1) {
+        out += kernels_table(bench);
     }
     if (bench.contains("oracle")) {
         out += "\n| oracle | tokens/s | speedup | tokens/step | auto / oracle |\n|---|---|---|---|---|\n";
@@ -233,8 +280,10 @@ void write_bench_markdown(const json & bench, const std::string & path) {
         md += "- MTP draft vocabulary: " + (n > 0 ? std::to_string(n) + " tokens" : std::string("the whole vocabulary")) + "\n";
     }
     md += std::string("- kernels: ") +
-          (bench.value("exact_kernels", false) ? "exact (each row of a batch computed as alone)"
-                                               : "fast (batch-dependent; output may differ from plain decoding)") +
+          (bench.value("kernels", json::array()).size() > 1
+               ? "exact and fast, each configuration under both in turn (rows \"... fast\"); the first given is the oracle's"
+           : bench.value("exact_kernels", false) ? "exact (each row of a batch computed as alone)"
+                                                 : "fast (batch-dependent; output may differ from plain decoding)") +
           "\n\n";
     const bool synthetic = is_synthetic(bench);
     if (synthetic) {

@@ -19,6 +19,7 @@
 #include <functional>
 #include <iterator>
 #include <map>
+#include <tuple>
 #include <span>
 
 namespace cli {
@@ -59,9 +60,20 @@ void add_bench_command(CLI::App & app, bench_options & o) {
         if (o.model.empty() && o.fixture.empty()) {
             throw CLI::ValidationError("bench", "give a model (-m) or --fixture");
         }
+        if (o.kernels.size() > 1 && o.kernels[0] == o.kernels[1]) {
+            throw CLI::ValidationError("--kernels", "give each of exact and fast at most once");
+        }
+        if (o.kernels.size() > 2) {
+            throw CLI::ValidationError("--kernels", "give each of exact and fast at most once");
+        }
     });
     cmd->add_option("--model-draft", o.draft_model, "draft model (GGUF) for eagle3, dflash, dspark, draft")->check(CLI::ExistingFile);
-    add_kernels_option(cmd, o.kernels);
+    cmd->add_option("--kernels", o.kernels,
+                    "CPU kernels: exact (each row of a batch computed as alone: output identical to plain decoding) or "
+                    "fast (llama.cpp's batch-dependent paths); repeatable: every configuration, prompt processing "
+                    "and the verification-cost curve run under each in turn, and the report compares them")
+        ->check(CLI::IsMember({"exact", "fast"}))
+        ->capture_default_str();
     add_llama_options(cmd, o.llama);
     add_draft_vocab_options(cmd, o.draft_vocab);
     cmd->add_option("--spec", o.specs, "strategies to compare (repeatable); default: the one the files' metadata implies");
@@ -79,6 +91,7 @@ void add_bench_command(CLI::App & app, bench_options & o) {
         ->capture_default_str();
     cmd->add_option("--n-seq", o.n_seqs, "sequences decoded together (repeatable: a sweep)")->check(CLI::Range(1, 64))->capture_default_str();
     cmd->add_option("-p,--prompt", o.prompt, "prompt text (every sequence gets it)");
+    cmd->add_option("-f,--file", o.prompt_file, "read the prompt from a file (a long context)")->check(CLI::ExistingFile);
     cmd->add_option("-n,--n-predict", o.n_predict, "tokens generated per sequence and run")->check(CLI::Range(1, 1 << 16))->capture_default_str();
     cmd->add_option("-r,--repeats", o.repeats, "rounds; medians are reported")->check(CLI::Range(1, 1000))->capture_default_str();
     cmd->add_option("-c,--ctx-size", o.n_ctx, "context size per sequence")->check(CLI::Range(64u, 1u << 20))->capture_default_str();
@@ -113,6 +126,7 @@ struct config {
     int32_t          n_seq    = 1;
     float            temperature = 0.0f;
     specdec_accept_mode accept = SPECDEC_ACCEPT_EXACT; // with temperature > 0
+    bool             exact    = true; // exact kernels (else fast)
 };
 
 struct run_result {
@@ -124,6 +138,7 @@ struct run_result {
     double bookkeeping_share = 0;
     double step_cost_us      = 0; // target verification + drafting per step: what an ideal loop pays
     double draft_us_per_step = 0;
+    double prefill_us        = 0; // the prompts' decode, every sequence's
     std::vector<double> by_position; // acceptance at each draft position given the ones before it
     std::vector<std::vector<llama_token>> tokens; // per sequence
 };
@@ -168,6 +183,7 @@ run_result measure(const specdec::generation_result & g) {
     r.bookkeeping_share = std::max(0.0, 1.0 - r.verify_share - r.draft_share);
     r.step_cost_us = n_steps > 0 ? static_cast<double>(t.t_verify_us + t.t_draft_us) / static_cast<double>(n_steps) : 0.0;
     r.draft_us_per_step = n_steps > 0 ? static_cast<double>(t.t_draft_us) / static_cast<double>(n_steps) : 0.0;
+    r.prefill_us = static_cast<double>(t.t_prefill_us);
     for (size_t i = 0; i < SPECDEC_MAX_DRAFT && st.n_reached_at[i] > 0; ++i) {
         r.by_position.push_back(static_cast<double>(st.n_accepted_at[i]) / static_cast<double>(st.n_reached_at[i]));
     }
@@ -298,9 +314,18 @@ std::vector<std::pair<int32_t, bool>> draft_lengths_of(const bench_options & o) 
 }
 
 // Per temperature and number of sequences: plain decoding, then every
-// strategy and draft length, in each accept mode when sampling.
+// strategy and draft length, in each accept mode when sampling; each under
+// every kernels given, one after the other ("... fast" when compared).
 std::vector<config> configs_of(const bench_options & o, const std::vector<specdec_strategy> & strategies) {
     std::vector<config> out;
+    const auto add = [&](const config & c) {
+        for (const std::string & k : o.kernels) {
+            config with = c;
+            with.exact = k == "exact";
+            with.name += with.exact || o.kernels.size() == 1 ? "" : " fast";
+            out.push_back(with);
+        }
+    };
     for (float t : o.temperatures) {
         const bool sampled = t >= SPECDEC_MIN_SAMPLING_TEMPERATURE;
         char temp[32];
@@ -315,14 +340,14 @@ std::vector<config> configs_of(const bench_options & o, const std::vector<specde
         }
         for (int32_t n_seq : o.n_seqs) {
             const std::string suffix = n_seq > 1 ? " x" + std::to_string(n_seq) : "";
-            out.push_back({"plain" + at + suffix, SPECDEC_STRATEGY_MTP, 0, false, n_seq, t});
+            add({"plain" + at + suffix, SPECDEC_STRATEGY_MTP, 0, false, n_seq, t});
             for (specdec_strategy s : strategies) {
                 for (const auto & [n, adaptive] : draft_lengths_of(o)) {
                     const std::string length = adaptive ? "auto(" + std::to_string(n) + ")" : std::to_string(n);
                     for (specdec_accept_mode m : modes) {
                         const std::string mode = sampled ? std::string(" ") + accept_mode_name(m) : "";
-                        out.push_back({std::string(specdec_strategy_name(s)) + " n=" + length + at + mode + suffix, s, n, adaptive,
-                                       n_seq, t, m});
+                        add({std::string(specdec_strategy_name(s)) + " n=" + length + at + mode + suffix, s, n, adaptive, n_seq,
+                             t, m});
                     }
                 }
             }
@@ -439,7 +464,7 @@ void add_oracles(nlohmann::json & out, const bench_options & o, const std::vecto
             const double plain_tps = median_of(runs[p], &run_result::tokens_per_second);
             std::vector<double> relative;
             for (const auto & v : out["verify_cost"]) {
-                if (v["n_seq"].get<int32_t>() == n_seq) {
+                if (v["n_seq"].get<int32_t>() == n_seq && v["kernels"] == o.kernels.front()) {
                     relative = v["relative"].get<std::vector<double>>();
                 }
             }
@@ -447,7 +472,7 @@ void add_oracles(nlohmann::json & out, const bench_options & o, const std::vecto
             std::map<int32_t, double> paid;   // what a step of each fixed length run cost
             for (size_t c = 0; c < configs.size(); ++c) {
                 if (configs[c].strategy == strategy && configs[c].n_draft > 0 && !configs[c].adaptive && configs[c].n_seq == n_seq &&
-                    configs[c].temperature < SPECDEC_MIN_SAMPLING_TEMPERATURE) {
+                    configs[c].temperature < SPECDEC_MIN_SAMPLING_TEMPERATURE && configs[c].exact == (o.kernels.front() == "exact")) {
                     drafting[effective[c]] = median_of(runs[c], &run_result::draft_us_per_step);
                     paid[effective[c]] = median_of(runs[c], &run_result::step_cost_us);
                 }
@@ -486,7 +511,7 @@ void add_oracles(nlohmann::json & out, const bench_options & o, const std::vecto
                                      {"step_cost_us", step_cost}});
             for (auto & row : out["results"]) {
                 if (row["adaptive"].get<bool>() && row["strategy"] == name && row["n_seq"].get<int32_t>() == n_seq &&
-                    row["temperature"].get<float>() < SPECDEC_MIN_SAMPLING_TEMPERATURE) {
+                    row["temperature"].get<float>() < SPECDEC_MIN_SAMPLING_TEMPERATURE && row["kernels"] == o.kernels.front()) {
                     row["of_oracle"] = row["speedup"].get<double>() / speedup;
                 }
             }
@@ -504,8 +529,16 @@ int bench_model(const bench_options & o) {
     const int32_t n_seq_top = *std::max_element(o.n_seqs.begin(), o.n_seqs.end());
     const bool any_mtp = std::find(strategies.begin(), strategies.end(), SPECDEC_STRATEGY_MTP) != strategies.end();
 
-    use_kernels(o.kernels);
-    require_exact(o.model);
+    // Each run sets its kernels; the first given is the reference (the oracle's).
+    const auto set_kernels = [&](bool exact) {
+        if (const specdec_status st = specdec_set_exact_kernels(exact); st != SPECDEC_STATUS_OK) {
+            throw specdec::error(st, specdec_last_error());
+        }
+    };
+    for (auto k = o.kernels.rbegin(); k != o.kernels.rend(); ++k) {
+        use_kernels(*k); // checked (and the fast kernels' warning) before anything loads
+        require_exact(o.model);
+    }
     const draft_vocab_choice vocab = resolve_draft_vocab(o.draft_vocab, o.model);
     add_rpc_servers(o.devices);
     progress_line progress("bench", o.quiet);
@@ -537,7 +570,7 @@ int bench_model(const bench_options & o) {
             drafts[s] = specdec::make_draft_context(target.get(), s == SPECDEC_STRATEGY_MTP ? nullptr : draft_model.get(), sp, cp);
         }
     }
-    const std::vector<llama_token> prompt = tokenize(target_model.get(), o.prompt);
+    const std::vector<llama_token> prompt = tokenize(target_model.get(), o.prompt_file.empty() ? o.prompt : read_file(o.prompt_file));
     const std::vector<config> configs = configs_of(o, strategies);
 
     specdec::generate_params gp = specdec_generate_default_params();
@@ -550,8 +583,11 @@ int bench_model(const bench_options & o) {
     // interleave the configurations, so slow drift of the machine affects all
     // of them alike.
     int32_t mtp_draft_vocab = -1; // the MTP drafter's restricted vocabulary in effect (0: whole); -1: no MTP
-    progress.step("warming up: plain decoding");
-    specdec::generate_plain(target.get(), prompts_for(n_seq_top), gp);
+    for (auto k = o.kernels.rbegin(); k != o.kernels.rend(); ++k) {
+        progress.step("warming up: plain decoding, " + *k + " kernels");
+        set_kernels(*k == "exact");
+        specdec::generate_plain(target.get(), prompts_for(n_seq_top), gp);
+    }
     for (specdec_strategy s : strategies) {
         progress.step(std::string("warming up: ") + specdec_strategy_name(s));
         specdec::session_params sp = specdec_session_default_params();
@@ -601,6 +637,7 @@ int bench_model(const bench_options & o) {
                 ++timed_runs[c];
             };
             const auto prompts = prompts_for(cfg.n_seq);
+            set_kernels(cfg.exact);
             specdec::generate_params run_params = gp;
             run_params.temperature = cfg.temperature;
             run_params.accept = cfg.accept;
@@ -644,36 +681,41 @@ int bench_model(const bench_options & o) {
     out["n_predict"] = o.n_predict;
     out["repeats"] = o.repeats;
     out["threads"] = threads;
-    out["exact_kernels"] = specdec_exact_kernels();
+    out["exact_kernels"] = o.kernels.front() == "exact";
+    out["kernels"] = o.kernels;
     out["draft_vocab"] = mtp_draft_vocab >= 0 ? nlohmann::json(mtp_draft_vocab) : nlohmann::json(nullptr);
     out["synthetic_acceptance"] = synthetic ? nlohmann::json(o.synthetic_acceptance) : nlohmann::json(nullptr);
     // The target's cost of verifying k + 1 tokens, relative to one token.
     const int32_t k_curve = std::max(n_draft_top, o.curve_rows - 1);
-    for (int32_t n_seq : o.speedups_only ? std::vector<int32_t>{} : o.n_seqs) {
-        const auto t0 = std::chrono::steady_clock::now();
-        const auto on_pass = [&](int32_t pass, int32_t passes) {
-            std::string line = "verification cost of 1 to " + std::to_string(k_curve + 1) + " tokens, " +
-                               std::to_string(n_seq) + (n_seq > 1 ? " sequences" : " sequence") + ": pass " +
-                               std::to_string(pass + 1) + "/" + std::to_string(passes);
-            if (pass > 0) {
-                const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-                line += " (about " + format_duration(spent / pass * (passes - pass)) + " left)";
+    for (const std::string & kernels : o.speedups_only ? std::vector<std::string>{} : o.kernels) {
+        set_kernels(kernels == "exact");
+        for (int32_t n_seq : o.n_seqs) {
+            const auto t0 = std::chrono::steady_clock::now();
+            const auto on_pass = [&](int32_t pass, int32_t passes) {
+                std::string line = (o.kernels.size() > 1 ? kernels + " kernels: " : std::string()) + "verification cost of 1 to " + std::to_string(k_curve + 1) + " tokens, " +
+                                   std::to_string(n_seq) + (n_seq > 1 ? " sequences" : " sequence") + ": pass " +
+                                   std::to_string(pass + 1) + "/" + std::to_string(passes);
+                if (pass > 0) {
+                    const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                    line += " (about " + format_duration(spent / pass * (passes - pass)) + " left)";
+                }
+                progress.step(line);
+            };
+            const std::vector<double> curve = verify_cost_curve(target.get(), prompt, n_seq, k_curve, o.repeats, on_pass);
+            std::vector<double> relative;
+            for (double us : curve) {
+                relative.push_back(curve[0] > 0 ? us / curve[0] : 0.0);
             }
-            progress.step(line);
-        };
-        const std::vector<double> curve = verify_cost_curve(target.get(), prompt, n_seq, k_curve, o.repeats, on_pass);
-        std::vector<double> relative;
-        for (double us : curve) {
-            relative.push_back(curve[0] > 0 ? us / curve[0] : 0.0);
+            out["verify_cost"].push_back({{"n_seq", n_seq}, {"kernels", kernels}, {"microseconds", curve}, {"relative", relative}});
         }
-        out["verify_cost"].push_back({{"n_seq", n_seq}, {"microseconds", curve}, {"relative", relative}});
     }
-    std::map<std::pair<int32_t, float>, size_t> plain_of; // (n_seq, temperature) -> its plain configuration
-    std::map<int32_t, size_t> greedy_plain_of;             // n_seq -> its greedy plain configuration
+    set_kernels(o.kernels.front() == "exact");
+    std::map<std::tuple<int32_t, float, bool>, size_t> plain_of; // (n_seq, temperature, exact) -> its plain configuration
+    std::map<int32_t, size_t> greedy_plain_of;                    // n_seq -> its greedy plain configuration, reference kernels
     for (size_t c = 0; c < configs.size(); ++c) {
         if (configs[c].n_draft == 0) {
-            plain_of[{configs[c].n_seq, configs[c].temperature}] = c;
-            if (configs[c].temperature < SPECDEC_MIN_SAMPLING_TEMPERATURE) {
+            plain_of[{configs[c].n_seq, configs[c].temperature, configs[c].exact}] = c;
+            if (configs[c].temperature < SPECDEC_MIN_SAMPLING_TEMPERATURE && configs[c].exact == (o.kernels.front() == "exact")) {
                 greedy_plain_of[configs[c].n_seq] = c;
             }
         }
@@ -687,7 +729,7 @@ int bench_model(const bench_options & o) {
             }
             return median(v);
         };
-        const size_t p = plain_of[{cfg.n_seq, cfg.temperature}];
+        const size_t p = plain_of[{cfg.n_seq, cfg.temperature, cfg.exact}];
         const double plain = med(p, &run_result::tokens_per_second);
         const double tps = med(c, &run_result::tokens_per_second);
         // The limit: the tokens each step yields at the measured acceptance,
@@ -706,8 +748,9 @@ int bench_model(const bench_options & o) {
             by_round.push_back(base > 0 ? runs[c][r].tokens_per_second / base : 0.0);
         }
         const bool identical = std::all_of(runs[c].begin(), runs[c].end(), [&](const run_result & r) { return r.tokens == runs[p][0].tokens; });
-        // Rejection sampling keeps the target's distribution, not plain decoding's draws.
-        const bool comparable = !(synthetic && cfg.n_draft > 0) &&
+        // Rejection sampling keeps the target's distribution, not plain
+        // decoding's draws; fast kernels make no promise.
+        const bool comparable = (cfg.exact || cfg.n_draft == 0) && !(synthetic && cfg.n_draft > 0) &&
                                 !(cfg.accept == SPECDEC_ACCEPT_REJECTION && cfg.temperature >= SPECDEC_MIN_SAMPLING_TEMPERATURE);
         nlohmann::json row = {
             {"configuration", cfg.name},
@@ -717,6 +760,8 @@ int bench_model(const bench_options & o) {
             {"n_seq", cfg.n_seq},
             {"temperature", cfg.temperature},
             {"accept", accept_mode_name(cfg.accept)},
+            {"kernels", cfg.exact ? "exact" : "fast"},
+            {"prefill_ms", med(c, &run_result::prefill_us) / 1000.0},
             {"tokens_per_second", tps},
             {"speedup", speedup},
             {"speedup_by_round", by_round},
@@ -753,7 +798,7 @@ int bench_model(const bench_options & o) {
         std::printf("\nverification cost of k + 1 tokens against 1 token:\n");
     }
     for (const auto & v : out.value("verify_cost", nlohmann::json::array())) {
-        std::printf("  n_seq=%d:", v["n_seq"].get<int>());
+        std::printf("  %s kernels, n_seq=%d:", v["kernels"].get<std::string>().c_str(), v["n_seq"].get<int>());
         const auto & rel = v["relative"];
         for (size_t k = 0; k < rel.size(); ++k) {
             std::printf(" k=%zu %.2f", k, rel[k].get<double>());

@@ -21,7 +21,7 @@ struct bench_options {
     uint32_t                 fixture_blocks = 0;       // its trunk blocks; 0: the shape's
     double                   fixture_zipf = 0.0;       // > 0: its token ids relabelled to a Zipf law of this exponent
     std::string              draft_model;
-    std::string              kernels = "exact";        // CPU kernels: exact or fast (use_kernels)
+    std::vector<std::string> kernels = {"exact"};      // CPU kernels, each run in turn: exact, fast (both: compared)
     llama_options            llama;                    // -ctk, -ctv, -fa, -b, -ub, -tb, --no-mmap, rope, --override-kv, ...
     draft_vocab_options      draft_vocab;              // --draft-vocab, --draft-vocab-file (MTP)
     std::vector<std::string> specs;                    // strategies to compare; empty: detected from the files
@@ -30,6 +30,7 @@ struct bench_options {
     std::vector<float>       temperatures = {0.0f};    // swept; 0: greedy (seed 0 when sampling)
     std::vector<std::string> accept_modes = {"exact", "rejection"}; // swept when sampling
     std::string              prompt = "The quick brown fox jumps over the lazy dog.";
+    std::string              prompt_file;              // the prompt read from this file instead
     int32_t                  n_predict = 64;           // tokens per sequence and run (end-of-generation ignored)
     int32_t                  repeats   = 3;            // rounds; every configuration runs once per round
     uint32_t                 n_ctx     = 2048;         // per sequence
