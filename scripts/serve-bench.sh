@@ -6,6 +6,10 @@
 # which fixture, server, concurrency and round runs, how many remain and,
 # once a round has been timed, the time left (--quiet: none).
 #   scripts/serve-bench.sh [OPTION...]   (options: tools/serve-bench/driver.mjs --help)
+#   --record NAME  (this script's own) also write the run's dated record,
+#                  docs/results/<UTC date>-<host>-NAME.md, with its summary.json
+#                  and chart beside it (scripts/results.py record; see
+#                  docs/results/README.md)
 # Builds what is missing first: the Debian packages and llama.cpp
 # (scripts/bootstrap.sh), specdec and its fixture tool (scripts/build.sh),
 # llama-server (scripts/build-llama-server.sh).
@@ -19,9 +23,34 @@ log() { echo "serve-bench: $*" >&2; }
 
 for arg in "$@"; do
     if [ "$arg" = "-h" ] || [ "$arg" = "--help" ]; then
-        command -v node >/dev/null 2>&1 && exec node tools/serve-bench/driver.mjs --help
+        if command -v node >/dev/null 2>&1; then
+            node tools/serve-bench/driver.mjs --help
+            echo "  --record NAME          (serve-bench.sh) also write docs/results/<UTC date>-<host>-NAME.md"
+            exit 0
+        fi
     fi
 done
+
+# --record NAME is this script's; the driver gets the rest, and an --out to read back.
+record=""
+out=""
+driver_args=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --record) [ $# -ge 2 ] || { log "--record needs a NAME"; exit 2; }; record="$2"; shift 2; continue ;;
+        --out) out="${2:-}" ;;
+    esac
+    driver_args+=("$1"); shift
+done
+asked=("${driver_args[@]}")
+if [ -n "$record" ]; then
+    [[ "$record" =~ ^[a-z0-9][a-z0-9-]*$ ]] || { log "--record NAME: lower-case letters, digits and '-' only"; exit 2; }
+    if [ -z "$out" ]; then
+        out="${TMPDIR:-/tmp}/specdec-serve-bench-$(date -u +%Y-%m-%dT%H-%M-%S)"
+        driver_args+=(--out "$out")
+    fi
+fi
+set -- "${driver_args[@]}"
 
 scripts/bootstrap.sh >/dev/null # Debian packages (node and npm among them) and llama.cpp
 command -v node >/dev/null 2>&1 || { log "node is missing after scripts/bootstrap.sh"; exit 1; }
@@ -52,5 +81,18 @@ llama_args=()
 if [[ "$servers" == *llama* ]]; then
     llama_args=(--llama-server "$(scripts/build-llama-server.sh | tail -n 1)")
 fi
-exec node tools/serve-bench/driver.mjs --fixture-tool "$build_dir/bin/specdec-fixture" \
-    "${specdec_args[@]}" "${llama_args[@]}" "$@"
+driver=(node tools/serve-bench/driver.mjs --fixture-tool "$build_dir/bin/specdec-fixture" "${specdec_args[@]}" "${llama_args[@]}" "$@")
+[ -n "$record" ] || exec "${driver[@]}"
+status=0
+"${driver[@]}" || status=$?
+# A run that measured anything is recorded, identical or not (its tables say which).
+if [ -f "$out/results.md" ]; then
+    assets=()
+    [ -f "$out/tokens-per-s.svg" ] && assets=(--asset "$out/tokens-per-s.svg")
+    python3 scripts/results.py record --name "$record" --what "serve-bench $record" \
+        --command "scripts/serve-bench.sh $(printf '%q ' "${asked[@]}")--record $record" \
+        --markdown "$out/results.md" --json "$out/summary.json" "${assets[@]}" || status=$((status ? status : 1))
+else
+    log "no results in $out: nothing recorded"
+fi
+exit "$status"

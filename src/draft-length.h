@@ -55,7 +55,8 @@
 // tokens per cost (verification of the whole batch plus the drafting passes
 // it needs), from each sequence's cumulative acceptance. One length, because
 // llama.cpp v0.5.0 decodes a batch in one forward pass only when its
-// sequences verify equal rows (split_equal; docs/bench.md): a step where
+// sequences verify equal rows (split_equal;
+// docs/results/2026-12-02-xeon-batch-splits.md): a step where
 // some sequences verify more rows than others costs a pass for each extra
 // level, each about as dear as the whole step, which the row-priced curve
 // does not see. So a sequence at the end of its budget (cap 0), or one that

@@ -663,7 +663,8 @@ void engine_core::save_slot(size_t s) {
 }
 
 // With a KV stream per sequence, llama.cpp decodes a batch in one forward
-// pass per run of consecutive sequence ids (docs/bench.md): four sequences
+// pass per run of consecutive sequence ids
+// (docs/results/2026-12-02-xeon-batch-splits.md): four sequences
 // in slots 0, 2, 4 and 6 cost four passes where slots 0-3 cost one. So once
 // admission has filled what it can, the highest running request moves down
 // into the lowest free slot until the running requests hold slots [0, n).
