@@ -192,9 +192,11 @@ run_result measure(const specdec::generation_result & g) {
 
 // The target's cost of verifying k + 1 tokens per sequence, for n_seq
 // sequences and every k <= k_max whose batch fits n_batch: the lowest of
-// `repeats` (at least 5) measurements of one decode, each after a fresh
-// prefill of the prompt (the rest of the machine only ever adds time).
-// Leaves the sequences holding the prompt and the last measured batch.
+// `repeats` (at least 5) measurements of one decode, each on the prompt
+// alone (the rest of the machine only ever adds time): the measured rows are
+// cut back where the memory allows it, else the prompt is decoded afresh (a
+// recurrent state; a long prompt would cost more than the curve).
+// Leaves the sequences holding the prompt (and, where the memory cannot cut back, the last measured batch).
 // `on_pass(i, n)` is called before each of the n passes over every k.
 std::vector<double> verify_cost_curve(llama_context * ctx, const std::vector<llama_token> & prompt, int32_t n_seq,
                                       int32_t k_max, int32_t repeats, const std::function<void(int32_t, int32_t)> & on_pass) {
@@ -210,10 +212,21 @@ std::vector<double> verify_cost_curve(llama_context * ctx, const std::vector<lla
     prefill.n_predict = 0; // clears each sequence and decodes its prompt, in chunks
     std::vector<std::vector<double>> samples(static_cast<size_t>(k_max) + 1);
     const int32_t passes = std::max(repeats, 5);
+    // Drops what a measurement decoded after the prompt; false where the memory cannot.
+    const auto cut_back = [&] {
+        bool all = true;
+        for (llama_seq_id s = 0; s < n_seq; ++s) {
+            all = llama_memory_seq_rm(llama_get_memory(ctx), s, n_prompt, -1) && all;
+        }
+        return all;
+    };
+    bool on_prompt = false;
     for (int32_t round = 0; round < passes; ++round) {
         on_pass(round, passes);
         for (int32_t k = 0; k <= k_max; ++k) {
-            specdec::generate_plain(ctx, prompts, prefill);
+            if (!on_prompt) {
+                specdec::generate_plain(ctx, prompts, prefill);
+            }
             // k + 1 tokens after the prompt, varied so that expert routing costs what it would.
             batch.n_tokens = 0;
             for (llama_seq_id s = 0; s < n_seq; ++s) {
@@ -233,6 +246,7 @@ std::vector<double> verify_cost_curve(llama_context * ctx, const std::vector<lla
                 throw specdec::error(SPECDEC_STATUS_DECODE_FAILED, "target decode failed while measuring the verification cost");
             }
             samples[static_cast<size_t>(k)].push_back(us);
+            on_prompt = cut_back();
         }
     }
     std::vector<double> curve;
