@@ -425,7 +425,7 @@ TEST_P(NearTiesUnifiedKv, SeveralSequencesAreRefusedUnderExactKernels) {
     auto target = unified(3);
     expect_refused([&] { mtp_generate(target.get(), 3, prompts, gp); }, "MTP k = 3");
     const generation_result fast = [&] {
-        const fast_kernels fast;
+        const fast_kernels kernels;
         return generate_plain(unified(0).get(), prompts, gp);
     }();
     for (size_t i = 0; i < prompts.size(); ++i) {
