@@ -520,11 +520,14 @@ void require_exact(const std::string & path) {
     }
 }
 
-void use_kernels(const std::string & kernels) {
-    const specdec_status st = specdec_set_exact_kernels(kernels == "exact");
-    if (st != SPECDEC_STATUS_OK) {
+void set_kernels(bool exact) {
+    if (const specdec_status st = specdec_set_exact_kernels(exact); st != SPECDEC_STATUS_OK) {
         throw specdec::error(st, specdec_last_error());
     }
+}
+
+void use_kernels(const std::string & kernels) {
+    set_kernels(kernels == "exact");
     if (kernels != "exact") {
         std::fprintf(stderr, "specdec: --kernels fast: llama.cpp's batch-dependent CPU kernels; greedy output may differ "
                              "from plain decoding of one sequence\n");

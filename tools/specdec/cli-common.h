@@ -133,6 +133,9 @@ extern const char * const accept_help;
 // plain decoding). Throws specdec::error(UNAVAILABLE) for exact kernels on a
 // llama.cpp without patches/0001.
 void use_kernels(const std::string & kernels);
+// The same switch without a word: for a run that changes kernels between
+// configurations (bench), once use_kernels has announced each.
+void set_kernels(bool exact);
 
 // With exact kernels on, throws specdec::error(UNAVAILABLE) naming what of
 // the target model at `path` they do not cover (specdec_check_exact): such a

@@ -19,6 +19,7 @@
 #include <functional>
 #include <iterator>
 #include <map>
+#include <set>
 #include <tuple>
 #include <span>
 
@@ -60,10 +61,7 @@ void add_bench_command(CLI::App & app, bench_options & o) {
         if (o.model.empty() && o.fixture.empty()) {
             throw CLI::ValidationError("bench", "give a model (-m) or --fixture");
         }
-        if (o.kernels.size() > 1 && o.kernels[0] == o.kernels[1]) {
-            throw CLI::ValidationError("--kernels", "give each of exact and fast at most once");
-        }
-        if (o.kernels.size() > 2) {
+        if (std::set<std::string>(o.kernels.begin(), o.kernels.end()).size() != o.kernels.size()) {
             throw CLI::ValidationError("--kernels", "give each of exact and fast at most once");
         }
     });
@@ -457,6 +455,7 @@ void add_oracles(nlohmann::json & out, const bench_options & o, const std::vecto
                  const std::map<specdec_strategy, llama_context_ptr> & drafts, const std::vector<llama_token> & prompt,
                  int32_t n_draft_top, const draft_vocab_choice & vocab, progress_line & progress) {
     const std::vector<llama_token> & text = runs[plain_of.begin()->second].front().tokens.front();
+    const std::string & reference = o.kernels.front(); // the kernels whose runs the oracle is built from
     for (specdec_strategy strategy : strategies) {
         const std::string name = specdec_strategy_name(strategy);
         specdec::session_params sp = specdec_session_default_params();
@@ -478,7 +477,7 @@ void add_oracles(nlohmann::json & out, const bench_options & o, const std::vecto
             const double plain_tps = median_of(runs[p], &run_result::tokens_per_second);
             std::vector<double> relative;
             for (const auto & v : out["verify_cost"]) {
-                if (v["n_seq"].get<int32_t>() == n_seq && v["kernels"] == o.kernels.front()) {
+                if (v["n_seq"].get<int32_t>() == n_seq && v["kernels"] == reference) {
                     relative = v["relative"].get<std::vector<double>>();
                 }
             }
@@ -486,7 +485,7 @@ void add_oracles(nlohmann::json & out, const bench_options & o, const std::vecto
             std::map<int32_t, double> paid;   // what a step of each fixed length run cost
             for (size_t c = 0; c < configs.size(); ++c) {
                 if (configs[c].strategy == strategy && configs[c].n_draft > 0 && !configs[c].adaptive && configs[c].n_seq == n_seq &&
-                    configs[c].temperature < SPECDEC_MIN_SAMPLING_TEMPERATURE && configs[c].exact == (o.kernels.front() == "exact")) {
+                    configs[c].temperature < SPECDEC_MIN_SAMPLING_TEMPERATURE && configs[c].exact == (reference == "exact")) {
                     drafting[effective[c]] = median_of(runs[c], &run_result::draft_us_per_step);
                     paid[effective[c]] = median_of(runs[c], &run_result::step_cost_us);
                 }
@@ -525,7 +524,7 @@ void add_oracles(nlohmann::json & out, const bench_options & o, const std::vecto
                                      {"step_cost_us", step_cost}});
             for (auto & row : out["results"]) {
                 if (row["adaptive"].get<bool>() && row["strategy"] == name && row["n_seq"].get<int32_t>() == n_seq &&
-                    row["temperature"].get<float>() < SPECDEC_MIN_SAMPLING_TEMPERATURE && row["kernels"] == o.kernels.front()) {
+                    row["temperature"].get<float>() < SPECDEC_MIN_SAMPLING_TEMPERATURE && row["kernels"] == reference) {
                     row["of_oracle"] = row["speedup"].get<double>() / speedup;
                 }
             }
@@ -543,16 +542,14 @@ int bench_model(const bench_options & o) {
     const int32_t n_seq_top = *std::max_element(o.n_seqs.begin(), o.n_seqs.end());
     const bool any_mtp = std::find(strategies.begin(), strategies.end(), SPECDEC_STRATEGY_MTP) != strategies.end();
 
-    // Each run sets its kernels; the first given is the reference (the oracle's).
-    const auto set_kernels = [&](bool exact) {
-        if (const specdec_status st = specdec_set_exact_kernels(exact); st != SPECDEC_STATUS_OK) {
-            throw specdec::error(st, specdec_last_error());
-        }
-    };
-    for (auto k = o.kernels.rbegin(); k != o.kernels.rend(); ++k) {
-        use_kernels(*k); // checked (and the fast kernels' warning) before anything loads
+    // Each kernels given is checked (and announced) before anything loads;
+    // each run then sets its own, and the first given is the oracle's.
+    const bool reference_exact = o.kernels.front() == "exact";
+    for (const std::string & k : o.kernels) {
+        use_kernels(k);
         require_exact(o.model);
     }
+    set_kernels(reference_exact);
     const draft_vocab_choice vocab = resolve_draft_vocab(o.draft_vocab, o.model);
     add_rpc_servers(o.devices);
     progress_line progress("bench", o.quiet);
@@ -597,6 +594,7 @@ int bench_model(const bench_options & o) {
     // interleave the configurations, so slow drift of the machine affects all
     // of them alike.
     int32_t mtp_draft_vocab = -1; // the MTP drafter's restricted vocabulary in effect (0: whole); -1: no MTP
+    // Plain decoding under each kernels, the reference's last: the strategies warm up under it.
     for (auto k = o.kernels.rbegin(); k != o.kernels.rend(); ++k) {
         progress.step("warming up: plain decoding, " + *k + " kernels");
         set_kernels(*k == "exact");
@@ -695,7 +693,7 @@ int bench_model(const bench_options & o) {
     out["n_predict"] = o.n_predict;
     out["repeats"] = o.repeats;
     out["threads"] = threads;
-    out["exact_kernels"] = o.kernels.front() == "exact";
+    out["exact_kernels"] = reference_exact;
     out["kernels"] = o.kernels;
     out["draft_vocab"] = mtp_draft_vocab >= 0 ? nlohmann::json(mtp_draft_vocab) : nlohmann::json(nullptr);
     out["synthetic_acceptance"] = synthetic ? nlohmann::json(o.synthetic_acceptance) : nlohmann::json(nullptr);
@@ -723,13 +721,13 @@ int bench_model(const bench_options & o) {
             out["verify_cost"].push_back({{"n_seq", n_seq}, {"kernels", kernels}, {"microseconds", curve}, {"relative", relative}});
         }
     }
-    set_kernels(o.kernels.front() == "exact");
+    set_kernels(reference_exact);
     std::map<std::tuple<int32_t, float, bool>, size_t> plain_of; // (n_seq, temperature, exact) -> its plain configuration
     std::map<int32_t, size_t> greedy_plain_of;                    // n_seq -> its greedy plain configuration, reference kernels
     for (size_t c = 0; c < configs.size(); ++c) {
         if (configs[c].n_draft == 0) {
             plain_of[{configs[c].n_seq, configs[c].temperature, configs[c].exact}] = c;
-            if (configs[c].temperature < SPECDEC_MIN_SAMPLING_TEMPERATURE && configs[c].exact == (o.kernels.front() == "exact")) {
+            if (configs[c].temperature < SPECDEC_MIN_SAMPLING_TEMPERATURE && configs[c].exact == reference_exact) {
                 greedy_plain_of[configs[c].n_seq] = c;
             }
         }
