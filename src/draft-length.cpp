@@ -175,7 +175,7 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
     for (int32_t l = 0; l <= l_max; ++l) {
         step_time[static_cast<size_t>(l)] = verify[n * static_cast<size_t>(l + 1)] + (l > 0 ? first_pass + (l - 1) * next_pass : 0.0);
     }
-    // Per sequence and state, from drawn acceptance: the chance `through[l]`
+    // Per sequence and state: drawn acceptance, as the chance `through[l]`
     // that a draft of l is kept whole and the expected tokens `tokens[l]`.
     struct outlook {
         std::array<std::vector<double>, 2> through, tokens;

@@ -109,9 +109,7 @@ private:
         uint64_t at   = 0;
     };
 
-    // Acceptance [state][position]: posterior means, or with `draw` each
-    // state's first position drawn from its posterior (the later positions'
-    // means then lean on the draw).
+    // Posterior means (draw == nullptr) or draws of acceptance [state][position].
     std::array<std::vector<double>, 2> acceptance(const sequence_evidence & e, std::mt19937_64 * draw) const;
     // Costs of sizes [0, n) (0 costs 0): see the header comment. `prior`
     // (null: the verification prior) gives the prior's shape, for at least
