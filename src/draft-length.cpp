@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <numeric>
 
 namespace specdec::detail {
 
@@ -167,8 +166,7 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
     const size_t n = active.size();
     const auto nd = static_cast<double>(n);
     const std::vector<double> verify = verify_curve(n * static_cast<size_t>(l_max + 1) + 1);
-    const std::vector<double> first_passes = first_pass_curve(n + 1); // [rows]
-    const double first_pass = first_passes[n];
+    const double first_pass = first_pass_curve(n + 1)[n];
     const double next_pass = next_pass_curve(n + 1)[n];
     // The step's time when every active sequence drafts l tokens.
     std::vector<double> step_time(static_cast<size_t>(l_max) + 1);
@@ -231,8 +229,7 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
             const double up = kept_chance(x, a);
             return gain(x, a) + discount * (up * value[1] + (1.0 - up) * value[0]);
         };
-        // Value iteration: the error shrinks by `discount` per round.
-        for (int round = 0; round < 200; ++round) {
+        for (int iteration = 0; iteration < 100; ++iteration) {
             std::array<double, 2> next = {0.0, 0.0};
             for (int x = 0; x < 2; ++x) {
                 next[static_cast<size_t>(x)] = q_of(x, 0);
@@ -240,44 +237,19 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
                     next[static_cast<size_t>(x)] = std::max(next[static_cast<size_t>(x)], q_of(x, a));
                 }
             }
-            const bool settled = std::abs(next[0] - value[0]) + std::abs(next[1] - value[1]) < 1e-9;
             value = next;
-            if (settled) {
-                break;
-            }
         }
         const int x = evidence_[active[k]].last_kept;
         for (size_t a = 0; a < n_actions; ++a) {
             q[k][a] = a == 1 && !may_shadow ? q_of(x, 0) : q_of(x, a);
         }
     }
-    // Shadows share one pass: of a step that drafts nothing, the m whose
-    // shadows are worth most more than plain decoding shadow, m making that
-    // worth less the pass over m rows (the values above priced each shadow
-    // at its share of a pass over the whole batch) largest.
-    std::vector<double> worth(n);
-    for (size_t k = 0; k < n; ++k) {
-        worth[k] = q[k][1] + price * first_pass / nd - q[k][0];
-    }
-    std::vector<size_t> order(n);
-    std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return worth[a] > worth[b]; });
-    size_t n_shadows = 0;
-    double shadows_worth = 0.0;
-    double sum = 0.0;
-    for (size_t m = 1; m <= n; ++m) {
-        sum += worth[order[m - 1]];
-        if (sum - price * first_passes[m] > shadows_worth) {
-            n_shadows = m;
-            shadows_worth = sum - price * first_passes[m];
-        }
-    }
-    // The batch's length: the best sum over its sequences (a length of 0:
-    // plain decoding and those shadows).
+    // The batch's length: the best sum over its sequences, a length of 0
+    // leaving each to decode plainly or shadow, whichever is worth more.
     int32_t best = 0;
-    double best_score = shadows_worth;
+    double best_score = 0.0;
     for (size_t k = 0; k < n; ++k) {
-        best_score += q[k][0];
+        best_score += std::max(q[k][0], q[k][1]);
     }
     for (int32_t l = std::max(n_min, 1); l <= l_max; ++l) {
         double score = 0.0;
@@ -291,9 +263,7 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
     }
     for (size_t k = 0; k < n; ++k) {
         lengths[active[k]] = best;
-    }
-    for (size_t m = 0; best == 0 && m < n_shadows; ++m) {
-        shadow_[active[order[m]]] = true;
+        shadow_[active[k]] = best == 0 && q[k][1] > q[k][0];
     }
     return lengths;
 }

@@ -412,34 +412,5 @@ TEST(DraftLength, ADrafterThatTurnsRightIsFound) {
     EXPECT_GT(second, 0.8 * best_good); // never finding it: about 0.3
 }
 
-TEST(DraftLength, ANeverRightDrafterCostsLittleWithSeveralSequences) {
-    // Four sequences whose drafter is never right, where a drafting pass
-    // costs 40% of a plain step whatever its rows. Plain decoding against
-    // what the controller's probes cost, over 2,000 steps.
-    adaptive_draft_length c(4, 8);
-    const std::vector<int32_t> caps(4, 8);
-    double cost = 0.0;
-    for (int step = 0; step < 2000; ++step) {
-        const std::vector<int32_t> l = c.choose(caps);
-        ASSERT_EQ(l[0], l[3]);
-        int32_t shadows = 0;
-        for (size_t s = 0; s < 4; ++s) {
-            shadows += c.shadow(s) ? 1 : 0;
-        }
-        const int32_t passes = l[0] > 0 ? l[0] : shadows > 0 ? 1 : 0;
-        const double step_cost = 400.0 + 100.0 * 4 * l[0] + 160.0 * passes;
-        cost += step_cost;
-        for (size_t s = 0; s < 4; ++s) {
-            c.observe(s, l[s] > 0 ? l[s] : c.shadow(s) ? 1 : 0, 0);
-        }
-        if (passes > 0) {
-            c.observe_draft(passes, passes * std::max(4 * (l[0] > 0), shadows), 160.0 * passes);
-        }
-        c.observe_verify(4, 4 * (1 + l[0]), 400.0 + 100.0 * 4 * l[0]);
-    }
-    RecordProperty("plain_over_adaptive", std::to_string(2000 * 400.0 / cost));
-    EXPECT_GT(2000 * 400.0 / cost, 0.97);
-}
-
 } // namespace
 } // namespace specdec::test
