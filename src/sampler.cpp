@@ -2,7 +2,9 @@
 
 #include "error.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 
 namespace specdec::detail {
 
@@ -68,18 +70,41 @@ void token_sampler::fill(const float * logits) {
     }
 }
 
+// The greedy token: the first of the highest logits (0 when every logit is
+// -inf). Two passes the compiler vectorises, where one pass that carries the
+// best index from token to token runs at a token every few cycles (a tenth of
+// a millisecond per row at 152k tokens, paid by every row of every step):
+// the highest logit over independent lanes, counting NaNs, then the first
+// logit equal to it.
+static llama_token first_highest(const float * logits, int32_t n) {
+    constexpr int32_t lanes = 16;
+    float top[lanes];
+    int32_t nans[lanes] = {};
+    std::fill(top, top + lanes, -INFINITY);
+    int32_t t = 0;
+    for (; t + lanes <= n; t += lanes) {
+        for (int32_t j = 0; j < lanes; ++j) {
+            const float x = logits[t + j];
+            nans[j] += x != x ? 1 : 0;
+            top[j] = x > top[j] ? x : top[j];
+        }
+    }
+    for (int32_t j = 0; t + j < n; ++j) {
+        const float x = logits[t + j];
+        nans[j] += x != x ? 1 : 0;
+        top[j] = x > top[j] ? x : top[j];
+    }
+    if (std::accumulate(nans, nans + lanes, 0) > 0) {
+        fail_nan(static_cast<llama_token>(std::find_if(logits, logits + n, [](float x) { return std::isnan(x); }) - logits));
+    }
+    const float highest = *std::max_element(top, top + lanes);
+    const float * first = std::find(logits, logits + n, highest);
+    return first == logits + n ? 0 : static_cast<llama_token>(first - logits);
+}
+
 llama_token token_sampler::choose(const float * logits) {
     if (transforms_ == nullptr) {
-        llama_token best = 0;
-        for (llama_token t = 0; t < n_vocab_; ++t) {
-            if (std::isnan(logits[t])) {
-                fail_nan(t);
-            }
-            if (logits[t] > logits[best]) {
-                best = t;
-            }
-        }
-        return best;
+        return first_highest(logits, n_vocab_);
     }
     fill(logits);
     llama_token_data_array arr = {candidates_.data(), candidates_.size(), -1, false};
