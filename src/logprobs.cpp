@@ -1,6 +1,7 @@
 #include "logprobs.h"
 
 #include "error.h"
+#include "sampler.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,13 +10,7 @@ namespace specdec::detail {
 
 float log_probability(const float * logits, int32_t n_vocab, llama_token token, int32_t n_top,
                       std::vector<specdec_token_logprob> & top) {
-    float max = -INFINITY;
-    for (int32_t i = 0; i < n_vocab; ++i) {
-        if (std::isnan(logits[i])) {
-            fail(SPECDEC_STATUS_NATIVE_FAILURE, "the target's logit of token ", i, " is NaN");
-        }
-        max = std::max(max, logits[i]);
-    }
+    const float max = highest_logit(logits, n_vocab);
     double sum = 0.0;
     for (int32_t i = 0; i < n_vocab; ++i) {
         sum += std::exp(static_cast<double>(logits[i]) - max);

@@ -70,41 +70,36 @@ void token_sampler::fill(const float * logits) {
     }
 }
 
-// The greedy token: the first of the highest logits (0 when every logit is
-// -inf). Two passes the compiler vectorises, where one pass that carries the
-// best index from token to token runs at a token every few cycles (a tenth of
-// a millisecond per row at 152k tokens, paid by every row of every step):
-// the highest logit over independent lanes, counting NaNs, then the first
-// logit equal to it.
-static llama_token first_highest(const float * logits, int32_t n) {
+float highest_logit(const float * logits, int32_t n) {
+    // Independent lanes, so that the compiler vectorises the pass (a loop
+    // carrying the best index from token to token does not vectorise).
     constexpr int32_t lanes = 16;
     float top[lanes];
     int32_t nans[lanes] = {};
     std::fill(top, top + lanes, -INFINITY);
+    const auto take = [&](int32_t j, float x) {
+        nans[j] += x != x ? 1 : 0;
+        top[j] = x > top[j] ? x : top[j];
+    };
     int32_t t = 0;
     for (; t + lanes <= n; t += lanes) {
         for (int32_t j = 0; j < lanes; ++j) {
-            const float x = logits[t + j];
-            nans[j] += x != x ? 1 : 0;
-            top[j] = x > top[j] ? x : top[j];
+            take(j, logits[t + j]);
         }
     }
     for (int32_t j = 0; t + j < n; ++j) {
-        const float x = logits[t + j];
-        nans[j] += x != x ? 1 : 0;
-        top[j] = x > top[j] ? x : top[j];
+        take(j, logits[t + j]);
     }
     if (std::accumulate(nans, nans + lanes, 0) > 0) {
         fail_nan(static_cast<llama_token>(std::find_if(logits, logits + n, [](float x) { return std::isnan(x); }) - logits));
     }
-    const float highest = *std::max_element(top, top + lanes);
-    const float * first = std::find(logits, logits + n, highest);
-    return first == logits + n ? 0 : static_cast<llama_token>(first - logits);
+    return *std::max_element(top, top + lanes);
 }
 
 llama_token token_sampler::choose(const float * logits) {
     if (transforms_ == nullptr) {
-        return first_highest(logits, n_vocab_);
+        // The first of the highest logits.
+        return static_cast<llama_token>(std::find(logits, logits + n_vocab_, highest_logit(logits, n_vocab_)) - logits);
     }
     fill(logits);
     llama_token_data_array arr = {candidates_.data(), candidates_.size(), -1, false};

@@ -16,6 +16,10 @@ namespace specdec::detail {
 // Throws error(INVALID_ARGUMENT) for parameters out of range.
 void validate_sampling(float temperature, float top_p, float min_p);
 
+// The highest of n > 0 logits (-inf when all are). Throws
+// error(NATIVE_FAILURE) naming the first NaN's token when one is NaN.
+float highest_logit(const float * logits, int32_t n);
+
 class token_sampler {
 public:
     // Greedy when temperature < SPECDEC_MIN_SAMPLING_TEMPERATURE.
