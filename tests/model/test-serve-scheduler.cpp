@@ -51,6 +51,44 @@ engine_params two_slots() {
     return ep;
 }
 
+// Holds the engine thread inside a channel's notification (its second: the
+// first tells of the admission, the second of a token) until the test lets
+// it go, so that the test acts on a request known to be admitted and
+// decoding, however late its own thread is scheduled. The notification runs
+// under the channel's lock: nothing may touch the channel before release().
+class notification_gate {
+public:
+    explicit notification_gate(request_channel & c) : c_(c) {
+        c_.set_notify([this] {
+            std::unique_lock<std::mutex> lock(m_);
+            if (++n_calls_ == 2) {
+                cv_.notify_all();
+                cv_.wait(lock, [this] { return released_; });
+            }
+        });
+    }
+    ~notification_gate() {
+        release();
+        c_.set_notify(nullptr);
+    }
+    bool wait_held(std::chrono::milliseconds timeout) {
+        std::unique_lock<std::mutex> lock(m_);
+        return cv_.wait_for(lock, timeout, [this] { return n_calls_ >= 2; });
+    }
+    void release() {
+        std::lock_guard<std::mutex> lock(m_);
+        released_ = true;
+        cv_.notify_all();
+    }
+
+private:
+    request_channel &       c_;
+    std::mutex              m_;
+    std::condition_variable cv_;
+    int                     n_calls_ = 0;
+    bool                    released_ = false;
+};
+
 request_params greedy(int32_t n_predict) {
     request_params rp = specdec_generate_default_params();
     rp.n_predict = n_predict;
@@ -202,13 +240,15 @@ TEST(ServeScheduler, APausedRequestWaitsForItsReaderAndOthersTakeItsSlot) {
         const auto held = request(greedy(64));
         if (before_admission) {
             r.sched.pause(held, true);
-        }
-        ASSERT_TRUE(r.sched.submit({held}));
-        std::string text;
-        if (!before_admission) {
-            ASSERT_FALSE(held->wait_output(10s, text)) << "a first token"; // admitted and decoding
+            ASSERT_TRUE(r.sched.submit({held}));
+        } else {
+            notification_gate gate(*held);
+            ASSERT_TRUE(r.sched.submit({held}));
+            ASSERT_TRUE(gate.wait_held(10s)) << "admitted and a first token";
+            gate.release();
             r.sched.pause(held, true);
         }
+        std::string text;
         // Three others on two slots: one of them takes the paused request's.
         std::vector<std::shared_ptr<request_channel>> others;
         for (int i = 0; i < 3; ++i) {
@@ -227,10 +267,14 @@ TEST(ServeScheduler, APausedRequestWaitsForItsReaderAndOthersTakeItsSlot) {
     }
     // Paused when the server stops: cancelled (the engine thread is woken for it).
     const auto last = request(greedy(200));
-    ASSERT_TRUE(r.sched.submit({last}));
+    {
+        notification_gate gate(*last);
+        ASSERT_TRUE(r.sched.submit({last}));
+        ASSERT_TRUE(gate.wait_held(10s)) << "admitted and a first token";
+        gate.release();
+        r.sched.pause(last, true);
+    }
     std::string text;
-    ASSERT_FALSE(last->wait_output(10s, text));
-    r.sched.pause(last, true);
     EXPECT_EQ(r.sched.shutdown(0ms), 1u);
     ASSERT_TRUE(last->wait_output(0ms, text));
     EXPECT_EQ(last->result().output.stop, SPECDEC_STOP_CANCELLED);
