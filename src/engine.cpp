@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <random>
+#include <tuple>
 
 namespace specdec::detail {
 
@@ -476,13 +477,19 @@ void engine_core::take_slot(std::unique_ptr<request_state> r) {
 // reuse, the lowest free slot. With it, the free slot whose tokens share
 // the longest prefix with the prompt, where that prefix is more than a
 // tenth of the prompt (llama-server's default --slot-prompt-similarity);
-// else an empty slot, so that what another conversation's next turn would
-// reuse stays (a prompt sharing only a BOS with a slot does not take it);
-// else the lowest. Among equals the lowest, so that running requests tend
-// to hold consecutive slots (a gap costs a forward pass: see compact()).
+// else one next to a held slot (or any, when none is held), so that the
+// held slots stay one run and compact() moves nothing; among those an
+// empty one, so that what another conversation's next turn would reuse
+// stays in its slot (a prompt sharing only a BOS with a slot does not take
+// it); else the lowest.
 std::pair<size_t, size_t> engine_core::choose_slot(std::span<const llama_token> prompt) const {
+    const bool none_held = std::all_of(slots_.begin(), slots_.end(), [](const auto & r) { return r == nullptr; });
+    const auto beside_held = [&](size_t s) {
+        return none_held || (s > 0 && slots_[s - 1] != nullptr) || (s + 1 < slots_.size() && slots_[s + 1] != nullptr);
+    };
     size_t best = slots_.size();
     size_t best_prefix = 0;
+    const auto rank = [&](size_t s, size_t prefix) { return std::tuple(prefix, beside_held(s), held_[s].empty()); };
     for (size_t s = 0; s < slots_.size(); ++s) {
         if (slots_[s] != nullptr) {
             continue;
@@ -494,8 +501,7 @@ std::pair<size_t, size_t> engine_core::choose_slot(std::span<const llama_token> 
         if (10 * prefix <= prompt.size()) {
             prefix = 0; // too little to be worth another request's memory
         }
-        if (best == slots_.size() || prefix > best_prefix ||
-            (prefix == best_prefix && held_[s].empty() && !held_[best].empty())) {
+        if (best == slots_.size() || rank(s, prefix) > rank(best, best_prefix)) {
             best = s;
             best_prefix = prefix;
         }
@@ -666,36 +672,50 @@ void engine_core::save_slot(size_t s) {
 // pass per run of consecutive sequence ids
 // (docs/results/2026-12-02-xeon-batch-splits.md): four sequences
 // in slots 0, 2, 4 and 6 cost four passes where slots 0-3 cost one. So once
-// admission has filled what it can, the highest running request moves down
-// into the lowest free slot until the running requests hold slots [0, n).
-// Not with keep_finished or reuse_prompts: a finished request's positions
-// stay in its slot until a waiting request takes it.
+// admission has filled what it can, the held slots are made one run with
+// the fewest moves: of the runs of as many slots as are held, the lowest
+// that holds the most of them stays, and each request outside it moves into
+// one of its free slots (what that slot kept of an earlier request goes to
+// the prompt cache first). Not with keep_finished: a finished request's
+// positions stay in its slot until a waiting request takes it.
 void engine_core::compact() {
-    if (p_.keep_finished || p_.reuse_prompts || !b_.moves_sequences()) {
+    if (p_.keep_finished || !b_.moves_sequences()) {
         return;
     }
-    size_t free = 0;
-    size_t end = slots_.size(); // one past the highest held slot
-    while (true) {
-        while (free < slots_.size() && slots_[free] != nullptr) {
-            ++free;
+    const size_t n_slots = slots_.size();
+    const auto n_held = static_cast<size_t>(std::count_if(slots_.begin(), slots_.end(), [](const auto & r) { return r != nullptr; }));
+    size_t first = 0;
+    size_t most = 0;
+    for (size_t a = 0; a + n_held <= n_slots; ++a) {
+        const auto in = static_cast<size_t>(
+            std::count_if(slots_.begin() + static_cast<std::ptrdiff_t>(a), slots_.begin() + static_cast<std::ptrdiff_t>(a + n_held),
+                          [](const auto & r) { return r != nullptr; }));
+        if (in > most) {
+            first = a;
+            most = in;
         }
-        while (end > 0 && slots_[end - 1] == nullptr) {
-            --end;
+    }
+    size_t to = first;
+    for (size_t from = 0; from < n_slots; ++from) {
+        if (slots_[from] == nullptr || (from >= first && from < first + n_held)) {
+            continue;
         }
-        if (free + 1 >= end) {
-            return;
+        while (slots_[to] != nullptr) {
+            ++to;
         }
-        const auto from = static_cast<llama_seq_id>(end - 1);
-        const auto to = static_cast<llama_seq_id>(free);
-        b_.move(from, to); // `to` was emptied as its request left (keep_finished is off)
-        held_[free] = std::move(held_[end - 1]);
-        held_[end - 1].clear();
+        const auto seq_from = static_cast<llama_seq_id>(from);
+        const auto seq_to = static_cast<llama_seq_id>(to);
+        save_slot(to);
+        b_.clear(seq_to);
+        held_[to].clear();
+        b_.move(seq_from, seq_to);
+        held_[to] = std::move(held_[from]);
+        held_[from].clear();
         if (adaptive_) {
-            adaptive_->move(end - 1, free);
+            adaptive_->move(from, to);
         }
-        slots_[free] = std::move(slots_[end - 1]);
-        slots_[free]->result.seq_id = to;
+        slots_[to] = std::move(slots_[from]);
+        slots_[to]->result.seq_id = seq_to;
     }
 }
 

@@ -368,18 +368,19 @@ TEST_P(EngineLossless, RequestsJoiningAtDifferentStepsEqualPlainDecoding) {
     EXPECT_TRUE(s.is_quiescent());
 }
 
-// Three slots; the request in slot 0 finishes first, so the one in slot 2
-// moves into slot 0 (its events say so), with a session and with plain
-// decoding alike; every output equals plain decoding of its prompt alone,
-// and the moved request drafts and keeps what it does when nothing moves
-// (keep_finished holds the freed slot, so the same run moves nothing).
+// Three slots; the request in slot 1 finishes first, so the one in slot 2
+// moves into slot 1 (its events say so; what slot 1 kept goes to the prompt
+// cache), with a session and with plain decoding alike; every output
+// equals plain decoding of its prompt alone, and the moved request drafts
+// and keeps what it does when nothing moves (keep_finished holds the freed
+// slot, so the same run moves nothing).
 TEST_P(EngineLossless, ARequestMovedIntoAFreedSlotEqualsPlainDecoding) {
     const strategy_case c = make_case(GetParam());
     session_params sp = specdec_session_default_params();
     sp.strategy = c.strategy;
     sp.n_draft_max = 4;
     sp.n_seq = 3;
-    const std::vector<int32_t> n_predict = {3, 24, 24};
+    const std::vector<int32_t> n_predict = {24, 3, 24};
     std::vector<std::vector<llama_token>> want;
     {
         auto model = load_model(c.target);
@@ -427,13 +428,13 @@ TEST_P(EngineLossless, ARequestMovedIntoAFreedSlotEqualsPlainDecoding) {
         session s(o.target.get(), o.draft.get(), sp);
         engine_params ep = specdec_engine_default_params();
         ep.keep_finished = keep;
-        ep.reuse_prompts = false; // it keeps slots too
+        ep.prompt_cache_bytes = 64 << 20; // slot 1's positions are saved before the move
         outcome & out = outcomes[keep ? 1 : 0];
         engine e(s, ep, log_into(out));
         run(e, out, 4);
         const std::vector<llama_seq_id> & moved = out.slots[out.ids[2]];
         EXPECT_EQ(moved.front(), 2);
-        EXPECT_EQ(moved.back(), keep ? 2 : 0);
+        EXPECT_EQ(moved.back(), keep ? 2 : 1);
         EXPECT_TRUE(s.is_quiescent());
     }
     const specdec_sequence_stats & m = outcomes[0].done[outcomes[0].ids[2]].output.stats;
@@ -450,11 +451,9 @@ TEST_P(EngineLossless, ARequestMovedIntoAFreedSlotEqualsPlainDecoding) {
     t.n_seq_max = 3;
     auto ctx = make_context(model.get(), t);
     outcome plain;
-    engine_params ep = specdec_engine_default_params();
-    ep.reuse_prompts = false;
-    engine e(ctx.get(), ep, log_into(plain));
+    engine e(ctx.get(), specdec_engine_default_params(), log_into(plain));
     run(e, plain, -1);
-    EXPECT_EQ(plain.slots[plain.ids[2]].back(), 0);
+    EXPECT_EQ(plain.slots[plain.ids[2]].back(), 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Mtp, EngineLossless, ::testing::Values("mtp-qwen35", "mtp-glm4moe"), [](const auto & tc) { return test_name(tc.param); });

@@ -726,12 +726,15 @@ TEST(Engine, ASlotExportedAndImportedIsReusedByTheNextPrompt) {
 }
 
 // Four requests in slots 0-3; those in slots 0 and 2 finish first. With a
-// stream per sequence the request in slot 3 moves to slot 0 once slot 0 is
-// free, so every batch holds sequences [0, n); its tokens stay its solo ones.
-// No move where it cannot help or is not allowed: a waiting request takes
-// the free slot, keep_finished or reuse_prompts holds the slot's positions, a unified cache
-// decodes any sequence ids in one pass, or the drafter cannot move.
-TEST(Engine, ARequestAboveAFreeSlotMovesDown) {
+// stream per sequence, slots 1-3 are one run and nothing moves when slot 0
+// frees; when slot 2 frees too, the request in slot 3 moves into slot 0, so
+// every batch holds one run of consecutive sequences; its tokens stay its
+// solo ones. With prompt reuse the same, what slot 0 kept of its request
+// going to the prompt cache first. No move where it cannot help or is not
+// allowed: a waiting request takes the free slot, keep_finished holds the
+// slot's positions, a unified cache decodes any sequence ids in one pass,
+// or the drafter cannot move.
+TEST(Engine, ARequestOutsideTheRunOfHeldSlotsMovesIntoIt) {
     enum class setting { streams, waiting, keep_finished, reuse_prompts, unified, drafter_cannot_move };
     for (const setting how : {setting::streams, setting::waiting, setting::keep_finished, setting::reuse_prompts,
                               setting::unified, setting::drafter_cannot_move}) {
@@ -743,6 +746,7 @@ TEST(Engine, ARequestAboveAFreeSlotMovesDown) {
         engine_params ep = slots(4);
         ep.keep_finished = how == setting::keep_finished;
         ep.reuse_prompts = how == setting::reuse_prompts;
+        ep.prompt_cache_bytes = 1 << 20;
         engine_core engine(spec, ep, log.callback());
         const std::vector<std::vector<llama_token>> prompts = {{1, 2}, {4}, {5, 6}, {7, 8, 9}, {10}};
         const std::vector<request_params> params = {greedy(2), greedy(30), greedy(6), greedy(30, SPECDEC_N_DRAFT_AUTO),
@@ -761,18 +765,27 @@ TEST(Engine, ARequestAboveAFreeSlotMovesDown) {
             EXPECT_EQ(log.finished.at(ids[i]).output.tokens, solo(prompts[i], params[i]).tokens) << "request " << i;
         }
         const std::vector<llama_seq_id> & d = log.slots.at(ids[3]);
-        if (how == setting::streams) {
+        const bool moving = how == setting::streams || how == setting::reuse_prompts;
+        if (moving) {
             EXPECT_EQ(spec.moves, (std::vector<std::pair<llama_seq_id, llama_seq_id>>{{3, 0}}));
             EXPECT_EQ(d.front(), 3);
             EXPECT_EQ(d.back(), 0) << "its events name the slot it is in";
         }
+        if (how == setting::reuse_prompts) {
+            const auto saved = [&](llama_seq_id seq, llama_token first) {
+                return std::any_of(spec.saves.begin(), spec.saves.end(),
+                                   [&](const auto & sv) { return sv.first == seq && !sv.second.empty() && sv.second[0] == first; });
+            };
+            EXPECT_TRUE(saved(0, prompts[0][0])) << "what slot 0 kept went to the prompt cache before the move";
+            EXPECT_EQ(engine.n_cached(), 1u);
+        }
         if (how == setting::waiting) {
             EXPECT_EQ(log.slots.at(ids[4]).front(), 0) << "the waiting request takes the free slot";
         }
-        if (how == setting::streams || how == setting::waiting) {
+        if (moving || how == setting::waiting) {
             for (const auto & seqs : spec.batch_seqs) {
-                for (size_t k = 0; k < seqs.size(); ++k) {
-                    EXPECT_EQ(seqs[k], static_cast<llama_seq_id>(k)) << "every batch holds sequences [0, n)";
+                for (size_t k = 1; k < seqs.size(); ++k) {
+                    EXPECT_EQ(seqs[k], seqs[k - 1] + 1) << "every batch holds one run of consecutive sequences";
                 }
             }
         } else {
@@ -780,6 +793,63 @@ TEST(Engine, ARequestAboveAFreeSlotMovesDown) {
             EXPECT_TRUE(std::all_of(d.begin(), d.end(), [](llama_seq_id s) { return s == 3; }));
         }
         EXPECT_TRUE(spec.pending.empty());
+    }
+}
+
+// Prompt reuse against one run of held slots: a prompt that a slot away from
+// the running request holds takes that slot (its prefix is reused), then
+// moves beside the running one, into the lowest slot that keeps the two one
+// run, whose own positions go to the prompt cache first; a prompt with
+// nothing to reuse takes a slot beside the running ones, not an empty one
+// apart. Every batch holds one run; every request gets its solo tokens.
+TEST(Engine, AReusedSlotApartFromTheRunningOnesMovesBesideThem) {
+    fake_backend spec(4, chained_drafter(3));
+    event_log log;
+    engine_core engine(spec, cached_slots(4, 1 << 20), log.callback());
+    const std::vector<std::vector<llama_token>> firsts = {{1, 2, 3, 4}, {5, 6, 7, 8}, {9, 10, 11, 12}, {2, 4, 6, 8}};
+    std::vector<request_result> turn1;
+    for (const auto & p : firsts) {
+        turn1.push_back(run_one(engine, log, p, 3));
+    }
+    for (size_t i = 0; i < firsts.size(); ++i) {
+        EXPECT_EQ(turn1[i].seq_id, static_cast<llama_seq_id>(i)) << "alone, each takes an empty slot";
+    }
+    ASSERT_TRUE(spec.moves.empty()) << "one request alone never moves";
+    const std::vector<llama_token> held_1 = spec.kv[1];
+
+    const std::vector<llama_token> fresh = {13, 14, 12, 11, 10};
+    const request_id e = engine.add(fresh, greedy(20));
+    engine.step();
+    EXPECT_EQ(log.slots.at(e).front(), 0) << "no slot empty, none held: the lowest";
+    const std::vector<llama_token> again = next_turn(firsts[3], turn1[3], {1});
+    const request_id f = engine.add(again, greedy(12));
+    while (engine.has_work()) {
+        engine.step();
+    }
+    EXPECT_EQ(spec.moves, (std::vector<std::pair<llama_seq_id, llama_seq_id>>{{3, 1}})) << "from the slot that holds its prefix";
+    EXPECT_EQ(log.slots.at(f).front(), 1) << "moved beside slot 0 before its first token";
+    EXPECT_TRUE(std::any_of(spec.saves.begin(), spec.saves.end(), [&](const auto & sv) { return sv.first == 1 && sv.second == held_1; }))
+        << "what slot 1 held went to the prompt cache first";
+    EXPECT_EQ(log.finished.at(f).n_prompt_cached, firsts[3].size() + turn1[3].output.tokens.size() - 1);
+    EXPECT_EQ(log.finished.at(f).output.tokens, solo(again, greedy(12)).tokens);
+    EXPECT_EQ(log.finished.at(e).output.tokens, solo(fresh, greedy(20)).tokens);
+
+    // Slot 0 runs, slots 1 and 2 hold earlier requests, slot 3 (moved from)
+    // is empty: a prompt with nothing to reuse takes slot 1, beside the
+    // running one, not the empty slot apart from it.
+    const size_t n_moves = spec.moves.size();
+    const request_id g = engine.add(fresh, greedy(20));
+    engine.step();
+    const request_id h = engine.add(std::vector<llama_token>{3, 3, 3}, greedy(4));
+    while (engine.has_work()) {
+        engine.step();
+    }
+    EXPECT_EQ(log.slots.at(h).front(), log.slots.at(g).front() + 1);
+    EXPECT_EQ(spec.moves.size(), n_moves) << "nothing moved";
+    for (const auto & seqs : spec.batch_seqs) {
+        for (size_t k = 1; k < seqs.size(); ++k) {
+            EXPECT_EQ(seqs[k], seqs[k - 1] + 1) << "every batch holds one run of consecutive sequences";
+        }
     }
 }
 
