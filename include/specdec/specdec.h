@@ -948,21 +948,24 @@ SPECDEC_API specdec_generation_times specdec_generation_get_times(const specdec_
  *    one specdec_engine_add_n together, when n slots are free). With reuse_prompts
  *    each takes the free slot whose positions share the longest prefix with
  *    its prompt, where that prefix is more than a tenth of the prompt (as
- *    llama-server's default --slot-prompt-similarity); else an empty slot,
- *    else the lowest. It keeps that prefix and decodes only the rest;
- *    otherwise the
- *    lowest free slot, whose memory is cleared. A target whose memory cannot be cut back to any
+ *    llama-server's default --slot-prompt-similarity); else a slot next to
+ *    a held one (any, when none is held), among those an empty one, else
+ *    the lowest. It keeps that prefix and decodes only the rest; otherwise
+ *    the lowest free slot, whose memory is cleared. A target whose memory cannot be cut back to any
  *    position (recurrent or hybrid models, sliding-window attention) keeps
  *    either everything the slot holds, when the prompt continues all of it,
  *    or the state recorded where one of the slot's last 4 prompts ended, or
  *    nothing;
- *  - without reuse_prompts and keep_finished, a running request in a slot
- *    above a free one then moves into it (highest first, see
- *    specdec_session_move_sequence), so the running requests hold slots
- *    [0, n) and each verification batch costs one forward pass per group of
- *    equal draft lengths, not one per gap; it moves only where that helps
- *    and is possible: a KV stream per sequence (no kv_unified) and a drafter
- *    that moves (specdec_session_can_move_sequences; plain decoding always);
+ *  - without keep_finished, the held slots are then made one run of
+ *    consecutive slots with the fewest moves (see
+ *    specdec_session_move_sequence): of the runs as long as the requests
+ *    held, the lowest that holds the most of them stays, and each request
+ *    outside it moves into one of its free slots, whose positions go to the
+ *    prompt cache first (reuse_prompts). Each verification batch then costs
+ *    one forward pass per group of equal draft lengths, not one per gap; it
+ *    moves only where that helps and is possible: a KV stream per sequence
+ *    (no kv_unified) and a drafter that moves
+ *    (specdec_session_can_move_sequences; plain decoding always);
  *  - prompts are decoded, at most n_prefill_chunk tokens per request per
  *    step, so a long prompt does not hold back the others' next token; a
  *    request whose prompt is read to the end emits its first token from the
