@@ -463,9 +463,7 @@ void engine_core::take_slot(std::unique_ptr<request_state> r) {
             r->result.n_prompt_cached = static_cast<size_t>(kept);
         }
     } else {
-        save_slot(s);
-        b_.clear(seq);
-        held.clear();
+        vacate(s);
     }
     if (adaptive_) {
         adaptive_->reset(s); // from the drafter's recent acceptance over every request
@@ -536,6 +534,14 @@ size_t engine_core::load_cached(std::span<const llama_token> prompt, size_t s, s
     } catch (const error &) {
         return 0;
     }
+}
+
+// Empties free slot `s`, what it held saved to the prompt cache first
+// (see save_slot).
+void engine_core::vacate(size_t s) {
+    save_slot(s);
+    b_.clear(static_cast<llama_seq_id>(s));
+    held_[s].clear();
 }
 
 // Drops what free slot `s` holds and loads `state`, a sequence that held
@@ -683,13 +689,20 @@ void engine_core::compact() {
         return;
     }
     const size_t n_slots = slots_.size();
-    const auto n_held = static_cast<size_t>(std::count_if(slots_.begin(), slots_.end(), [](const auto & r) { return r != nullptr; }));
+    const auto held = [this](size_t s) { return slots_[s] != nullptr ? size_t{1} : size_t{0}; };
+    size_t n_held = 0;
+    for (size_t s = 0; s < n_slots; ++s) {
+        n_held += held(s);
+    }
+    // The window [a, a + n_held) sliding up: `in` counts the held slots in it.
+    size_t in = 0;
+    for (size_t s = 0; s < n_held; ++s) {
+        in += held(s);
+    }
     size_t first = 0;
-    size_t most = 0;
-    for (size_t a = 0; a + n_held <= n_slots; ++a) {
-        const auto in = static_cast<size_t>(
-            std::count_if(slots_.begin() + static_cast<std::ptrdiff_t>(a), slots_.begin() + static_cast<std::ptrdiff_t>(a + n_held),
-                          [](const auto & r) { return r != nullptr; }));
+    size_t most = in;
+    for (size_t a = 1; a + n_held <= n_slots; ++a) {
+        in += held(a + n_held - 1) - held(a - 1);
         if (in > most) {
             first = a;
             most = in;
@@ -697,25 +710,21 @@ void engine_core::compact() {
     }
     size_t to = first;
     for (size_t from = 0; from < n_slots; ++from) {
-        if (slots_[from] == nullptr || (from >= first && from < first + n_held)) {
+        if (!held(from) || (from >= first && from < first + n_held)) {
             continue;
         }
-        while (slots_[to] != nullptr) {
+        while (held(to)) {
             ++to;
         }
-        const auto seq_from = static_cast<llama_seq_id>(from);
-        const auto seq_to = static_cast<llama_seq_id>(to);
-        save_slot(to);
-        b_.clear(seq_to);
-        held_[to].clear();
-        b_.move(seq_from, seq_to);
+        vacate(to);
+        b_.move(static_cast<llama_seq_id>(from), static_cast<llama_seq_id>(to));
         held_[to] = std::move(held_[from]);
         held_[from].clear();
         if (adaptive_) {
             adaptive_->move(from, to);
         }
         slots_[to] = std::move(slots_[from]);
-        slots_[to]->result.seq_id = seq_to;
+        slots_[to]->result.seq_id = static_cast<llama_seq_id>(to);
     }
 }
 

@@ -65,6 +65,7 @@ private:
     size_t load_cached(std::span<const llama_token> prompt, size_t s, size_t prefix);
     void   require_free_slot(uint32_t slot) const;
     void   save_slot(size_t s);
+    void   vacate(size_t s);
     size_t load_slot(size_t s, std::vector<llama_token> tokens, const generation_backend::saved_sequence & state);
     void compact();
     void prefill();

@@ -435,6 +435,7 @@ TEST_P(EngineLossless, ARequestMovedIntoAFreedSlotEqualsPlainDecoding) {
         const std::vector<llama_seq_id> & moved = out.slots[out.ids[2]];
         EXPECT_EQ(moved.front(), 2);
         EXPECT_EQ(moved.back(), keep ? 2 : 1);
+        EXPECT_EQ(e.prompt_cache().n_sequences, keep ? 0u : 1u) << "what slot 1 held, saved before the move";
         EXPECT_TRUE(s.is_quiescent());
     }
     const specdec_sequence_stats & m = outcomes[0].done[outcomes[0].ids[2]].output.stats;
