@@ -1,16 +1,15 @@
 #include "draft-length.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
+#include <iterator>
 #include <numeric>
 
 namespace specdec::detail {
 
-adaptive_draft_length::adaptive_draft_length(size_t n_seq, int32_t n_max)
-    : n_max_(std::max(n_max, 1)), evidence_(n_seq), shadow_(n_seq, false) {
-    for (table & t : pooled_) {
-        t.resize(static_cast<size_t>(n_max_));
+adaptive_draft_length::adaptive_draft_length(size_t n_seq, int32_t n_max) : n_max_(std::max(n_max, 1)), acceptance_(n_seq) {
+    for (auto & table : pooled_) {
+        table.resize(static_cast<size_t>(n_max_));
     }
     for (size_t s = 0; s < n_seq; ++s) {
         reset(s);
@@ -18,306 +17,215 @@ adaptive_draft_length::adaptive_draft_length(size_t n_seq, int32_t n_max)
 }
 
 void adaptive_draft_length::reset(size_t seq) {
-    evidence_[seq] = {{table(pooled_[0].size()), table(pooled_[1].size())}, 0};
+    sequence_evidence & e = acceptance_[seq];
+    e = sequence_evidence{};
+    for (int k = 0; k < 2; ++k) {
+        e.after[k] = pooled_[k];
+    }
+    e.fresh = pooled_[0][0].reached + pooled_[1][0].reached == 0.0;
+    e.last_kept = pooled_[1][0].reached > 0.0 ? 1 : 0;
 }
 
 void adaptive_draft_length::move(size_t from, size_t to) {
-    evidence_[to] = std::move(evidence_[from]);
+    acceptance_[to] = std::move(acceptance_[from]);
     reset(from);
 }
 
-std::array<std::vector<double>, 2> adaptive_draft_length::acceptance(const sequence_evidence & e,
-                                                                    double optimism) const {
-    std::array<std::vector<double>, 2> p;
-    for (int x = 0; x < 2; ++x) {
-        const table & t = e.after[x];
-        // Position 0 leans on every sequence's evidence, the more of it the more.
-        const position_counts & pool = pooled_[x][0];
-        double prior = (pool.kept + prior_weight * prior_acceptance[x]) / (pool.reached + prior_weight);
-        double weight = prior_weight + pool_share * pool.reached;
-        for (size_t i = 0; i < t.size(); ++i) {
-            const double a = t[i].kept + weight * prior;
-            const double b = t[i].reached - t[i].kept + weight * (1.0 - prior);
-            double v = a / (a + b);
-            if (optimism > 0.0 && i == 0) {
-                // An optimistic bound: the mean plus `optimism` standard deviations.
-                v = std::min(1.0, v + optimism * std::sqrt(v * (1.0 - v) / (a + b + 1.0)));
-            }
-            p[static_cast<size_t>(x)].push_back(v);
-            prior = std::clamp(v, 1e-6, 1.0 - 1e-6);
-            weight = prior_weight;
-        }
+double adaptive_draft_length::cost_cell::lowest() const {
+    return *std::min_element(samples, samples + std::min(n, window));
+}
+
+double adaptive_draft_length::cost_cell::excess() const {
+    const size_t m = std::min(n, window);
+    if (m < 3) {
+        return 0.0;
     }
-    return p;
+    const double * end = samples + m;
+    const double sum = std::accumulate(samples, end, 0.0) - *std::max_element(samples, end);
+    return sum / static_cast<double>(m - 1) - lowest();
+}
+
+std::vector<double> adaptive_draft_length::cumulative(size_t seq, int last_kept) const {
+    const std::vector<position_counts> & table = acceptance_[seq].after[last_kept];
+    std::vector<double> out(static_cast<size_t>(n_max_));
+    double prior = last_kept ? prior_acceptance : prior_acceptance_after_miss;
+    double through = 1.0;
+    for (size_t i = 0; i < out.size(); ++i) {
+        const position_counts & c = table[i];
+        const double p = (c.kept + prior_weight * prior) / (c.reached + prior_weight);
+        through *= p;
+        out[i] = through;
+        prior = p;
+    }
+    return out;
 }
 
 double adaptive_draft_length::p_keep_through(size_t seq, int32_t i) const {
-    const sequence_evidence & e = evidence_[seq];
-    const std::vector<double> p = acceptance(e, 0.0)[static_cast<size_t>(e.last_kept)];
-    double through = 1.0;
-    for (int32_t j = 0; j <= i; ++j) {
-        through *= p[static_cast<size_t>(j)];
-    }
-    return through;
+    return cumulative(seq, acceptance_[seq].last_kept)[static_cast<size_t>(i)];
 }
 
 std::vector<double> adaptive_draft_length::curve(const std::vector<cost_cell> & cells, size_t n,
-                                                 const std::vector<double> * prior) const {
-    // Every measured size counts, also those at or above n (a prior's scale).
-    const size_t m = std::max(n, cells.size());
-    const auto shape = [&](size_t x) {
-        return prior != nullptr ? (*prior)[x] : 1.0 + prior_row_cost * (static_cast<double>(x) - 1.0);
-    };
-    // Weights and means as of this step.
-    std::vector<std::pair<double, double>> seen(m, {0.0, 0.0});
+                                                 const std::vector<double> * fallback, double excess) const {
+    std::vector<std::pair<double, double>> seen; // (size, expected cost), ascending size
     for (size_t x = 1; x < cells.size(); ++x) {
-        const cost_cell & c = cells[x];
-        if (c.weight > 0.0) {
-            const double fade = std::pow(cost_memory, static_cast<double>(step_ - c.at));
-            seen[x] = {c.weight * fade, c.sum / c.weight};
+        if (cells[x].counts(step_)) {
+            seen.emplace_back(static_cast<double>(x), cells[x].lowest() + excess);
         }
     }
-    // The prior: its shape through the size with the most weight (in a
-    // running engine, its plain step).
-    size_t anchor = 0;
-    for (size_t x = 1; x < m; ++x) {
-        anchor = seen[x].first > seen[anchor].first ? x : anchor;
-    }
-    const double scale = anchor == 0 ? 1.0 : seen[anchor].second / shape(anchor);
-    // Measured sizes: the posterior mean. Between them, linear; below and
-    // beyond them, the prior's shape through the nearest.
-    std::vector<std::pair<size_t, double>> known; // (size, estimate), ascending
-    for (size_t x = 1; x < m; ++x) {
-        const auto [w, mean] = seen[x];
-        if (w > 0.0) {
-            known.emplace_back(x, (w * mean + cost_prior_weight * scale * shape(x)) / (w + cost_prior_weight));
-        }
-    }
+    // The prior's shape through a measured point (x0, c0).
+    auto prior_through = [](double x0, double c0, double x) {
+        return c0 * (1.0 + prior_row_cost * (x - 1.0)) / (1.0 + prior_row_cost * (x0 - 1.0));
+    };
     std::vector<double> out(n, 0.0);
-    for (size_t x = 1; x < n; ++x) {
-        const auto hi = std::lower_bound(known.begin(), known.end(), x, [](const auto & k, size_t v) { return k.first < v; });
-        if (known.empty()) {
-            out[x] = shape(x);
-        } else if (hi != known.end() && hi->first == x) {
-            out[x] = hi->second;
-        } else if (hi == known.begin()) {
-            out[x] = hi->second * shape(x) / shape(hi->first);
-        } else if (hi == known.end()) {
-            const auto & [x0, c0] = known.back();
-            out[x] = c0 * shape(x) / shape(x0);
+    for (size_t i = 1; i < n; ++i) {
+        const double x = static_cast<double>(i);
+        if (seen.empty()) {
+            out[i] = fallback != nullptr ? (*fallback)[i] : prior_through(1.0, 1.0, x);
+        } else if (x <= seen.front().first) {
+            // Below every measurement: the prior's shape, which never makes a
+            // smaller size look dearer than it may be.
+            out[i] = prior_through(seen.front().first, seen.front().second, x);
+        } else if (x >= seen.back().first) {
+            // Above: the prior's shape through the largest measurement, or
+            // the average slope between the smallest and the largest
+            // (never downhill, and one noisy neighbour cannot tilt it) where
+            // that is cheaper (see the header comment).
+            const auto & [x0, c0] = seen.front();
+            const auto & [x1, c1] = seen.back();
+            out[i] = prior_through(x1, c1, x);
+            if (seen.size() > 1) {
+                out[i] = std::min(out[i], c1 + std::max(0.0, (c1 - c0) / (x1 - x0)) * (x - x1));
+            }
         } else {
-            const auto & [x0, c0] = *(hi - 1);
-            const auto & [x1, c1] = *hi;
-            out[x] = c0 + (c1 - c0) * static_cast<double>(x - x0) / static_cast<double>(x1 - x0);
+            const auto hi = std::lower_bound(seen.begin(), seen.end(), x, [](const auto & p, double v) { return p.first < v; });
+            const auto lo = hi - 1;
+            out[i] = lo->second + (hi->second - lo->second) * (x - lo->first) / (hi->first - lo->first);
         }
     }
     // More rows never cost less.
-    for (size_t x = 2; x < n; ++x) {
-        out[x] = std::max(out[x], out[x - 1]);
+    for (size_t i = 2; i < n; ++i) {
+        out[i] = std::max(out[i], out[i - 1]);
     }
     return out;
 }
 
 std::vector<double> adaptive_draft_length::verify_curve(size_t n) const {
-    return curve(verify_, n, nullptr);
+    // What a step pays over its size's lowest: that of the size measured most.
+    const auto most = std::max_element(verify_.begin(), verify_.end(), [](const cost_cell & a, const cost_cell & b) { return a.n < b.n; });
+    return curve(verify_, n, nullptr, most != verify_.end() ? most->excess() : 0.0);
 }
 
-std::vector<double> adaptive_draft_length::first_pass_curve(size_t n) const {
-    std::vector<double> prior = verify_curve(std::max(n, first_pass_.size()));
-    for (double & c : prior) {
+std::vector<double> adaptive_draft_length::pass_curve(size_t n) const {
+    std::vector<double> fallback = verify_curve(n);
+    for (double & c : fallback) {
         c *= prior_pass_share;
     }
-    return curve(first_pass_, n, &prior);
-}
-
-std::vector<double> adaptive_draft_length::next_pass_curve(size_t n) const {
-    const size_t m = std::max(n, next_pass_.size());
-    std::vector<double> prior = verify_curve(m);
-    const std::vector<double> first = first_pass_curve(m);
-    for (size_t x = 0; x < m; ++x) {
-        prior[x] = std::min(prior_pass_share * prior[x], first[x]);
-    }
-    return curve(next_pass_, n, &prior);
+    return curve(pass_, n, &fallback, 0.0);
 }
 
 double adaptive_draft_length::verify_cost(int32_t rows) const {
     return verify_curve(static_cast<size_t>(std::max(rows, 1)) + 1).back();
 }
 
-double adaptive_draft_length::draft_cost(int32_t passes, int32_t rows) const {
-    const size_t n = static_cast<size_t>(std::max(rows, 1)) + 1;
-    return passes <= 0 ? 0.0 : first_pass_curve(n).back() + (passes - 1) * next_pass_curve(n).back();
+double adaptive_draft_length::pass_cost(int32_t rows) const {
+    return pass_curve(static_cast<size_t>(std::max(rows, 1)) + 1).back();
 }
 
 std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps, int32_t n_min) {
     step_++;
-    // Evidence fades with every step, observed or not.
-    const auto fade = [](table & t) {
-        for (position_counts & c : t) {
-            c.reached *= memory;
-            c.kept *= memory;
-        }
-    };
-    for (sequence_evidence & e : evidence_) {
-        fade(e.after[0]);
-        fade(e.after[1]);
-    }
-    fade(pooled_[0]);
-    fade(pooled_[1]);
     std::vector<int32_t> lengths(caps.size(), 0);
-    std::fill(shadow_.begin(), shadow_.end(), false);
-    std::vector<size_t> active;
-    int32_t l_max = n_max_;
-    for (size_t s = 0; s < caps.size(); ++s) {
-        if (caps[s] >= 0) {
-            active.push_back(s);
-            l_max = std::min(l_max, caps[s]);
-        }
-    }
-    if (active.empty()) {
+    const auto n_active = static_cast<int32_t>(std::count_if(caps.begin(), caps.end(), [](int32_t c) { return c >= 0; }));
+    if (n_active == 0) {
         return lengths;
     }
-    const size_t n = active.size();
-    const auto nd = static_cast<double>(n);
-    const std::vector<double> verify = verify_curve(n * static_cast<size_t>(l_max + 1) + 1);
-    const std::vector<double> first_passes = first_pass_curve(n + 1); // [rows]
-    const double first_pass = first_passes[n];
-    const double next_pass = next_pass_curve(n + 1)[n];
-    // The step's time when every active sequence drafts l tokens.
-    std::vector<double> step_time(static_cast<size_t>(l_max) + 1);
-    for (int32_t l = 0; l <= l_max; ++l) {
-        step_time[static_cast<size_t>(l)] = verify[n * static_cast<size_t>(l + 1)] + (l > 0 ? first_pass + (l - 1) * next_pass : 0.0);
+    // Growing steps: at most max_growth times the most rows measured yet,
+    // or one sequence's whole draft.
+    size_t largest = static_cast<size_t>(n_active);
+    for (size_t x = 1; x < verify_.size(); ++x) {
+        largest = verify_[x].n > 0 ? std::max(largest, x) : largest;
     }
-    // Per sequence and state, from acceptance (posterior means, or optimistic):
-    // the chance `through[l]` that a draft of l is kept whole and the
-    // expected tokens `tokens[l]`.
-    struct outlook {
-        std::array<std::vector<double>, 2> through, tokens;
-    };
-    const auto outlooks = [&](double optimism) {
-        std::vector<outlook> seqs(n);
-        for (size_t k = 0; k < n; ++k) {
-            const std::array<std::vector<double>, 2> p = acceptance(evidence_[active[k]], optimism);
-            for (int x = 0; x < 2; ++x) {
-                std::vector<double> & through = seqs[k].through[x];
-                std::vector<double> & tokens = seqs[k].tokens[x];
-                through.assign(1, 1.0);
-                tokens.assign(1, 1.0);
-                for (int32_t l = 1; l <= n_max_; ++l) {
-                    through.push_back(through.back() * p[static_cast<size_t>(x)][static_cast<size_t>(l - 1)]);
-                    tokens.push_back(tokens.back() + through.back());
-                }
+    const auto n = static_cast<size_t>(n_active);
+    const size_t all_rows = n * static_cast<size_t>(n_max_ + 1);
+    const size_t n_rows = std::max(static_cast<size_t>(max_growth) * largest, static_cast<size_t>(n_max_) + 1);
+    const std::vector<double> verify = verify_curve(all_rows + 1);
+    const std::vector<double> pass = pass_curve(n + 1);
+    // Expected tokens per cost when every active sequence drafts l tokens,
+    // for l = 0 (plain decoding) up to l_max and `rows` rows a step:
+    // through[k] is active sequence k's p_keep_through. The step verifies
+    // n (l + 1) rows in one pass and drafts in l passes over n rows.
+    const auto rates = [&](const std::vector<std::vector<double>> & through, int32_t l_max, size_t rows) {
+        std::vector<double> rate(1, n_active / verify[n]);
+        double expected = n_active; // every active sequence gets the target's own token
+        for (int32_t l = 1; l <= l_max && n * static_cast<size_t>(l + 1) <= rows; ++l) {
+            for (const std::vector<double> & t : through) {
+                expected += t[static_cast<size_t>(l - 1)];
             }
+            rate.push_back(expected / (verify[n * static_cast<size_t>(l + 1)] + l * pass[n]));
         }
-        return seqs;
+        return rate;
     };
-    const std::vector<outlook> mean = outlooks(0.0);
-    // The price of time: the best rate a length reaches in this step.
-    double price = 0.0;
-    for (int32_t l = 0; l <= l_max; ++l) {
-        double expected = 0.0;
-        for (size_t k = 0; k < n; ++k) {
-            expected += mean[k].tokens[evidence_[active[k]].last_kept][static_cast<size_t>(l)];
-        }
-        price = std::max(price, expected / step_time[static_cast<size_t>(l)]);
-    }
-    // Per sequence, the value of each action from its current state: its
-    // share of the step's tokens less their time at that price, plus the
-    // discounted value of the state it leads to. Actions: 0 plain, 1 shadow,
-    // 1 + l a draft of l.
-    const size_t n_actions = static_cast<size_t>(l_max) + 2;
-    const auto values = [&](const std::vector<outlook> & seqs) {
-        std::vector<std::vector<double>> q(n, std::vector<double>(n_actions, 0.0));
-        for (size_t k = 0; k < n; ++k) {
-            const outlook & o = seqs[k];
-            const bool may_shadow = caps[active[k]] > 0;
-            // gain(x, a) and the chance that action a in state x ends after a kept token.
-            const auto gain = [&](int x, size_t a) {
-                if (a == 0) {
-                    return 1.0 - price * step_time[0] / nd;
-                }
-                if (a == 1) {
-                    return 1.0 - price * (step_time[0] + first_pass) / nd;
-                }
-                return o.tokens[x][a - 1] - price * step_time[a - 1] / nd;
-            };
-            const auto kept_chance = [&](int x, size_t a) {
-                return a == 0 ? static_cast<double>(x) : a == 1 ? o.through[x][1] : o.through[x][a - 1];
-            };
-            std::array<double, 2> value = {0.0, 0.0};
-            const auto q_of = [&](int x, size_t a) {
-                const double up = kept_chance(x, a);
-                return gain(x, a) + discount * (up * value[1] + (1.0 - up) * value[0]);
-            };
-            // Value iteration: the error shrinks by `discount` per round.
-            for (int round = 0; round < 200; ++round) {
-                std::array<double, 2> next = {0.0, 0.0};
-                for (int x = 0; x < 2; ++x) {
-                    next[static_cast<size_t>(x)] = q_of(x, 0);
-                    for (size_t a = may_shadow ? 1 : 2; a < n_actions; ++a) {
-                        next[static_cast<size_t>(x)] = std::max(next[static_cast<size_t>(x)], q_of(x, a));
-                    }
-                }
-                const bool settled = std::abs(next[0] - value[0]) + std::abs(next[1] - value[1]) < 1e-9;
-                value = next;
-                if (settled) {
-                    break;
-                }
-            }
-            const int x = evidence_[active[k]].last_kept;
-            for (size_t a = 0; a < n_actions; ++a) {
-                q[k][a] = a == 1 && !may_shadow ? q_of(x, 0) : q_of(x, a);
-            }
-        }
-        return q;
+    // The best length: 0 unless it beats plain decoding by min_gain.
+    const auto best_of = [](const std::vector<double> & rate) {
+        const auto best = static_cast<int32_t>(std::max_element(rate.begin(), rate.end()) - rate.begin());
+        return rate[static_cast<size_t>(best)] > (1.0 + min_gain) * rate[0] ? best : 0;
     };
-    // Lengths from the means; shadows, which only learn, from the optimistic
-    // bound: a sequence probes while its evidence leaves room for a drafter
-    // that would pay.
-    const std::vector<std::vector<double>> q = values(mean);
-    const std::vector<std::vector<double>> q_hopeful = values(outlooks(shadow_optimism));
-    // Shadows share one pass: of a step that drafts nothing, the m whose
-    // shadows are worth most more than plain decoding shadow, m making that
-    // worth less the pass over m rows (the values above priced each shadow
-    // at its share of a pass over the whole batch) largest.
-    std::vector<double> worth(n);
-    for (size_t k = 0; k < n; ++k) {
-        worth[k] = q_hopeful[k][1] + price * first_pass / nd - q_hopeful[k][0];
-    }
-    std::vector<size_t> order(n);
-    std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return worth[a] > worth[b]; });
-    size_t n_shadows = 0;
-    double shadows_worth = 0.0;
-    double sum = 0.0;
-    for (size_t m = 1; m <= n; ++m) {
-        sum += worth[order[m - 1]];
-        if (sum - price * first_passes[m] > shadows_worth) {
-            n_shadows = m;
-            shadows_worth = sum - price * first_passes[m];
+    std::vector<size_t> active;
+    std::vector<std::vector<double>> through;
+    int32_t l_max = n_max_;
+    int32_t l_cap = n_max_; // the caps alone
+    for (size_t s = 0; s < caps.size(); ++s) {
+        if (caps[s] < 0) {
+            continue;
         }
+        active.push_back(s);
+        through.push_back(cumulative(s, acceptance_[s].last_kept));
+        l_cap = std::min(l_cap, caps[s]);
+        // A fresh sequence probes before anything drafts (shadow_due).
+        l_max = std::min(l_max, acceptance_[s].fresh ? 0 : caps[s]);
     }
-    // The batch's length: the best sum over its sequences (at 0, each plain or shadowing).
-    int32_t best = 0;
-    double best_score = 0.0;
-    for (size_t k = 0; k < n; ++k) {
-        best_score += std::max(q[k][0], q[k][1]);
+    int32_t length = best_of(rates(through, l_max, n_rows));
+    if (length > 0 && length < n_min) {
+        length = l_max >= n_min ? n_min : 0;
     }
-    for (int32_t l = std::max(n_min, 1); l <= l_max; ++l) {
-        double score = 0.0;
-        for (size_t k = 0; k < n; ++k) {
-            score += q[k][static_cast<size_t>(l) + 1];
+    for (size_t s : active) {
+        lengths[s] = length;
+    }
+    // Could a drafter that is always right beat plain decoding here, at any
+    // length the caps allow (the growth limit paces exploration, it does not
+    // say a length cannot pay)? By more than min_gain and what its probes
+    // cost at the schedule's longest wait: a drafting pass over the batch
+    // every max_probe_wait + 1 steps, against a plain step (shadow_due).
+    const std::vector<double> best_case = rates(std::vector<std::vector<double>>(n, std::vector<double>(static_cast<size_t>(n_max_), 1.0)), l_cap, all_rows);
+    const double probe_share = pass[n] / verify[n] / (max_probe_wait + 1);
+    drafting_may_pay_ = std::any_of(best_case.begin() + 1, best_case.end(),
+                                    [&](double r) { return r > (1.0 + min_gain + probe_share) * best_case[0]; });
+    // For each sequence of a step that drafts nothing: is a shadow now
+    // worth its price (see shadow_due)? A hit would make the step draft
+    // length l (its evidence after a kept token, the others' as it is),
+    // saving at each step while its drafts are kept whole what plain
+    // decoding would take for the step's expected tokens less what the step
+    // costs; the shadow hits with the sequence's estimate now and costs a
+    // one-row pass. All in plain steps of this batch (rate[0] = n / verify[n]).
+    const double shadow_price = pass[1] / verify[n];
+    for (size_t k = 0; k < active.size(); ++k) {
+        const size_t s = active[k];
+        acceptance_[s].shadow_pays = true;
+        if (length > 0 || caps[s] <= 0 || acceptance_[s].fresh || !drafting_may_pay_ ||
+            acceptance_[s].after[1][0].reached < settled_evidence) {
+            continue;
         }
-        if (score > best_score) {
-            best = l;
-            best_score = score;
+        std::vector<std::vector<double>> after_hit = through;
+        after_hit[k] = cumulative(s, 1);
+        const std::vector<double> rate = rates(after_hit, l_max, n_rows);
+        const auto l = static_cast<size_t>(best_of(rate));
+        if (l == 0) {
+            acceptance_[s].shadow_pays = false;
+            continue;
         }
-    }
-    for (size_t k = 0; k < n; ++k) {
-        lengths[active[k]] = best;
-    }
-    for (size_t m = 0; best == 0 && m < n_shadows; ++m) {
-        shadow_[active[order[m]]] = true;
+        const double cost = verify[n * (l + 1)] + static_cast<double>(l) * pass[n];
+        const double saved = cost * (rate[l] - rate[0]) / static_cast<double>(n);
+        const double steps = 1.0 / (1.0 - std::min(after_hit[k][l - 1], max_kept_whole));
+        acceptance_[s].shadow_pays = through[k][0] * steps * saved >= shadow_price;
     }
     return lengths;
 }
@@ -326,50 +234,98 @@ void adaptive_draft_length::observe(size_t seq, int32_t proposed, int32_t kept) 
     if (proposed <= 0) {
         return;
     }
-    sequence_evidence & e = evidence_[seq];
-    // Position i was decided only when every token before it was kept.
-    const auto count = [&](table & t) {
+    sequence_evidence & e = acceptance_[seq];
+    // One more decayed observation in `table`: position i was decided only
+    // when every token before it was kept.
+    const auto count = [&](std::vector<position_counts> & table) {
+        for (position_counts & c : table) {
+            c.reached *= decay;
+            c.kept *= decay;
+        }
         for (int32_t i = 0; i < std::min(proposed, n_max_) && i <= kept; ++i) {
-            t[static_cast<size_t>(i)].reached += 1.0;
-            t[static_cast<size_t>(i)].kept += i < kept ? 1.0 : 0.0;
+            table[static_cast<size_t>(i)].reached += 1.0;
+            table[static_cast<size_t>(i)].kept += i < kept ? 1.0 : 0.0;
         }
     };
-    count(e.after[e.last_kept]);
-    count(pooled_[e.last_kept]);
+    // A fresh sequence's first probe follows no decided drafted token: it
+    // says whether the drafter can be right, not what follows a hit or a miss.
+    if (!e.fresh) {
+        count(e.after[e.last_kept]);
+        count(pooled_[e.last_kept]);
+    }
+    hits_ += kept > 0 ? 1 : 0;
+    misses_ += kept > 0 ? 0 : 1;
+    // The last token decided: the first rejected one, or the last drafted.
     e.last_kept = kept >= std::min(proposed, n_max_) ? 1 : 0;
+    e.misses = kept > 0 ? 0 : e.misses + 1;
+    e.idle = 0;
+    e.fresh = false;
 }
 
-void adaptive_draft_length::record(std::vector<cost_cell> & cells, size_t size, double microseconds) {
+int adaptive_draft_length::shadow_interval(int32_t n_active) const {
+    const auto n_seq = static_cast<size_t>(std::max(n_active, 1));
+    const bool measured = n_seq < verify_.size() && verify_[n_seq].n > 0 &&
+                          std::any_of(pass_.begin(), pass_.end(), [](const cost_cell & c) { return c.n > 0; });
+    if (!measured) {
+        return 7;
+    }
+    // n_active sequences shadowing together: one pass over n_active rows
+    // every (wait + 1) steps, against a plain step's cost.
+    const double steps = pass_cost(n_active) / (shadow_budget * verify_[n_seq].lowest());
+    return static_cast<int>(std::clamp(std::ceil(steps) - 1.0, 7.0, static_cast<double>(max_shadow_wait)));
+}
+
+int adaptive_draft_length::shadow_wait(const sequence_evidence & e, int32_t n_active) const {
+    const int interval = shadow_interval(n_active);
+    if (!e.shadow_pays) {
+        return interval; // a hit is not worth a shadow: only drift is followed
+    }
+    if (hits_ > 0) {
+        constexpr int doublings = 3; // waits of 0, 1, 3, 7
+        static_assert((1 << doublings) - 1 == max_probe_wait);
+        return (1 << std::min(std::max(e.misses - 1, 0), doublings)) - 1;
+    }
+    // Never right: every miss of every sequence is evidence, each on its own
+    // text (so four sequences that miss together wait as one sequence
+    // would after four misses, and a new one joining waits long).
+    const uint64_t n = std::max<uint64_t>({static_cast<uint64_t>(std::max(e.misses, 0)), misses_, 1}) - 1;
+    return std::min((1 << std::min<uint64_t>(2 * n, 6)) - 1, interval); // 0, 3, 15, 63
+}
+
+bool adaptive_draft_length::shadow_due(size_t seq, int32_t n_active) {
+    sequence_evidence & e = acceptance_[seq];
+    if (e.fresh || (drafting_may_pay_ && e.idle >= shadow_wait(e, n_active))) {
+        return true;
+    }
+    e.idle++;
+    return false;
+}
+
+void adaptive_draft_length::record(std::vector<cost_cell> & cells, size_t size, double microseconds, bool sure) {
     if (cells.size() <= size) {
         cells.resize(size + 1);
     }
     cost_cell & c = cells[size];
-    const double fade = std::pow(cost_memory, static_cast<double>(step_ - c.at));
-    c.weight = c.weight * fade + 1.0;
-    c.sum = c.sum * fade + std::max(microseconds, 1.0); // a clock that read 0 must not make a step free
-    c.at = step_;
+    c.samples[c.n % cost_cell::window] = std::max(microseconds, 1.0); // a clock that read 0 must not make a step free
+    c.n++;
+    c.sure = c.sure || sure;
+    c.newest = step_;
 }
 
 void adaptive_draft_length::observe_verify(int32_t n_active, int32_t rows, double microseconds) {
     if (n_active <= 0 || rows < n_active || rows > n_active * (n_max_ + 1)) {
         return;
     }
-    record(verify_, static_cast<size_t>(rows), microseconds);
+    record(verify_, static_cast<size_t>(rows), microseconds, rows == n_active);
 }
 
 void adaptive_draft_length::observe_draft(int32_t passes, int32_t rows, double microseconds) {
     if (passes <= 0 || rows < passes) {
         return;
     }
-    // The passes' average size stands for each of them; the later passes
-    // take what the first is estimated to cost less.
+    // The passes' average size stands for each of them.
     const auto size = static_cast<size_t>(std::lround(static_cast<double>(rows) / passes));
-    if (passes == 1) {
-        record(first_pass_, size, microseconds);
-    } else {
-        const double first = std::min(first_pass_curve(size + 1)[size], microseconds);
-        record(next_pass_, size, (microseconds - first) / (passes - 1));
-    }
+    record(pass_, size, microseconds / passes, false);
 }
 
 } // namespace specdec::detail

@@ -633,21 +633,24 @@ SPECDEC_API specdec_session_stats specdec_session_get_stats(const specdec_sessio
 
 /*
  * Adaptive draft length (specdec_generate_params.n_draft): before every step
- * one length within [0, session n_draft_max] is chosen for all running
- * sequences: the one whose coming steps are expected to yield the most
- * tokens less their time, at the best rate the step can reach. Each sequence
- * is after a kept or after a rejected drafted token; per state and draft
- * position its acceptance is a posterior over evidence that fades at every
- * step, and the costs are measured in this call (verifying each number of
- * rows, a step's first drafting pass and each later one). A sequence given
- * length 0 may draft one "shadow" token, never verified, only compared with
- * the target's token, where an optimistic bound on its acceptance says that
- * what the shadow reveals is worth its drafting pass: a drafter that keeps
- * missing is probed more and more rarely, and again as the misses fade.
- * Deterministic: the same measurements give the same choices. Output is the
- * same as with any fixed length; with the session's n_draft_min above 0 the
- * choice is 0 or a length of at least n_draft_min. Sequence statistics count
- * verified drafts only; the session's statistics also count shadow drafts.
+ * each sequence's length is chosen within [0, session n_draft_max] to make the
+ * expected tokens per second largest, from running estimates of that
+ * sequence's acceptance at each draft position (recent steps weigh most, and
+ * they are kept apart for steps after a kept and after a rejected first
+ * token, so the choice turns with the text) and the costs measured in this
+ * call: verifying a batch of each number of rows, and a drafting pass over
+ * each number of rows. A sequence given length 0 still drafts one "shadow"
+ * token now and then (every step while they hit, thinning to every 8th while
+ * they miss, or as far as every 64th while the drafter has never been right
+ * or while a shadow is not worth its price: its chance of hitting times
+ * what a hit would save, against one drafting pass; never while even an
+ * always-right drafter would not beat plain decoding at the measured costs
+ * by more than probes every 8th step cost)
+ * that is never verified, only compared with the target's token. Output is
+ * the same as with any fixed length; a length below the session's
+ * n_draft_min is raised to it (or to 0 when that does not fit). Sequence
+ * statistics count verified drafts only; the session's statistics also count
+ * shadow drafts.
  */
 #define SPECDEC_N_DRAFT_AUTO (-2)
 

@@ -23,6 +23,37 @@ struct linear_cost {
     double operator()(int32_t m) const { return base + per_token * m; }
 };
 
+// A size counts once it is measured twice: both measurements at once.
+void measure_verify(adaptive_draft_length & c, int32_t n_active, int32_t rows, double microseconds) {
+    c.observe_verify(n_active, rows, microseconds);
+    c.observe_verify(n_active, rows, microseconds);
+}
+void measure_draft(adaptive_draft_length & c, int32_t passes, int32_t rows, double microseconds) {
+    c.observe_draft(passes, rows, microseconds);
+    c.observe_draft(passes, rows, microseconds);
+}
+// One sequence: a plain step 100, two rows and nine rows as given, a pass.
+void measure_one_sequence(adaptive_draft_length & c, double two_rows, double nine_rows, double pass) {
+    c.observe_verify(1, 1, 100.0);
+    measure_verify(c, 1, 2, two_rows);
+    measure_verify(c, 1, 9, nine_rows);
+    measure_draft(c, 1, 1, pass);
+}
+
+// The steps, of `steps`, at which the one sequence of `c`, drafting nothing
+// (checked), shadows; every shadow misses.
+std::vector<int> shadows_while_missing(adaptive_draft_length & c, int steps) {
+    std::vector<int> due;
+    for (int step = 0; step < steps; ++step) {
+        EXPECT_EQ(c.choose(std::vector<int32_t>{8})[0], 0);
+        if (c.shadow_due(0, 1)) {
+            due.push_back(step);
+            c.observe(0, 1, 0);
+        }
+    }
+    return due;
+}
+
 // Expected tokens of a step that drafts k tokens when each is kept with
 // probability a given the ones before it were.
 double expected_tokens(double a, int32_t k) {
@@ -62,11 +93,9 @@ struct throughput {
     double rate() const { return tokens / cost; }
 };
 
-// Runs `steps` single-sequence steps; length(step) picks each step's draft
-// length, and observe(k, kept) reports it and returns what else the step
-// cost (a shadow's drafting pass).
+// Runs `steps` single-sequence steps; length(step) picks each step's draft length.
 throughput simulate(int steps, const std::function<double(int)> & acceptance, const linear_cost & cost,
-                    const std::function<int32_t(int)> & length, const std::function<double(int32_t, int32_t)> & observe,
+                    const std::function<int32_t(int)> & length, const std::function<void(int32_t, int32_t)> & observe,
                     uint32_t seed) {
     std::mt19937 rng(seed);
     throughput t;
@@ -74,17 +103,17 @@ throughput simulate(int steps, const std::function<double(int)> & acceptance, co
         const int32_t k = length(step);
         const int32_t kept = simulate_kept(k, acceptance(step), rng);
         t.tokens += 1 + kept;
-        t.cost += cost(k) + observe(k, kept);
+        t.cost += cost(k);
+        observe(k, kept);
     }
     return t;
 }
 
 // The controller as the generator drives it: a step that verifies no draft
-// reports a one-token shadow draft when one is asked for, right with the
-// drafter's probability at that step. A drafting pass costs `pass` (part of
-// cost(k) for a draft of k; on top of a plain step for a shadow).
+// reports a one-token shadow draft when one is due, right with the drafter's
+// probability at that step.
 throughput simulate_adaptive(int steps, const std::function<double(int)> & acceptance, const linear_cost & cost,
-                             int32_t n_max, uint32_t seed, double pass = 0.0) {
+                             int32_t n_max, uint32_t seed) {
     adaptive_draft_length c(1, n_max);
     const std::vector<int32_t> caps = {n_max};
     std::mt19937 shadow_rng(seed + 1);
@@ -92,100 +121,269 @@ throughput simulate_adaptive(int steps, const std::function<double(int)> & accep
     return simulate(
         steps, acceptance, cost, [&](int s) { return step = s, c.choose(caps)[0]; },
         [&](int32_t k, int32_t kept) {
-            double extra = 0.0;
             if (k > 0) {
                 c.observe(0, k, kept);
-                c.observe_draft(k, k, pass * k);
-            } else if (c.shadow(0)) {
+            } else if (c.shadow_due(0, 1)) {
                 c.observe(0, 1, simulate_kept(1, acceptance(step), shadow_rng));
-                c.observe_draft(1, 1, pass);
-                extra = pass;
             }
-            c.observe_verify(1, 1 + k, cost(k) - pass * k);
-            return extra;
+            // The whole step's cost as verification; drafting is free.
+            c.observe_verify(1, 1 + k, cost(k));
+            c.observe_draft(std::max(k, 1), std::max(k, 1), 0.0);
         },
         seed);
 }
 
 throughput simulate_fixed(int steps, const std::function<double(int)> & acceptance, const linear_cost & cost, int32_t k,
                           uint32_t seed) {
-    return simulate(steps, acceptance, cost, [k](int) { return k; }, [](int32_t, int32_t) { return 0.0; }, seed);
+    return simulate(steps, acceptance, cost, [k](int) { return k; }, [](int32_t, int32_t) {}, seed);
 }
 
 TEST(DraftLength, PriorsBeforeAnyEvidence) {
-    adaptive_draft_length c(1, 4);
-    // A new sequence starts after a rejection.
-    const double first = adaptive_draft_length::prior_acceptance[0];
-    EXPECT_DOUBLE_EQ(c.p_keep_through(0, 0), first);
-    // Each position's prior is the estimate of the one before it.
-    EXPECT_NEAR(c.p_keep_through(0, 2), std::pow(first, 3), 1e-12);
-    // Costs in prior units: a one-row verification is 1.
-    for (int32_t rows : {1, 2, 9}) {
-        const double verify = 1.0 + adaptive_draft_length::prior_row_cost * (rows - 1);
-        EXPECT_NEAR(c.verify_cost(rows), verify, 1e-12) << rows;
-        EXPECT_NEAR(c.draft_cost(3, rows), 3 * adaptive_draft_length::prior_pass_share * verify, 1e-12) << rows;
-    }
-    EXPECT_EQ(c.draft_cost(0, 4), 0.0);
-}
-
-TEST(DraftLength, CostsAreMeasuredMeansThatFadeBackToThePrior) {
-    adaptive_draft_length c(1, 8);
-    const double shape3 = 1.0 + 2 * adaptive_draft_length::prior_row_cost;
-    const double shape5 = 1.0 + 4 * adaptive_draft_length::prior_row_cost;
-    // One measured size: sizes below and above it take the prior's shape through it.
+    // A drafter never observed: its first probe follows no hit, so a
+    // sequence starts as after a miss; after a hit, the optimistic prior.
+    adaptive_draft_length c(2, 4);
+    EXPECT_DOUBLE_EQ(c.p_keep_through(0, 0), adaptive_draft_length::prior_acceptance_after_miss);
+    c.observe(1, 1, 1);
+    EXPECT_DOUBLE_EQ(c.p_keep_through(1, 0), adaptive_draft_length::prior_acceptance);
+    EXPECT_DOUBLE_EQ(c.p_keep_through(1, 2), std::pow(adaptive_draft_length::prior_acceptance, 3));
+    EXPECT_DOUBLE_EQ(c.verify_cost(1), 1.0);
+    EXPECT_DOUBLE_EQ(c.verify_cost(5), 1.0 + 4 * adaptive_draft_length::prior_row_cost);
+    EXPECT_DOUBLE_EQ(c.pass_cost(5), adaptive_draft_length::prior_pass_share * c.verify_cost(5));
+    // Two measurements of a step that drafted scale the prior's shape.
     c.observe_verify(1, 3, 300.0);
-    EXPECT_NEAR(c.verify_cost(3), 300.0, 1e-9);
-    EXPECT_NEAR(c.verify_cost(1), 300.0 / shape3, 1e-9);
-    EXPECT_NEAR(c.verify_cost(5), 300.0 * shape5 / shape3, 1e-9);
-    // Measurements average; more rows never cost less.
-    c.observe_verify(1, 3, 500.0);
-    EXPECT_NEAR(c.verify_cost(3), 400.0, 1.0);
-    c.observe_verify(1, 4, 100.0);
-    EXPECT_GE(c.verify_cost(4), c.verify_cost(3));
-    // A plain step measured at every step stays; a size not measured for
-    // 230 steps has faded to a tenth of its weight, near the prior's.
-    c.observe_verify(1, 1, 100.0);
-    for (int step = 0; step < 230; ++step) {
-        c.choose(std::vector<int32_t>{0});
-        c.observe_verify(1, 1, 100.0);
-    }
-    EXPECT_NEAR(c.verify_cost(1), 100.0, 1.0);
-    const double prior3 = 100.0 * shape3;
-    const double w = 2 * std::pow(adaptive_draft_length::cost_memory, 230);
-    const double cw = adaptive_draft_length::cost_prior_weight;
-    EXPECT_NEAR(c.verify_cost(3), (w * 400.0 + cw * prior3) / (w + cw), 1.0);
-    EXPECT_LT(c.verify_cost(3), 350.0);
-    // Drafting: a step's first pass, then each later pass.
-    c.observe_draft(1, 1, 50.0);
-    c.observe_draft(4, 4, 50.0 + 3 * 10.0);
-    EXPECT_NEAR(c.draft_cost(1, 1), 50.0, 1e-9);
-    EXPECT_NEAR(c.draft_cost(4, 1), 80.0, 1e-9);
+    EXPECT_DOUBLE_EQ(c.verify_cost(3), 1.0 + 2 * adaptive_draft_length::prior_row_cost); // one sample is not trusted yet
+    c.observe_verify(1, 3, 310.0);
+    EXPECT_DOUBLE_EQ(c.verify_cost(3), 300.0);
+    EXPECT_DOUBLE_EQ(c.verify_cost(1), 300.0 / (1.0 + 2 * adaptive_draft_length::prior_row_cost));
+    // Until a pass is measured, a pass costs its share of a verification.
+    EXPECT_DOUBLE_EQ(c.pass_cost(3), adaptive_draft_length::prior_pass_share * 300.0);
+    c.observe_draft(2, 2, 80.0); // two passes of one row
+    EXPECT_DOUBLE_EQ(c.pass_cost(3), adaptive_draft_length::prior_pass_share * 300.0); // one sample is not trusted yet
+    c.observe_draft(1, 1, 45.0);
+    EXPECT_DOUBLE_EQ(c.pass_cost(1), 40.0);
+    EXPECT_DOUBLE_EQ(c.pass_cost(3), 40.0 * (1.0 + 2 * adaptive_draft_length::prior_row_cost));
 }
 
-TEST(DraftLength, ProbesThinOutWhileTheyMissAndComeBackAsTheEvidenceFades) {
-    // One sequence, a drafter that is never right, a CPU-like cost (a
-    // drafting pass 40% of a plain step). The first step probes (nothing is
-    // known); misses make probes rare; and since evidence fades at every
-    // step, they never stop for good.
-    adaptive_draft_length c(1, 8);
-    const std::vector<int32_t> caps = {8};
-    std::vector<int> probes;
-    for (int step = 0; step < 3000; ++step) {
-        ASSERT_EQ(c.choose(caps)[0], 0) << step;
-        if (c.shadow(0)) {
-            probes.push_back(step);
-            c.observe(0, 1, 0);
-            c.observe_draft(1, 1, 40.0);
-        }
-        c.observe_verify(1, 1, 100.0);
+TEST(DraftLength, EveryBatchSizeSharesOneVerificationCurve) {
+    // Plain steps of one and of three sequences: one sequence drafting two
+    // tokens verifies three rows, as three plain sequences do.
+    adaptive_draft_length c(3, 4);
+    c.observe_verify(1, 1, 100.0);
+    c.observe_verify(3, 3, 160.0);
+    EXPECT_DOUBLE_EQ(c.verify_cost(3), 160.0);
+    EXPECT_DOUBLE_EQ(c.verify_cost(2), 130.0);
+    c.observe(0, 1, 1); // a hit
+    // Drafting is free here, and a second row costs 30% of a step: one
+    // sequence drafts.
+    measure_draft(c, 1, 1, 1.0);
+    EXPECT_GT(c.choose(std::vector<int32_t>{4, -1, -1})[0], 0);
+    // Where verification grows linearly (each row costs as much as a plain
+    // step's share), three sequences drafting cannot beat plain decoding,
+    // once the larger sizes are measured.
+    adaptive_draft_length d(3, 4);
+    for (size_t s = 0; s < 3; ++s) {
+        d.observe(s, 4, 4);
+        d.observe(s, 4, 4);
     }
-    ASSERT_FALSE(probes.empty());
-    EXPECT_EQ(probes.front(), 0);
-    const auto in = [&](int from, int to) { return std::count_if(probes.begin(), probes.end(), [&](int p) { return p >= from && p < to; }); };
-    RecordProperty("probes", std::to_string(probes.size()));
-    EXPECT_GT(in(0, 100), in(2000, 2100));
-    EXPECT_GT(in(1000, 3000), 0);
-    EXPECT_LT(static_cast<double>(probes.size()) * 40.0, 0.02 * 3000 * 100.0); // under 2% of the plain steps' time
+    d.observe_verify(1, 1, 50.0);
+    d.observe_verify(3, 3, 150.0);
+    measure_verify(d, 3, 15, 750.0);
+    measure_draft(d, 1, 3, 1.0);
+    EXPECT_EQ(d.choose(std::vector<int32_t>{4, 4, 4}), (std::vector<int32_t>{0, 0, 0}));
+}
+
+TEST(DraftLength, SizesAboveTheMeasuredOnesAreEstimatedOptimistically) {
+    // One row 100, two rows 160: a steep first row (a CPU). Extending that
+    // slope would price every longer draft out; above the largest measured
+    // size the prior's shape through it stands where it is cheaper, so the
+    // loop goes and measures longer drafts.
+    adaptive_draft_length c(1, 8);
+    c.observe_verify(1, 1, 100.0);
+    measure_verify(c, 1, 2, 160.0);
+    const double through_two = 160.0 / (1.0 + adaptive_draft_length::prior_row_cost);
+    EXPECT_DOUBLE_EQ(c.verify_cost(5), through_two * (1.0 + 4 * adaptive_draft_length::prior_row_cost));
+    // Where the measured slope is the cheaper, it goes on.
+    measure_verify(c, 1, 4, 130.0);
+    EXPECT_DOUBLE_EQ(c.verify_cost(7), 130.0 + 3 * (130.0 - 100.0) / 3.0);
+}
+
+TEST(DraftLength, LargerBatchesAreExploredInGrowingSteps) {
+    // Drafters that are always right, with nothing but a plain step
+    // measured: four sequences' first drafts verify at most max_growth times
+    // its rows, then more once that size is measured.
+    adaptive_draft_length c(4, 8);
+    const std::vector<int32_t> caps(4, 8);
+    for (size_t s = 0; s < 4; ++s) {
+        c.observe(s, 1, 1);
+    }
+    c.observe_verify(4, 4, 100.0);
+    measure_draft(c, 1, 4, 1.0);
+    EXPECT_EQ(c.choose(caps), std::vector<int32_t>(4, adaptive_draft_length::max_growth - 1));
+    for (size_t s = 0; s < 4; ++s) {
+        c.observe(s, 3, 3);
+    }
+    c.observe_verify(4, 16, 130.0);
+    EXPECT_EQ(c.choose(caps), std::vector<int32_t>(4, 8));
+}
+
+TEST(DraftLength, OneSequencesWholeDraftIsWithinTheGrowthLimit) {
+    // After one right probe, with nothing but a plain step measured, one
+    // sequence drafts what its estimates say, beyond max_growth rows.
+    adaptive_draft_length c(1, 8);
+    c.observe(0, 1, 1);
+    c.observe_verify(1, 1, 100.0);
+    measure_draft(c, 1, 1, 1.0);
+    EXPECT_GT(c.choose(std::vector<int32_t>{8})[0], adaptive_draft_length::max_growth - 1);
+}
+
+TEST(DraftLength, APlainStepCountsAfterOneMeasurement) {
+    // Four sequences whose drafts are all kept, where drafting 8 tokens each
+    // costs 9.4 plain steps for 9 tokens each: plain decoding is faster. A
+    // single plain measurement must stand against the prior's guess below
+    // the large measured size (which would put a plain step at a third of it).
+    adaptive_draft_length c(4, 8);
+    for (int i = 0; i < 10; ++i) {
+        for (size_t s = 0; s < 4; ++s) {
+            c.observe(s, 8, 8);
+        }
+    }
+    measure_verify(c, 4, 36, 940.0);
+    EXPECT_GT(c.choose(std::vector<int32_t>{8, 8, 8, 8})[0], 0); // plain unmeasured: the prior says draft
+    c.observe_verify(4, 4, 100.0);
+    EXPECT_DOUBLE_EQ(c.verify_cost(4), 100.0);
+    EXPECT_EQ(c.choose(std::vector<int32_t>{8, 8, 8, 8}), (std::vector<int32_t>{0, 0, 0, 0}));
+}
+
+TEST(DraftLength, NoShadowsWhereEvenAPerfectDrafterLoses) {
+    // Four sequences whose drafts were always kept, at costs where drafting
+    // anything is slower than plain decoding: a shadow cannot change a choice.
+    adaptive_draft_length c(4, 8);
+    for (size_t s = 0; s < 4; ++s) {
+        c.observe(s, 8, 8);
+    }
+    c.observe_verify(4, 4, 100.0);
+    measure_verify(c, 4, 36, 940.0);
+    const std::vector<int32_t> caps{8, 8, 8, 8};
+    EXPECT_EQ(c.choose(caps), (std::vector<int32_t>{0, 0, 0, 0}));
+    for (size_t s = 0; s < 4; ++s) {
+        EXPECT_FALSE(c.shadow_due(s, 4)) << s;
+    }
+    // One sequence alone, where a plain step costs 40 and a second row 20:
+    // drafting may pay, so the sequence without a draft shadows again.
+    c.observe_verify(1, 1, 40.0);
+    measure_draft(c, 1, 1, 1.0);
+    c.observe(0, 8, 2); // rejected part-way: the controller drafts nothing next, and shadows at once
+    EXPECT_EQ(c.choose(std::vector<int32_t>{8, -1, -1, -1}), (std::vector<int32_t>{0, 0, 0, 0}));
+    EXPECT_TRUE(c.shadow_due(0, 1));
+}
+
+TEST(DraftLength, ShadowsGoOnWhereDraftingMayGainMoreThanItsProbesCost) {
+    // Four sequences: a plain step 50, 36 rows 250. With a pass of 16 over
+    // the batch, a drafter that is always right would gain 1.19x with eight
+    // tokens each: more than min_gain and its probes every eighth step (4%),
+    // though less than min_gain and a pass every step (32%). So after a
+    // first probe that missed, the sequence probes again at once. With a
+    // pass of 40 it would gain nothing: no shadow.
+    const auto shadows = [](double pass_us) {
+        adaptive_draft_length c(4, 8);
+        const std::vector<int32_t> caps(4, 8);
+        for (int i = 0; i < 3; ++i) {
+            c.observe_verify(4, 4, 50.0);
+        }
+        measure_verify(c, 4, 36, 250.0);
+        measure_draft(c, 1, 4, pass_us);
+        c.observe(0, 1, 0); // (the others have not probed yet: they probe regardless)
+        EXPECT_EQ(c.choose(caps), std::vector<int32_t>(4, 0));
+        return c.shadow_due(0, 4);
+    };
+    EXPECT_TRUE(shadows(16.0));
+    EXPECT_FALSE(shadows(40.0));
+}
+
+TEST(DraftLength, AStretchThatEndsAtOnceStopsTheProbesEarly) {
+    // One sequence where a right draft of 8 would gain little (a plain step
+    // 100, two rows 200, nine 500, a pass 22) and a probe costs 22% of a
+    // step. Its first hit was followed by a miss: after a hit a miss is as
+    // likely as not, and a hit would not make it draft. So it probes at the
+    // 1% budget's interval (every 22nd step) from the first miss on, not
+    // after waits of 0, 1, 3 and 7 steps.
+    adaptive_draft_length c(1, 8);
+    measure_one_sequence(c, 200.0, 500.0, 22.0);
+    c.observe(0, 1, 1);
+    c.observe(0, 1, 0);
+    EXPECT_EQ(shadows_while_missing(c, 70), (std::vector<int>{21, 43, 65}));
+}
+
+TEST(DraftLength, CostCurveInterpolatesAndNeverFalls) {
+    adaptive_draft_length c(1, 8);
+    for (int i = 0; i < 2; ++i) {
+        c.observe_verify(1, 3, 120.0);
+        c.observe_verify(1, 7, 160.0);
+    }
+    // A hiccup of the machine: the lowest recent measurement stands (and
+    // one high measurement is no excess: see InterferenceIsPricedOnceAStep).
+    c.observe_verify(1, 3, 500.0);
+    EXPECT_DOUBLE_EQ(c.verify_cost(5), 140.0);
+    EXPECT_DOUBLE_EQ(c.verify_cost(9), 180.0); // the measured slope, extended
+    EXPECT_DOUBLE_EQ(c.verify_cost(1), 120.0 / (1.0 + 2 * adaptive_draft_length::prior_row_cost)); // the prior's shape
+    // A noisy measurement that makes a larger batch look cheaper does not
+    // make the curve fall.
+    measure_verify(c, 1, 8, 100.0);
+    for (int32_t rows = 2; rows <= 9; ++rows) {
+        EXPECT_GE(c.verify_cost(rows), c.verify_cost(rows - 1)) << rows;
+    }
+    // New measurements replace old ones (the window holds the recent ones).
+    for (int i = 0; i < 30; ++i) {
+        c.observe_verify(1, 3, 60.0);
+    }
+    EXPECT_NEAR(c.verify_cost(3), 60.0, 1.0);
+}
+
+TEST(DraftLength, ASizeMeasuredInASlowSpellIsTriedAgain) {
+    // One sequence whose drafts are all kept. Nine rows were measured at
+    // 1000 while the host was slow, against a plain step of 100: drafting
+    // looks slower than plain decoding, so nothing drafts and nine rows are
+    // not measured again. After cost_memory steps without a measurement they
+    // stop counting: the prior prices them from the plain step, and the
+    // sequence drafts again. The plain step's measurement never expires.
+    adaptive_draft_length c(1, 8);
+    for (int i = 0; i < 10; ++i) {
+        c.observe(0, 8, 8);
+    }
+    c.observe_verify(1, 1, 100.0);
+    measure_verify(c, 1, 9, 1000.0);
+    measure_draft(c, 8, 8, 10.0);
+    const std::vector<int32_t> caps{8};
+    for (uint64_t step = 1; step <= adaptive_draft_length::cost_memory; ++step) {
+        ASSERT_EQ(c.choose(caps)[0], 0) << step;
+    }
+    EXPECT_EQ(c.choose(caps)[0], 8);
+    EXPECT_DOUBLE_EQ(c.verify_cost(1), 100.0);
+    EXPECT_DOUBLE_EQ(c.verify_cost(9), 100.0 * (1.0 + 8 * adaptive_draft_length::prior_row_cost));
+}
+
+TEST(DraftLength, InterferenceIsPricedOnceAStep) {
+    // The plain step measured at 100, 100, 104, 108, 112 and one 300 (a
+    // hiccup, left out): a step pays 4.8 over its size's lowest on average.
+    // That applies to every size, also one measured only at its lowest.
+    adaptive_draft_length c(1, 8);
+    for (double us : {100.0, 100.0, 104.0, 300.0, 108.0, 112.0}) {
+        c.observe_verify(1, 1, us);
+    }
+    measure_verify(c, 1, 9, 400.0);
+    EXPECT_DOUBLE_EQ(c.verify_cost(1), 104.8);
+    EXPECT_DOUBLE_EQ(c.verify_cost(9), 404.8);
+    // A pass is timed with its step's other passes and the recorded rows the
+    // first one runs: its spread is not interference, its lowest stands.
+    for (double us : {10.0, 10.0, 14.0, 18.0}) {
+        c.observe_draft(1, 1, us);
+    }
+    EXPECT_DOUBLE_EQ(c.pass_cost(1), 10.0);
+    // Two measurements say nothing of the spread: no excess.
+    adaptive_draft_length d(1, 8);
+    d.observe_verify(1, 1, 100.0);
+    d.observe_verify(1, 1, 140.0);
+    EXPECT_DOUBLE_EQ(d.verify_cost(1), 100.0);
 }
 
 TEST(DraftLength, AcceptanceEstimatesFollowTheEvidence) {
@@ -237,9 +435,7 @@ TEST(DraftLength, ADraftRejectedPartWayCountsAsAMiss) {
     for (size_t s = 0; s < 2; ++s) {
         c.observe(s, 1, 0);
         c.observe(s, 1, 0);
-        for (int i = 0; i < 3; ++i) {
-            c.observe(s, 8, 8);
-        }
+        c.observe(s, 8, 8);
     }
     EXPECT_GT(c.p_keep_through(0, 0), 0.75);
     c.observe(0, 8, 5);
@@ -248,6 +444,230 @@ TEST(DraftLength, ADraftRejectedPartWayCountsAsAMiss) {
     EXPECT_DOUBLE_EQ(c.p_keep_through(0, 0), c.p_keep_through(1, 0));
     c.observe(0, 1, 1); // a probe that was right
     EXPECT_GT(c.p_keep_through(0, 0), 0.75);
+}
+
+TEST(DraftLength, ShadowDraftsThinOutWhileTheyMissAndReturnOnAHit) {
+    adaptive_draft_length c(2, 4);
+    std::vector<int> due_steps;
+    for (int step = 0; step < 40; ++step) {
+        if (c.shadow_due(0, 1)) {
+            due_steps.push_back(step);
+            c.observe(0, 1, 0); // always wrong
+        }
+    }
+    // Never right so far: waits of 0, 3, then 7 steps (no cost measured yet).
+    EXPECT_EQ(due_steps, (std::vector<int>{0, 1, 5, 13, 21, 29, 37}));
+    c.observe(0, 1, 1); // a hit
+    EXPECT_TRUE(c.shadow_due(0, 1));
+    c.observe(0, 1, 1);
+    EXPECT_TRUE(c.shadow_due(0, 1));
+
+    // A drafter that has been right before: waits of 0, 1, 3, 7, for every sequence.
+    due_steps.clear();
+    for (int step = 0; step < 40; ++step) {
+        if (c.shadow_due(1, 1)) {
+            due_steps.push_back(step);
+            c.observe(1, 1, 0);
+        }
+    }
+    EXPECT_EQ(due_steps, (std::vector<int>{0, 1, 3, 7, 15, 23, 31, 39}));
+}
+
+TEST(DraftLength, ShadowsOfANeverRightDrafterProbeAsRarelyAsTheirCostRequires) {
+    // A shadow costs 30% of a plain step: within a 1% budget one sequence
+    // shadows at most every 30 steps.
+    adaptive_draft_length c(4, 4);
+    c.observe_verify(1, 1, 100.0);
+    c.observe_verify(4, 4, 200.0);
+    measure_draft(c, 1, 1, 30.0);  // one shadow
+    measure_draft(c, 1, 4, 120.0); // four shadows in one pass: 30 each
+    std::vector<int> due_steps;
+    for (int step = 0; step < 100; ++step) {
+        if (c.shadow_due(0, 1)) {
+            due_steps.push_back(step);
+            c.observe(0, 1, 0);
+        }
+    }
+    EXPECT_EQ(due_steps, (std::vector<int>{0, 1, 5, 21, 51, 81}));
+    // Another sequence, of four, after those six misses: it waits the
+    // longest at once. Four shadows in one pass cost 60% of a step of four:
+    // within 1% when they come every 60 steps.
+    due_steps.clear();
+    for (int step = 0; step < 200; ++step) {
+        if (c.shadow_due(1, 4)) {
+            c.observe(1, 1, 0);
+            due_steps.push_back(step);
+        }
+    }
+    EXPECT_EQ(due_steps, (std::vector<int>{0, 60, 120, 180}));
+}
+
+TEST(DraftLength, SequencesThatMissTogetherWaitAsOneSequenceAfterAsManyMisses) {
+    // Four sequences start together and each misses its first probe: four
+    // misses on four texts, as much evidence as one sequence's four misses.
+    // They shadow next when one sequence would after four misses: at the
+    // 1% budget's interval (four shadows, 30 each, against a plain step of
+    // four at 200: every 60 steps), not after waits of 0, 3 and 15 steps.
+    adaptive_draft_length c(4, 4);
+    c.observe_verify(4, 4, 200.0);
+    measure_draft(c, 1, 4, 120.0);
+    std::vector<int> due_steps;
+    for (int step = 0; step < 130; ++step) {
+        int due = 0;
+        for (size_t s = 0; s < 4; ++s) {
+            if (c.shadow_due(s, 4)) {
+                c.observe(s, 1, 0);
+                due++;
+            }
+        }
+        if (due > 0) {
+            EXPECT_EQ(due, 4) << step; // together, in one pass
+            due_steps.push_back(step);
+        }
+    }
+    EXPECT_EQ(due_steps, (std::vector<int>{0, 60, 120}));
+}
+
+TEST(DraftLength, NoShadowEveryStepWhereAHitWouldNotMakeItDraft) {
+    // A plain step costs 100, each more row 65, a drafting pass 10: a
+    // drafter that is always right would gain 29% with eight tokens, but one
+    // right seven times in ten, independently, is never worth drafting, and
+    // once its estimate has settled a hit cannot change that: its shadows
+    // come at the 1% budget's interval (10 steps), not after every hit.
+    adaptive_draft_length c(1, 8);
+    measure_one_sequence(c, 165.0, 620.0, 10.0);
+    std::mt19937 rng(3);
+    std::bernoulli_distribution right(0.7);
+    int drafted = 0;
+    int late_shadows = 0;
+    for (int step = 0; step < 400; ++step) {
+        const int32_t k = c.choose(std::vector<int32_t>{8})[0];
+        if (k > 0) {
+            drafted++;
+            c.observe(0, k, simulate_kept(k, 0.7, rng));
+            c.observe_verify(1, k + 1, 100.0 + 65.0 * k);
+            c.observe_draft(k, k, 10.0 * k);
+        } else if (c.shadow_due(0, 1)) {
+            late_shadows += step >= 100 ? 1 : 0;
+            c.observe(0, 1, right(rng) ? 1 : 0);
+        }
+    }
+    EXPECT_LE(drafted, 400 / 20); // rarely: a memory of about ten observations wanders
+    EXPECT_GE(late_shadows, 300 / 10 - 1);
+    EXPECT_LE(late_shadows, 300 / 10 + 1);
+}
+
+TEST(DraftLength, NoShadowEveryFewStepsWhereAHitSavesLessThanTheShadowCosts) {
+    // A drafter right for stretches: kept whole after a hit, then wrong ten
+    // times in a row. A plain step costs 100, two rows 200, nine rows 500 (a
+    // CPU where a second row costs as much as the first). With a pass of 22,
+    // a hit would make it draft 8 tokens (1.16x plain) for about four steps,
+    // saving under five plain steps in all, and a shadow costs 0.22 of one:
+    // it probes every eighth step while a hit is likely enough, but each
+    // miss makes one less likely, and after five more a shadow no longer
+    // pays for itself: then its shadows come at the 1% budget's interval
+    // (a pass every 22 steps).
+    // With a pass of 2, a hit saves far more than a shadow costs: it keeps
+    // probing every eighth step.
+    const auto due_steps = [](double pass_us) {
+        adaptive_draft_length c(1, 8);
+        measure_one_sequence(c, 200.0, 500.0, pass_us);
+        c.observe(0, 1, 0); // the first probe, which follows no decided token
+        c.observe(0, 1, 1); // a hit after that miss
+        for (int i = 0; i < 5; ++i) {
+            c.observe(0, 8, 8);
+        }
+        c.observe(0, 8, 3);
+        for (int i = 0; i < 10; ++i) {
+            c.observe(0, 1, 0);
+        }
+        return shadows_while_missing(c, 100);
+    };
+    EXPECT_EQ(due_steps(22.0), (std::vector<int>{7, 15, 23, 31, 39, 61, 83}));
+    EXPECT_EQ(due_steps(2.0), (std::vector<int>{7, 15, 23, 31, 39, 47, 55, 63, 71, 79, 87, 95}));
+}
+
+TEST(DraftLength, ASequenceJoiningANeverRightDrafterWaitsLong) {
+    // Two sequences have missed four times each; a new one, of three
+    // active, counts all nine misses after its own first miss.
+    adaptive_draft_length c(3, 4);
+    for (int i = 0; i < 4; ++i) {
+        c.observe(0, 1, 0);
+        c.observe(1, 1, 0);
+    }
+    ASSERT_TRUE(c.shadow_due(2, 3)); // fresh
+    c.observe(2, 1, 0);
+    std::vector<int> due_steps;
+    for (int step = 1; step <= 12; ++step) {
+        if (c.shadow_due(2, 3)) {
+            due_steps.push_back(step);
+            c.observe(2, 1, 0);
+        }
+    }
+    EXPECT_EQ(due_steps, (std::vector<int>{8})); // the longest wait, capped at 7 while no cost is measured
+}
+
+TEST(DraftLength, AFreshSequenceProbesBeforeItVerifiesADraft) {
+    adaptive_draft_length c(2, 8);
+    for (int i = 0; i < 10; ++i) {
+        c.observe(1, 8, 8);
+    }
+    // Verifying 18 rows costs little more than 2, drafting nothing.
+    c.observe_verify(2, 2, 100.0);
+    measure_verify(c, 2, 18, 130.0);
+    measure_draft(c, 1, 2, 1.0);
+    // Sequence 0 has no evidence: length 0 and a shadow, whatever the prior says.
+    EXPECT_EQ(c.choose(std::vector<int32_t>{8, 8})[0], 0);
+    EXPECT_TRUE(c.shadow_due(0, 2));
+    c.observe(0, 1, 1); // the shadow was right
+    EXPECT_GT(c.choose(std::vector<int32_t>{8, 8})[0], 0);
+
+    // A probe that missed says little of what follows a miss, but acceptance
+    // comes in runs: the next step probes again rather than verifying.
+    adaptive_draft_length d(1, 8);
+    d.observe(0, 1, 0);
+    EXPECT_EQ(d.choose(std::vector<int32_t>{8})[0], 0);
+    // That first miss followed no hit: after the next probe hits, the
+    // estimate of what follows a hit is still the prior alone.
+    d.observe(0, 1, 1);
+    EXPECT_DOUBLE_EQ(d.p_keep_through(0, 0), adaptive_draft_length::prior_acceptance);
+
+    // Nor does a first probe that hit count for what follows a miss: a
+    // drafter right on stretches, probed at the end of one, must not draft
+    // after the next miss as if it were right there half the time.
+    adaptive_draft_length e(1, 8);
+    e.observe(0, 1, 1);
+    e.observe(0, 8, 0);
+    EXPECT_DOUBLE_EQ(e.p_keep_through(0, 0), adaptive_draft_length::prior_acceptance_after_miss);
+}
+
+TEST(DraftLength, ANewRequestStartsFromTheDraftersRecentAcceptance) {
+    // A drafter that has been right for every request: the next request in
+    // a slot drafts long at once, without probing first.
+    adaptive_draft_length c(2, 8);
+    c.observe_verify(2, 2, 100.0);
+    measure_verify(c, 2, 18, 130.0);
+    measure_draft(c, 1, 2, 1.0);
+    for (int i = 0; i < 20; ++i) {
+        c.observe(0, 8, 8);
+        c.observe(1, 8, 8);
+    }
+    c.reset(0);
+    EXPECT_EQ(c.choose(std::vector<int32_t>{8, 8})[0], 8);
+    EXPECT_NEAR(c.p_keep_through(0, 0), c.p_keep_through(1, 0), 0.02);
+
+    // A drafter that has never been right: a new request neither drafts nor
+    // probes at once; it waits as the others' misses say.
+    adaptive_draft_length d(2, 8);
+    d.observe_verify(1, 1, 100.0);
+    measure_verify(d, 1, 9, 300.0);
+    measure_draft(d, 1, 1, 30.0);
+    for (int i = 0; i < 6; ++i) {
+        d.observe(1, 1, 0);
+    }
+    d.reset(0);
+    EXPECT_EQ(d.choose(std::vector<int32_t>{8, -1})[0], 0);
+    EXPECT_FALSE(d.shadow_due(0, 1));
 }
 
 TEST(DraftLength, AMovedRequestKeepsItsEvidence) {
@@ -270,7 +690,7 @@ TEST(DraftLength, AMovedRequestKeepsItsEvidence) {
         EXPECT_DOUBLE_EQ(c.p_keep_through(1, k), before[static_cast<size_t>(k)]) << k;
         EXPECT_DOUBLE_EQ(c.p_keep_through(2, k), fresh.p_keep_through(2, k)) << k;
     }
-    EXPECT_GT(before[1], 0.6); // the pooled evidence (sequence 0's misses) weighs in too
+    EXPECT_GT(before[1], 0.8);
     EXPECT_LT(before[2], 0.2);
 }
 
@@ -312,9 +732,8 @@ TEST(DraftLength, RespectsCapsInactiveSequencesAndTheMinimum) {
     EXPECT_EQ(c.choose(std::vector<int32_t>{2, -1, 5}), (std::vector<int32_t>{2, 0, 2}));
     EXPECT_EQ(c.choose(std::vector<int32_t>{2, -1, 0}), (std::vector<int32_t>{0, 0, 0}));
 
-    // Sequences whose drafter is poor: their best length is 1. The minimum
-    // narrows the choice to plain decoding or at least the minimum: here
-    // three tokens kept half the time lose to plain decoding.
+    // Sequences whose drafter is poor: their best length is 1, raised to the
+    // minimum when every cap allows, else nothing.
     adaptive_draft_length poor(2, 8);
     for (int i = 0; i < 30; ++i) {
         poor.observe(0, 1, i % 4 < 2 ? 1 : 0); // kept half the time, after a hit or a miss alike
@@ -326,13 +745,13 @@ TEST(DraftLength, RespectsCapsInactiveSequencesAndTheMinimum) {
     }
     const std::vector<int32_t> lengths = poor.choose(std::vector<int32_t>{8, 8});
     ASSERT_EQ(lengths, (std::vector<int32_t>{1, 1}));
-    EXPECT_EQ(poor.choose(std::vector<int32_t>{8, 8}, 3), (std::vector<int32_t>{0, 0}));
-    // A good drafter at the minimum: at least the minimum when every cap
-    // allows it, else nothing.
-    EXPECT_EQ(c.choose(std::vector<int32_t>{8, -1, 3}, 3), (std::vector<int32_t>{3, 0, 3}));
-    EXPECT_EQ(c.choose(std::vector<int32_t>{8, -1, 2}, 3), (std::vector<int32_t>{0, 0, 0}));
+    EXPECT_EQ(poor.choose(std::vector<int32_t>{8, 8}, 3), (std::vector<int32_t>{3, 3}));
+    EXPECT_EQ(poor.choose(std::vector<int32_t>{8, 2}, 3), (std::vector<int32_t>{0, 0}));
 }
 
+// A batch of a sequence whose drafter is always right and one whose drafter
+// is never right: both draft one length (one pass verifies it), which the
+// right one's tokens pay for at this cost.
 TEST(DraftLength, AGoodAndAPoorSequenceDraftOneLength) {
     adaptive_draft_length c(2, 8);
     const linear_cost cost{200, 20};
@@ -388,68 +807,6 @@ TEST(DraftLength, MixedStretchesBeatEveryFixedLength) {
     const double adaptive = simulate_adaptive(4000, acceptance, cost, n_max, 5).rate();
     RecordProperty("adaptive_over_best_fixed", std::to_string(adaptive / best));
     EXPECT_GT(adaptive, 1.1 * best);
-}
-
-TEST(DraftLength, ANeverRightDrafterCostsLittle) {
-    // Plain decoding against a drafter that is never right: what its probes
-    // cost, where verifying a row costs a plain step and a pass 40% of one
-    // (a CPU with a large vocabulary), and where both are cheap (a GPU).
-    const auto never = [](int) { return 0.0; };
-    for (const auto & [cost, pass] : {std::pair{linear_cost{100, 100}, 40.0}, std::pair{linear_cost{100, 10}, 5.0}}) {
-        const double plain = simulate_fixed(2000, never, cost, 0, 3).rate();
-        const double adaptive = simulate_adaptive(2000, never, cost, 8, 3, pass).rate();
-        RecordProperty("adaptive_over_plain_" + std::to_string(cost.per_token), std::to_string(adaptive / plain));
-        EXPECT_GT(adaptive, 0.98 * plain) << cost.per_token;
-    }
-}
-
-TEST(DraftLength, ADrafterThatTurnsRightIsFound) {
-    // Never right for 1,000 steps, then right 95% of the time: the probes
-    // that go on at the drafter's remaining uncertainty find the turn, and
-    // the second half runs near the best fixed length for it.
-    const linear_cost cost{100, 15};
-    const auto turning = [](int step) { return step < 1000 ? 0.0 : 0.95; };
-    const auto good = [](int) { return 0.95; };
-    double best_good = 0;
-    for (int32_t k = 0; k <= 8; ++k) {
-        best_good = std::max(best_good, simulate_fixed(1000, good, cost, k, 9).rate());
-    }
-    const double plain = simulate_fixed(1000, good, cost, 0, 9).rate();
-    const throughput whole = simulate_adaptive(2000, turning, cost, 8, 9, 5.0);
-    const throughput first = simulate_adaptive(1000, turning, cost, 8, 9, 5.0);
-    const double second = (whole.tokens - first.tokens) / (whole.cost - first.cost);
-    RecordProperty("second_half_over_best_fixed", std::to_string(second / best_good));
-    EXPECT_GT(first.rate(), 0.97 * plain);
-    EXPECT_GT(second, 0.8 * best_good); // never finding it: about 0.3
-}
-
-TEST(DraftLength, ANeverRightDrafterCostsLittleWithSeveralSequences) {
-    // Four sequences whose drafter is never right, where a drafting pass
-    // costs 40% of a plain step whatever its rows. Plain decoding against
-    // what the controller's probes cost, over 2,000 steps.
-    adaptive_draft_length c(4, 8);
-    const std::vector<int32_t> caps(4, 8);
-    double cost = 0.0;
-    for (int step = 0; step < 2000; ++step) {
-        const std::vector<int32_t> l = c.choose(caps);
-        ASSERT_EQ(l[0], l[3]);
-        int32_t shadows = 0;
-        for (size_t s = 0; s < 4; ++s) {
-            shadows += c.shadow(s) ? 1 : 0;
-        }
-        const int32_t passes = l[0] > 0 ? l[0] : shadows > 0 ? 1 : 0;
-        const double step_cost = 400.0 + 100.0 * 4 * l[0] + 160.0 * passes;
-        cost += step_cost;
-        for (size_t s = 0; s < 4; ++s) {
-            c.observe(s, l[s] > 0 ? l[s] : c.shadow(s) ? 1 : 0, 0);
-        }
-        if (passes > 0) {
-            c.observe_draft(passes, passes * std::max(4 * (l[0] > 0), shadows), 160.0 * passes);
-        }
-        c.observe_verify(4, 4 * (1 + l[0]), 400.0 + 100.0 * 4 * l[0]);
-    }
-    RecordProperty("plain_over_adaptive", std::to_string(2000 * 400.0 / cost));
-    EXPECT_GT(2000 * 400.0 / cost, 0.97);
 }
 
 // Bench runs replayed without a clock: what `specdec bench --fixture F
@@ -556,7 +913,7 @@ double replayed_adaptive(int32_t n, int32_t n_max, const std::vector<int32_t> & 
         int32_t verified = 0;
         for (size_t s = 0; s < caps.size(); ++s) {
             if (caps[s] >= 0) {
-                shadow[s] = caps[s] > 0 && lengths[s] == 0 && ctl.shadow(s);
+                shadow[s] = caps[s] > 0 && lengths[s] == 0 && ctl.shadow_due(s, n_active);
                 asked[s] = shadow[s] ? 1 : lengths[s];
                 passes = std::max(passes, asked[s]);
                 drafted += asked[s];
@@ -605,9 +962,9 @@ TEST(DraftLength, ReplayedBenchFixturesReachTheirShareOfTheOracle) {
     // The floors: a little under what the controller of 2026-12-05 reaches
     // (exact 0.95 / 0.94 / 0.97, mixed 0.81 / 0.84 / 0.97, random 0.95 / 0.97 / 0.97).
     const std::vector<fixture> fixtures = {
-        {"exact", std::vector<int32_t>(48, 4), {0.92, 0.92, 0.95}},
-        {"mixed", mixed, {0.80, 0.77, 0.95}},
-        {"random", std::vector<int32_t>(48, 0), {0.94, 0.94, 0.95}},
+        {"exact", std::vector<int32_t>(48, 4), {0.92, 0.91, 0.95}},
+        {"mixed", mixed, {0.78, 0.81, 0.95}},
+        {"random", std::vector<int32_t>(48, 0), {0.93, 0.94, 0.95}},
     };
     const int32_t counts[3] = {1, 4, 16};
     for (const fixture & f : fixtures) {
