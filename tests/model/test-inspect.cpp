@@ -57,6 +57,22 @@ TEST(Inspect, SaysWhetherExactKernelsCoverTheWeights) {
     EXPECT_EQ(specdec_check_exact("/nonexistent.gguf"), SPECDEC_STATUS_IO_ERROR);
 }
 
+// Every type the fixtures offer (llama-quantize's table) is written by
+// llama.cpp's quantizer, with the importance matrix its mix needs (IQ3_XS
+// puts the attention's Q projection in IQ3_XXS, which needs one), and the
+// file inspects as a target.
+TEST(Inspect, EveryWeightTypeTheFixturesOfferIsWritten) {
+    for (const fixtures::weight_type_info & t : fixtures::weight_types()) {
+        const std::string path = fixture(std::string("llama-target-type-") + t.name, [&](const std::string & p) {
+            fixtures::write_with_type([](const std::string & f16) { fixtures::write_llama_target(f16, {}); }, p, t.type);
+        });
+        specdec_model_info info{};
+        EXPECT_EQ(specdec_inspect(path.c_str(), &info), SPECDEC_STATUS_OK) << t.name << ": " << specdec_last_error();
+        const specdec_status exact = specdec_check_exact(path.c_str());
+        EXPECT_TRUE(exact == SPECDEC_STATUS_OK || exact == SPECDEC_STATUS_UNAVAILABLE) << t.name << ": " << specdec_last_error();
+    }
+}
+
 TEST(Inspect, DescribesTargetsAndDrafts) {
     const auto q = inspect(qwen35_file());
     EXPECT_STREQ(q.architecture, "qwen35");
