@@ -59,6 +59,11 @@ public:
         if (buf_ == nullptr) {
             return;
         }
+        if (repack && w_->extra == nullptr) {
+            // not a type this build repacks: a model loader would not place it there (setting it
+            // would dereference the missing repacking traits); repacked() is false
+            return;
+        }
         // A weight tensor as a model loader gives it (the repacking buffer rearranges it on set).
         ggml_backend_buffer_set_usage(buf_, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
         std::mt19937 rng(seed);
