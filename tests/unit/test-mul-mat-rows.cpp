@@ -4,8 +4,9 @@
 // alone. The multi-row kernels of patches/0003 and 0004 (each weight block
 // unpacked once and applied to every row) are checked here directly, and so,
 // past 16 rows, are gemm's groups of four where a type still takes them (gemv
-// for the rows left over, a padded group below 16); the near-tie tier
-// (ctest -R NearTies) checks the same through whole models.
+// for the rows left over, a padded group below 16), and a MoE layer's
+// mul_mat_id on repacked Q4_K experts; the near-tie tier (ctest -R NearTies)
+// checks the same through whole models.
 //
 // DISABLED_cost prints the time of a product against r at the shapes of a
 // Qwen3-0.6B layer (run it with --gtest_also_run_disabled_tests).
@@ -50,10 +51,11 @@ ggml_backend_buffer_type_t repack_buffer_type() {
 // repacking one, and products of it with r rows of activations.
 class weights {
 public:
-    weights(ggml_type type, int64_t n_in, int64_t n_out, bool repack, uint32_t seed) : type_(type) {
+    // n_expert > 1: that many matrices, for mul_id (a MoE layer's experts)
+    weights(ggml_type type, int64_t n_in, int64_t n_out, bool repack, uint32_t seed, int64_t n_expert = 1) : type_(type) {
         ggml_init_params params = {ggml_tensor_overhead() * 2, nullptr, true};
         ctx_ = ggml_init(params);
-        w_ = ggml_new_tensor_2d(ctx_, type, n_in, n_out);
+        w_ = n_expert > 1 ? ggml_new_tensor_3d(ctx_, type, n_in, n_out, n_expert) : ggml_new_tensor_2d(ctx_, type, n_in, n_out);
         ggml_backend_buffer_type_t buft = repack ? repack_buffer_type() : ggml_backend_cpu_buffer_type();
         buf_ = buft != nullptr ? ggml_backend_alloc_ctx_tensors_from_buft(ctx_, buft) : nullptr;
         if (buf_ == nullptr) {
@@ -68,12 +70,12 @@ public:
         ggml_backend_buffer_set_usage(buf_, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
         std::mt19937 rng(seed);
         std::normal_distribution<float> normal(0.0f, 0.02f);
-        std::vector<float> f(static_cast<size_t>(n_in * n_out));
+        std::vector<float> f(static_cast<size_t>(n_in * n_out * n_expert));
         for (float & v : f) {
             v = normal(rng);
         }
-        std::vector<uint8_t> q(ggml_row_size(type, n_in) * static_cast<size_t>(n_out));
-        ggml_quantize_chunk(type, f.data(), q.data(), 0, n_out, n_in, nullptr);
+        std::vector<uint8_t> q(ggml_row_size(type, n_in) * static_cast<size_t>(n_out * n_expert));
+        ggml_quantize_chunk(type, f.data(), q.data(), 0, n_out * n_expert, n_in, nullptr);
         ggml_backend_tensor_set(w_, q.data(), 0, q.size());
     }
     ~weights() {
@@ -100,6 +102,28 @@ public:
         ggml_tensor * a = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n_in(), r);
         std::memcpy(a->data, x, ggml_nbytes(a));
         ggml_tensor * y = ggml_mul_mat(ctx, w_, a);
+        return compute(ctx, y, r * n_out(), n_threads, repeats, best_us);
+    }
+
+    // out[(t*n_used + k)*n_out + j]: row t of x (n_tokens rows of n_in) times weight row j of
+    // expert ids[t*n_used + k], as a MoE layer's mul_mat_id computes it.
+    std::vector<float> mul_id(const float * x, int n_tokens, const std::vector<int32_t> & ids, int n_threads) const {
+        const int n_used = static_cast<int>(ids.size()) / n_tokens;
+        const size_t mem = ggml_tensor_overhead() * 8 + ggml_graph_overhead() + ids.size() * sizeof(int32_t) +
+                           static_cast<size_t>(n_tokens) * static_cast<size_t>(n_in() + n_used * n_out()) * sizeof(float) + 1024;
+        ggml_init_params params = {mem, nullptr, false};
+        ggml_context * ctx = ggml_init(params);
+        ggml_tensor * a = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, n_in(), 1, n_tokens);
+        std::memcpy(a->data, x, ggml_nbytes(a));
+        ggml_tensor * id = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, n_used, n_tokens);
+        std::memcpy(id->data, ids.data(), ggml_nbytes(id));
+        ggml_tensor * y = ggml_mul_mat_id(ctx, w_, a, id);
+        return compute(ctx, y, n_tokens * n_used * n_out(), n_threads, 1, nullptr);
+    }
+
+private:
+    // Computes y, frees ctx and returns y's first n values.
+    static std::vector<float> compute(ggml_context * ctx, ggml_tensor * y, int64_t n, int n_threads, int repeats, double * best_us) {
         ggml_cgraph * gf = ggml_new_graph(ctx);
         ggml_build_forward_expand(gf, y);
         ggml_threadpool_params tpp = ggml_threadpool_params_default(n_threads);
@@ -117,12 +141,11 @@ public:
         if (best_us != nullptr) {
             *best_us = best;
         }
-        std::vector<float> out(static_cast<const float *>(y->data), static_cast<const float *>(y->data) + r * n_out());
+        std::vector<float> out(static_cast<const float *>(y->data), static_cast<const float *>(y->data) + n);
         ggml_free(ctx);
         return out;
     }
 
-private:
     ggml_type type_;
     ggml_context * ctx_ = nullptr;
     ggml_tensor * w_ = nullptr;
@@ -190,6 +213,43 @@ TEST_P(MulMatRows, EachRowAsAlone) {
                     EXPECT_EQ(first, -1) << "n_in " << n_in << ", " << n_threads << " threads, row " << i << " of " << r
                                          << ": output " << first << " is " << (first < 0 ? 0.0f : got[first])
                                          << " in the batch, " << (first < 0 ? 0.0f : want[first]) << " alone";
+                }
+            }
+        }
+    }
+}
+
+// A MoE layer's product (mul_mat_id): each token's row times each expert it
+// chose must be, bit for bit, what it is for that token alone, however many
+// rows of the batch share that expert (repacked Q4_K takes the multi-row gemv
+// of patches/0004 for an expert's rows). Tokens choose 2 of 4 experts.
+TEST_F(MulMatRows, ExpertRowsAsAlone) {
+    constexpr int n_expert = 4;
+    constexpr int n_used = 2;
+    constexpr int n_tokens = 20;
+    for (int64_t n_in : {256, 1024}) {
+        const weights w(GGML_TYPE_Q4_K, n_in, 96, true, 9, n_expert);
+        ASSERT_TRUE(w.ok());
+        if (!w.repacked()) {
+            GTEST_SKIP() << "q4_K is not repacked on this CPU";
+        }
+        const std::vector<float> x = activations(n_in * n_tokens, 13);
+        std::vector<int32_t> ids;
+        for (int t = 0; t < n_tokens; ++t) {
+            ids.push_back((t * t) % n_expert);
+            ids.push_back((t * t + 1 + t % 3) % n_expert);
+        }
+        for (int n_threads : {1, 2}) {
+            for (int r : {2, 3, 9, n_tokens}) {
+                const std::vector<int32_t> ids_r(ids.begin(), ids.begin() + r * n_used);
+                const std::vector<float> all = w.mul_id(x.data(), r, ids_r, n_threads);
+                for (int t = 0; t < r; ++t) {
+                    const std::vector<int32_t> ids_t(ids.begin() + t * n_used, ids.begin() + (t + 1) * n_used);
+                    const std::vector<float> alone = w.mul_id(x.data() + t * n_in, 1, ids_t, n_threads);
+                    EXPECT_EQ(std::memcmp(all.data() + static_cast<size_t>(t) * n_used * w.n_out(), alone.data(),
+                                          alone.size() * sizeof(float)),
+                              0)
+                        << "n_in " << n_in << ", " << n_threads << " threads, token " << t << " of " << r;
                 }
             }
         }
