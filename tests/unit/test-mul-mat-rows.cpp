@@ -280,7 +280,8 @@ TEST(MulMatRowsCost, DISABLED_cost) {
     } shapes[] = {
         {GGML_TYPE_Q4_K, true, 1024, 3072},    {GGML_TYPE_Q4_K, false, 1024, 3072}, {GGML_TYPE_Q5_K, false, 1024, 3072},
         {GGML_TYPE_Q6_K, false, 3072, 1024},   {GGML_TYPE_Q6_K, false, 1024, 3072}, {GGML_TYPE_Q6_K, false, 1024, 151936},
-        {GGML_TYPE_Q8_0, false, 1024, 3072},   {GGML_TYPE_Q4_0, true, 1024, 3072},  {GGML_TYPE_Q4_0, false, 1024, 3072},
+        {GGML_TYPE_Q8_0, false, 1024, 3072},   {GGML_TYPE_Q8_0, false, 1024, 151936}, {GGML_TYPE_Q4_0, true, 1024, 3072},
+        {GGML_TYPE_Q4_0, false, 1024, 3072},
         {GGML_TYPE_IQ4_XS, false, 1024, 3072},
     };
     const char * env = std::getenv("SPECDEC_TEST_THREADS");
