@@ -203,6 +203,18 @@ specdec_session_params specdec_session_get_params(const specdec_session * sessio
     return session != nullptr ? session->session.params() : invalid(specdec_session_params{}, null_session);
 }
 
+specdec_status specdec_session_rank_draft_vocab(specdec_session * session, const uint64_t * counts, size_t n_counts,
+                                                int32_t * n_entered) {
+    return guard([&] {
+        require(session, "session");
+        require(counts, "counts");
+        const int32_t n = session->session.rank_draft_vocab({counts, n_counts});
+        if (n_entered != nullptr) {
+            *n_entered = n;
+        }
+    });
+}
+
 bool specdec_session_is_quiescent(const specdec_session * session) {
     return session != nullptr ? session->session.is_quiescent() : invalid(false, null_session);
 }

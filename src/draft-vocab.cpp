@@ -46,6 +46,22 @@ std::vector<llama_token> tokenizer_ranking(const llama_vocab * vocab) {
     return out;
 }
 
+std::vector<llama_token> top_by_count(std::span<const uint64_t> counts, std::span<const llama_token> fallback, int32_t n) {
+    std::vector<uint32_t> place(fallback.size());
+    for (size_t i = 0; i < fallback.size(); ++i) {
+        place[static_cast<size_t>(fallback[i])] = static_cast<uint32_t>(i);
+    }
+    std::vector<llama_token> out(fallback.begin(), fallback.end());
+    const auto before = [&](llama_token a, llama_token b) {
+        const uint64_t ca = counts[static_cast<size_t>(a)];
+        const uint64_t cb = counts[static_cast<size_t>(b)];
+        return ca != cb ? ca > cb : place[static_cast<size_t>(a)] < place[static_cast<size_t>(b)];
+    };
+    std::partial_sort(out.begin(), out.begin() + n, out.end(), before);
+    out.resize(static_cast<size_t>(n));
+    return out;
+}
+
 void check_ranking(std::span<const llama_token> ranking, int32_t n_vocab) {
     if (ranking.empty()) {
         fail(SPECDEC_STATUS_INVALID_CONFIG, "the draft vocabulary's ranking is empty");
@@ -79,7 +95,7 @@ struct draft_vocab::impl {
 };
 
 draft_vocab::draft_vocab(const ggml_tensor * head, std::vector<llama_token> ids, int32_t n_threads)
-    : impl_(std::make_unique<impl>()), ids_(std::move(ids)), n_embd_(static_cast<int32_t>(head->ne[0])) {
+    : impl_(std::make_unique<impl>()), head_(head), ids_(std::move(ids)), n_embd_(static_cast<int32_t>(head->ne[0])) {
     check_ranking(ids_, static_cast<int32_t>(head->ne[1]));
     impl & m = *impl_;
     m.n_threads = std::max(1, n_threads);
@@ -99,6 +115,40 @@ draft_vocab::draft_vocab(const ggml_tensor * head, std::vector<llama_token> ids,
 }
 
 draft_vocab::~draft_vocab() = default;
+
+int32_t draft_vocab::replace(std::span<const llama_token> ids) {
+    const auto n_vocab = static_cast<int32_t>(head_->ne[1]);
+    if (ids.size() != ids_.size()) {
+        fail(SPECDEC_STATUS_INVALID_CONFIG, "a draft vocabulary of ", ids_.size(), " tokens cannot take ", ids.size());
+    }
+    check_ranking(ids, n_vocab);
+    std::vector<bool> wanted(static_cast<size_t>(n_vocab), false);
+    std::vector<bool> held(static_cast<size_t>(n_vocab), false);
+    for (llama_token t : ids) {
+        wanted[static_cast<size_t>(t)] = true;
+    }
+    for (llama_token t : ids_) {
+        held[static_cast<size_t>(t)] = true;
+    }
+    const size_t row = head_->nb[1];
+    const auto * src = static_cast<const uint8_t *>(head_->data);
+    auto * dst = static_cast<uint8_t *>(impl_->w->data);
+    int32_t n_entered = 0;
+    size_t slot = 0; // the next slot to look at for a leaving token
+    for (llama_token t : ids) {
+        if (held[static_cast<size_t>(t)]) {
+            continue;
+        }
+        while (wanted[static_cast<size_t>(ids_[slot])]) {
+            ++slot; // as many tokens leave as enter, so a leaving one is found
+        }
+        ids_[slot] = t;
+        std::memcpy(dst + slot * row, src + static_cast<size_t>(t) * row, row);
+        ++slot;
+        ++n_entered;
+    }
+    return n_entered;
+}
 
 void draft_vocab::score(const float * h, int32_t n_rows, std::vector<float> & out) {
     impl & m = *impl_;

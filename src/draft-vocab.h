@@ -35,6 +35,12 @@ int32_t auto_draft_vocab(int32_t n_vocab);
 // user-defined) by id.
 std::vector<llama_token> tokenizer_ranking(const llama_vocab * vocab);
 
+// The n tokens with the highest counts (counts[t] for every token t of the
+// vocabulary), ties and tokens never counted in `fallback`'s order (a
+// ranking of the whole vocabulary, as tokenizer_ranking gives); n <=
+// counts.size() == fallback.size().
+std::vector<llama_token> top_by_count(std::span<const uint64_t> counts, std::span<const llama_token> fallback, int32_t n);
+
 // Throws INVALID_CONFIG unless `ranking` is non-empty and holds distinct ids
 // within [0, n_vocab); the message names the first bad entry.
 void check_ranking(std::span<const llama_token> ranking, int32_t n_vocab);
@@ -49,7 +55,15 @@ public:
     draft_vocab(const draft_vocab &) = delete;
     draft_vocab & operator=(const draft_vocab &) = delete;
 
-    // The subset, in ranking order: score k is token ids()[k]'s.
+    // Makes `ids` (size() distinct ids within the head's vocabulary, checked)
+    // the subset in place: the rows of the tokens that leave it are
+    // overwritten with those of the tokens that enter it, each in a slot a
+    // leaving token held. Returns how many entered (0: nothing was copied).
+    // The head passed to the constructor must still be alive.
+    int32_t replace(std::span<const llama_token> ids);
+
+    // The subset: score k is token ids()[k]'s (the ranking's order until
+    // replace() moves tokens in).
     const std::vector<llama_token> & ids() const { return ids_; }
     int32_t size() const { return static_cast<int32_t>(ids_.size()); }
     int32_t n_embd() const { return n_embd_; }
@@ -62,6 +76,7 @@ public:
 private:
     struct impl;
     std::unique_ptr<impl>    impl_;
+    const ggml_tensor *      head_;
     std::vector<llama_token> ids_;
     int32_t                  n_embd_;
 };

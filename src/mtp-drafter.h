@@ -56,6 +56,7 @@ public:
 
     // The restricted vocabulary in use, or null (the whole vocabulary).
     const draft_vocab * vocab() const { return vocab_.get(); }
+    draft_vocab *       vocab() { return vocab_.get(); }
 
     // After the target decoded `batch` (validated by the session: one
     // sequence per token, contiguous positions per sequence): records its rows.

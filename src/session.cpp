@@ -122,6 +122,7 @@ struct session::impl {
     common_speculative_ptr    spec; // null when mtp drives the strategy
     // The MTP strategy's driver when it handles the model (mtp-drafter.h).
     std::unique_ptr<detail::mtp_drafter> mtp;
+    std::vector<llama_token> tokenizer_ranking; // rank_draft_vocab's order for ties; computed at its first call
 
     // Per sequence: the tokens at positions [0, size) of the target, as
     // seen through begin/process and trimmed by accept/remove_range.
@@ -446,6 +447,24 @@ bool session::reads_target_features() const { return live().features; }
 llama_context * session::target_context() const { return live().target; }
 llama_context * session::draft_context() const { return live().draft; }
 session_stats session::stats() const { return live().stats; }
+
+int32_t session::rank_draft_vocab(std::span<const uint64_t> counts) {
+    impl & s = live();
+    detail::draft_vocab * vocab = s.mtp ? s.mtp->vocab() : nullptr;
+    if (vocab == nullptr) {
+        fail(SPECDEC_STATUS_INVALID_CONFIG, "rank_draft_vocab() needs a restricted draft vocabulary, and none is in effect "
+             "(draft_vocab 0, or a drafter that takes none: see get_params)");
+    }
+    if (counts.size() != static_cast<size_t>(s.n_vocab)) {
+        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "rank_draft_vocab() takes a count for each of the vocabulary's ", s.n_vocab,
+             " tokens, not ", counts.size());
+    }
+    s.require_quiescent("rank_draft_vocab()");
+    if (s.tokenizer_ranking.empty()) {
+        s.tokenizer_ranking = detail::tokenizer_ranking(llama_model_get_vocab(llama_get_model(s.target)));
+    }
+    return vocab->replace(detail::top_by_count(counts, s.tokenizer_ranking, vocab->size()));
+}
 
 bool session::is_quiescent() const {
     return std::none_of(live().pending.begin(), live().pending.end(), [](bool p) { return p; });

@@ -326,6 +326,30 @@ SPECDEC_API void specdec_session_free(specdec_session * session);
  * zero (n_seq 0 marks it). */
 SPECDEC_API specdec_session_params specdec_session_get_params(const specdec_session * session);
 
+/*
+ * Re-ranks the restricted draft vocabulary by how often each token occurred
+ * (counted by the caller, e.g. in what a server generated): the subset
+ * becomes the draft_vocab tokens with the highest counts[t]; ties, and
+ * tokens never counted, in the default ranking's order (see
+ * specdec_session_init; a draft_vocab_ranking given at init is not
+ * consulted). The rows of the tokens that leave the subset are overwritten
+ * with those of the tokens that enter it (a row of the head's output matrix
+ * each, e.g. 840 bytes for a Q6_K head of width 1024), so a ranking that
+ * changes little costs little. What is drafted changes; the output does not
+ * (verification covers the whole vocabulary).
+ *  - counts: n_counts counts, one per token id; n_counts must be the
+ *    target's vocabulary size. Borrowed for the call.
+ *  - n_entered (may be NULL): set to how many tokens entered the subset
+ *    (0: it was already those tokens, and nothing was copied).
+ * Call it between steps: every proposal completed (PROPOSAL_PENDING
+ * otherwise). Errors: INVALID_CONFIG when no restricted vocabulary is in
+ * effect (get_params' draft_vocab is 0), INVALID_ARGUMENT for NULL counts
+ * or n_counts other than the vocabulary's size; the subset is unchanged on
+ * error.
+ */
+SPECDEC_API specdec_status specdec_session_rank_draft_vocab(specdec_session * session, const uint64_t * counts,
+                                                            size_t n_counts, int32_t * n_entered);
+
 /* True when no sequence has a pending proposal (checkpoints need this).
  * NULL: false. */
 SPECDEC_API bool specdec_session_is_quiescent(const specdec_session * session);

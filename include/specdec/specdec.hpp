@@ -72,6 +72,10 @@ public:
     bool reads_target_features() const;
     llama_context * target_context() const;
     llama_context * draft_context() const; // nullptr for n-gram strategies
+    // Re-ranks the restricted draft vocabulary by `counts` (one per token of
+    // the vocabulary); returns how many tokens entered it (see
+    // specdec_session_rank_draft_vocab).
+    int32_t rank_draft_vocab(std::span<const uint64_t> counts);
 
     // Replaces the history of `seq_id` with `prompt` (tokens already in the
     // target) and tells the drafter a generation starts. Needs quiescence.

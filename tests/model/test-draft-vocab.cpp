@@ -78,6 +78,34 @@ std::vector<llama_token> evens() {
     return r;
 }
 
+// Checks a run's proposals against the subset: each full length, every
+// token in the subset, and accepted exactly as far as the cycle's successors
+// of the last token stay in it. `last`: the token before the run's first
+// step. Returns the tokens accepted.
+int expect_drafts_within(const spec_run & run, const std::set<llama_token> & subset, llama_token last, int n_draft) {
+    llama_token t = last;
+    int accepted = 0;
+    for (size_t step = 0; step < run.proposals.size(); ++step) {
+        const std::vector<llama_token> & q = run.proposals[step];
+        EXPECT_EQ(q.size(), static_cast<size_t>(n_draft)) << "step " << step;
+        for (llama_token x : q) {
+            EXPECT_EQ(subset.count(x), 1u) << "step " << step << " proposed " << x << ", outside the subset";
+        }
+        // Accepted: the leading successors of t that the subset holds.
+        int want = 0;
+        for (llama_token u = fixtures::successor(t, n_vocab); want < n_draft && subset.count(u) == 1;
+             u = fixtures::successor(u, n_vocab)) {
+            ++want;
+        }
+        EXPECT_EQ(run.accepted[step], want) << "step " << step << " after token " << t;
+        accepted += run.accepted[step];
+        for (int k = 0; k <= run.accepted[step]; ++k) {
+            t = fixtures::successor(t, n_vocab);
+        }
+    }
+    return accepted;
+}
+
 class DraftVocabGreedy : public ::testing::TestWithParam<std::tuple<std::string, ranking_case>> {};
 
 TEST_P(DraftVocabGreedy, MatchesPlainDecodingAndDraftsOnlyTheSubset) {
@@ -114,26 +142,7 @@ TEST_P(DraftVocabGreedy, MatchesPlainDecodingAndDraftsOnlyTheSubset) {
     // The subset leaves out tokens the target writes.
     EXPECT_TRUE(std::any_of(plain.begin(), plain.end(), [&](llama_token t) { return subset.count(t) == 0; }));
 
-    llama_token t = prompt.back();
-    int accepted = 0;
-    for (size_t step = 0; step < run.proposals.size(); ++step) {
-        const std::vector<llama_token> & q = run.proposals[step];
-        EXPECT_EQ(q.size(), static_cast<size_t>(n_draft)) << "step " << step;
-        for (llama_token x : q) {
-            EXPECT_EQ(subset.count(x), 1u) << "step " << step << " proposed " << x << ", outside the subset";
-        }
-        // Accepted: the leading successors of t that the subset holds.
-        int want = 0;
-        for (llama_token u = fixtures::successor(t, n_vocab); want < n_draft && subset.count(u) == 1;
-             u = fixtures::successor(u, n_vocab)) {
-            ++want;
-        }
-        EXPECT_EQ(run.accepted[step], want) << "step " << step << " after token " << t;
-        accepted += run.accepted[step];
-        for (int k = 0; k <= run.accepted[step]; ++k) {
-            t = fixtures::successor(t, n_vocab);
-        }
-    }
+    const int accepted = expect_drafts_within(run, subset, prompt.back(), n_draft);
     EXPECT_GT(accepted, 0);
     EXPECT_LT(accepted, run.total_proposed());
     EXPECT_EQ(s.stats().n_accepted, static_cast<uint64_t>(accepted));
@@ -181,6 +190,96 @@ TEST_P(DraftVocabWhole, ProposesWhatTheUnrestrictedHeadProposes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, DraftVocabWhole, ::testing::Values("qwen35", "glm4moe"));
+
+// Counts re-rank the subset between steps (as a server does with the tokens
+// it generated): the tokens that enter take the slots of those that leave,
+// nothing is copied when the subset stays, the head then drafts from the new
+// subset and is accepted exactly where that holds the text, and the output
+// stays plain decoding's. Ties and uncounted tokens go by the tokenizer's
+// ranking.
+class DraftVocabRanked : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DraftVocabRanked, CountsMoveTheSubsetBetweenSteps) {
+    const std::string path = mtp_fixture(GetParam(), drafter_kind::exact);
+    constexpr int n_draft = 4;
+    constexpr int n_predict = 40;
+    mtp_pair p(path, n_draft);
+    session s(p.target.get(), p.draft.get(), params(n_draft, 16)); // the tokenizer's: </s>, then 3 .. 17
+    const auto range = [](llama_token from, llama_token to) {
+        std::set<llama_token> r;
+        for (llama_token t = from; t <= to; ++t) {
+            r.insert(t);
+        }
+        return r;
+    };
+
+    // 30 .. 45 counted (the text writes them early in the first run).
+    std::vector<uint64_t> counts(n_vocab, 0);
+    for (llama_token t = 30; t <= 45; ++t) {
+        counts[static_cast<size_t>(t)] = 100 - static_cast<uint64_t>(t);
+    }
+    EXPECT_EQ(s.rank_draft_vocab(counts), 16);
+    EXPECT_EQ(s.rank_draft_vocab(counts), 0); // the same subset: nothing copied
+    const spec_run first = spec_greedy(s, prompt, n_predict);
+    EXPECT_EQ(first.tokens, expected_cycle(prompt.back(), n_predict, n_vocab));
+    const int accepted_first = expect_drafts_within(first, range(30, 45), prompt.back(), n_draft);
+    EXPECT_GT(accepted_first, 0);
+    EXPECT_LT(accepted_first, first.total_proposed());
+
+    // 38 .. 45 counted more, and 70 .. 77 (later in the text): 8 enter, 8 stay.
+    std::fill(counts.begin(), counts.end(), 0);
+    for (llama_token t = 38; t <= 45; ++t) {
+        counts[static_cast<size_t>(t)] = 200;
+    }
+    for (llama_token t = 70; t <= 77; ++t) {
+        counts[static_cast<size_t>(t)] = 150;
+    }
+    EXPECT_EQ(s.rank_draft_vocab(counts), 8);
+    std::set<llama_token> second_subset = range(38, 45);
+    second_subset.merge(range(70, 77));
+    const spec_run second = spec_continue(s, first.n_past, first.id_last, n_predict);
+    EXPECT_EQ(second.tokens, expected_cycle(first.id_last, n_predict, n_vocab));
+    const int accepted_second = expect_drafts_within(second, second_subset, first.id_last, n_draft);
+    EXPECT_GT(accepted_second, 0);
+    EXPECT_LT(accepted_second, second.total_proposed());
+
+    // Nothing counted: the tokenizer's first 16 again.
+    std::fill(counts.begin(), counts.end(), 0);
+    EXPECT_EQ(s.rank_draft_vocab(counts), 16);
+    std::set<llama_token> tokenizer_subset = range(3, 17);
+    tokenizer_subset.insert(2);
+    const spec_run third = spec_continue(s, second.n_past, second.id_last, n_predict);
+    EXPECT_EQ(third.tokens, expected_cycle(second.id_last, n_predict, n_vocab));
+    expect_drafts_within(third, tokenizer_subset, second.id_last, n_draft);
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, DraftVocabRanked, ::testing::Values("qwen35", "glm4moe"));
+
+// Re-ranking refuses what it cannot do, with the subset left as it was: no
+// restricted vocabulary in effect, counts of another vocabulary's size, a
+// proposal awaiting its verification (the C API's NULL arguments: test-c-header.c).
+TEST(DraftVocabRanked, RefusesBadRequestsAndKeepsTheSubset) {
+    const std::string path = mtp_fixture("glm4moe", drafter_kind::exact);
+    constexpr int n_draft = 3;
+    std::vector<uint64_t> counts(n_vocab, 0);
+    counts[50] = 1;
+    {
+        mtp_pair p(path, n_draft);
+        session whole(p.target.get(), p.draft.get(), params(n_draft, 0));
+        EXPECT_EQ(status_of([&] { whole.rank_draft_vocab(counts); }), SPECDEC_STATUS_INVALID_CONFIG);
+    }
+    mtp_pair p(path, n_draft);
+    session s(p.target.get(), p.draft.get(), params(n_draft, 16));
+    const std::vector<uint64_t> short_counts(n_vocab - 1, 1);
+    EXPECT_EQ(status_of([&] { s.rank_draft_vocab(short_counts); }), SPECDEC_STATUS_INVALID_ARGUMENT);
+    const spec_run run = spec_greedy(s, prompt, 8);
+    const draft_request request{0, run.n_past, run.id_last, -1, nullptr};
+    s.draft({&request, 1});
+    EXPECT_EQ(status_of([&] { s.rank_draft_vocab(counts); }), SPECDEC_STATUS_PROPOSAL_PENDING);
+    s.accept(0, 0);
+    // Nothing changed by the refusals: the first call that is taken moves exactly one token in.
+    EXPECT_EQ(s.rank_draft_vocab(counts), 1);
+}
 
 // Requests that cannot be served fail with INVALID_CONFIG at session
 // creation, before the drafter touches the contexts.

@@ -42,6 +42,8 @@ int main(void) {
     CHECK(!specdec_session_can_move_sequences(NULL));
     CHECK(specdec_session_move_sequence(NULL, 0, 1) == SPECDEC_STATUS_INVALID_ARGUMENT);
     CHECK(specdec_session_copy_sequence(NULL, 0, 1) == SPECDEC_STATUS_INVALID_ARGUMENT);
+    int32_t n_entered = 7;
+    CHECK(specdec_session_rank_draft_vocab(NULL, NULL, 0, &n_entered) == SPECDEC_STATUS_INVALID_ARGUMENT && n_entered == 7);
     specdec_request_id first = 0;
     CHECK(specdec_engine_add_n(NULL, NULL, 0, NULL, 2, &first) == SPECDEC_STATUS_INVALID_ARGUMENT);
     CHECK(specdec_session_n_nextn_heads(NULL) == -1);

@@ -353,6 +353,7 @@ SPECDEC_FUNCTIONS = {
     "specdec_session_init": (_status, [_P, _P, POINTER(specdec_session_params), POINTER(c_void_p)]),
     "specdec_session_free": (None, [_P]),
     "specdec_session_get_params": (specdec_session_params, [_P]),
+    "specdec_session_rank_draft_vocab": (_status, [_P, POINTER(c_uint64), c_size_t, POINTER(c_int32)]),
     "specdec_session_is_quiescent": (c_bool, [_P]),
     "specdec_session_reads_target_features": (c_bool, [_P]),
     "specdec_session_begin": (_status, [_P, llama_seq_id, POINTER(llama_token), c_size_t]),

@@ -517,6 +517,12 @@ extern "C" {
     ) -> specdec_status;
     pub fn specdec_session_free(session: *mut specdec_session);
     pub fn specdec_session_get_params(session: *const specdec_session) -> specdec_session_params;
+    pub fn specdec_session_rank_draft_vocab(
+        session: *mut specdec_session,
+        counts: *const u64,
+        n_counts: usize,
+        n_entered: *mut i32,
+    ) -> specdec_status;
     pub fn specdec_session_is_quiescent(session: *const specdec_session) -> bool;
     pub fn specdec_session_reads_target_features(session: *const specdec_session) -> bool;
     pub fn specdec_session_begin(
