@@ -204,6 +204,69 @@ describe('serve api', { timeout: 240000 }, () => {
         await assert.rejects(startServer(['--log-file', join(dir, 'no', 'such', 'dir', 'x.log')]), /cannot open --log-file/);
     });
 
+    test('--draft-vocab-counts: what the server generated ranks its draft vocabulary, kept across runs; the output unchanged', async () => {
+        const dir = mkdtempSync(join(tmpdir(), 'specdec-counts-'));
+        const file = join(dir, 'counts.txt');
+        const args = ['-np', '1', '-c', '1024', '--n-draft', '4', '--draft-vocab', '16', '--draft-vocab-counts', file, '-v'];
+        // 'abc' continues d .. w: none of them among the tokenizer's first 16 ids.
+        const req = { model: MODEL_ID, prompt: 'abc', max_tokens: 20, temperature: 0 };
+        const want = await plainOf(req);
+        const counted = (text) => text.split('\n').filter((l) => /^[0-9]+ [0-9]+$/.test(l)).map((l) => l.split(' ').map(Number));
+        let s = await startServer(args);
+        try {
+            const created = readFileSync(file, 'utf8');
+            assert.match(created, /^vocabulary 128$/m);
+            assert.deepEqual(counted(created), []);
+            const first = await s.client().completions.create(req);
+            assert.deepEqual(first.specdec.tokens, want.tokens);
+            assert.equal(first.specdec.accepted, 0, JSON.stringify(first.specdec));
+            // 13 x 20 tokens reach the first re-ranking (256): the 16 most generated enter, in place of all 16.
+            for (let i = 1; i < 13; ++i) {
+                assert.deepEqual((await s.client().completions.create(req)).specdec.tokens, want.tokens);
+            }
+            // Re-ranked between steps, after the step that answered the 13th.
+            for (let i = 0; i < 100 && !/draft vocabulary counts: 260/.test(s.log); ++i) await sleep(50);
+            assert.match(s.log, /draft vocabulary counts: 260 tokens, 16 of the 16 drafted entered/);
+            const ranked = counted(readFileSync(file, 'utf8'));
+            assert.equal(ranked.length, 20);
+            assert.deepEqual([...new Set(ranked.map(([, n]) => n))], [13]);
+            assert.deepEqual(ranked.map(([id]) => id).sort((a, b) => a - b), [...want.tokens].sort((a, b) => a - b));
+            const after = await s.client().completions.create(req);
+            assert.deepEqual(after.specdec.tokens, want.tokens);
+            assert.ok(after.specdec.accepted >= 10, JSON.stringify(after.specdec));
+        } finally {
+            assert.deepEqual(await stopServer(s), { code: 0, signal: null }, s.log);
+        }
+        // Written at exit (14 requests), read at the next start: drafts are accepted from the first request on.
+        assert.deepEqual([...new Set(counted(readFileSync(file, 'utf8')).map(([, n]) => n))], [14]);
+        s = await startServer(args);
+        try {
+            assert.match(s.log, /draft vocabulary counts: 280 tokens, 16 of the 16 drafted entered/);
+            const again = await s.client().completions.create(req);
+            assert.deepEqual(again.specdec.tokens, want.tokens);
+            assert.ok(again.specdec.accepted >= 10, JSON.stringify(again.specdec));
+        } finally {
+            assert.deepEqual(await stopServer(s), { code: 0, signal: null }, s.log);
+        }
+        // Refused at start: a file of another vocabulary, a malformed line, a ranking file by mistake, no restriction to rank, two rankings.
+        const refused = [
+            ['# x\nvocabulary 151936\n', /counts.txt:2: counted over a vocabulary of 151936 tokens, but the model's has 128/],
+            ['vocabulary 128\n5 2\n5 1\n', /counts.txt:3: token 5 was counted before/],
+            ['vocabulary 128\n5 -2\n', /counts.txt:2: expected 'TOKEN_ID COUNT', not '5 -2'/],
+            ['vocabulary 128\n500 2\n', /counts.txt:2: token 500 is outside the vocabulary of 128 tokens/],
+            ['5 6 7\n', /counts.txt:1: expected 'vocabulary N' before the counts/],
+        ];
+        for (const [text, message] of refused) {
+            writeFileSync(file, text);
+            await assert.rejects(startServer(args), message);
+            assert.equal(readFileSync(file, 'utf8'), text, 'a refused file is left as it was');
+        }
+        await assert.rejects(startServer(['--draft-vocab-counts', file]), /give --draft-vocab N or auto too/);
+        writeFileSync(join(dir, 'ranking.txt'), '5 6 7\n');
+        await assert.rejects(startServer([...args, '--draft-vocab-file', join(dir, 'ranking.txt')]), /give one/);
+        rmSync(dir, { recursive: true });
+    });
+
     test('verbose: the answer carries __verbose, llama-server\'s native answer with the prompt\'s text; -vv makes it the default', async () => {
         const chat = { messages: [{ role: 'user', content: 'count' }], max_tokens: 8, temperature: 0 };
         const r = await post(spec, '/v1/chat/completions', { ...chat, verbose: true });

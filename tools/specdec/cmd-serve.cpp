@@ -6,6 +6,7 @@
 #include "serve-openai.h"
 #include "serve-routes.h"
 #include "serve-scheduler.h"
+#include "serve-token-counts.h"
 
 #include <nlohmann/json.hpp>
 
@@ -184,6 +185,9 @@ void add_serve_command(CLI::App & app, serve_options & o) {
                      ->check(CLI::ExistingFile);
     cert->needs(key);
     key->needs(cert);
+    cmd->add_option("--draft-vocab-counts", o.draft_vocab_counts,
+                    "a file of how often the server generated each token (read at start, created if absent, written as it "
+                    "goes and at exit): the restricted draft vocabulary (--draft-vocab) is re-ranked by it as the counts grow");
     cmd->add_option("--log-file", o.log_file,
                     "also append every line of the log (the server's, and llama.cpp's at the -v level) to this file");
     cmd->add_option("--cors-origin", o.cors_origins,
@@ -240,6 +244,27 @@ std::vector<std::string> api_keys(const serve_options & o) {
     return keys;
 }
 
+// --draft-vocab-counts' file, checked before the model is loaded; null
+// without the option.
+std::unique_ptr<serve::token_counts> token_counts_of(const serve_options & o) {
+    if (o.draft_vocab_counts.empty()) {
+        return nullptr;
+    }
+    if (o.decoder.draft_vocab.size == "0") {
+        throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT,
+                             "--draft-vocab-counts ranks a restricted draft vocabulary: give --draft-vocab N or auto too");
+    }
+    if (!o.decoder.draft_vocab.file.empty()) {
+        throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT,
+                             "--draft-vocab-counts and --draft-vocab-file both rank the draft vocabulary: give one");
+    }
+    specdec_model_info info{};
+    if (const specdec_status st = specdec_inspect(o.decoder.model.c_str(), &info); st != SPECDEC_STATUS_OK) {
+        throw specdec::error(st, o.decoder.model + ": " + specdec_last_error());
+    }
+    return std::make_unique<serve::token_counts>(o.draft_vocab_counts, info.n_vocab);
+}
+
 } // namespace
 
 int run_serve(const serve_options & o) {
@@ -258,6 +283,7 @@ int run_serve(const serve_options & o) {
     serve::raise_fd_limit();
     const std::vector<std::string> keys = api_keys(o);
 
+    std::unique_ptr<serve::token_counts> counts = token_counts_of(o);
     decoder d = load_decoder(o.decoder, o.n_parallel);
     serve::chat_formatter chat(d.target_model.get(), o.chat_template_file.empty() ? o.chat_template : read_file(o.chat_template_file));
     serve::metrics stats;
@@ -268,7 +294,24 @@ int run_serve(const serve_options & o) {
     ep.n_prefill_chunk = o.n_prefill_chunk;
     ep.reuse_prompts = o.reuse_prompts;
     ep.prompt_cache_bytes = o.cache_ram_mib < 0 ? UINT64_MAX : static_cast<uint64_t>(o.cache_ram_mib) << 20;
-    serve::scheduler sched(d.session.get(), d.target.get(), ep, stats, o.verbosity >= 1 ? log_line : std::function<void(const std::string &)>());
+    serve::engine_hooks hooks;
+    if (counts) {
+        const auto rank = [&o, &counts, session = d.session.get()](bool force) {
+            try {
+                const std::string line = counts->rank(session, force);
+                if (!line.empty() && o.verbosity >= 1) {
+                    log_line(line);
+                }
+            } catch (const std::exception & e) {
+                log_line(std::string("draft vocabulary counts: ") + e.what());
+            }
+        };
+        rank(true); // the file's counts, before the first request
+        hooks.finished = [&counts](std::span<const llama_token> tokens) { counts->add(tokens); };
+        hooks.between_steps = [rank] { rank(false); };
+    }
+    serve::scheduler sched(d.session.get(), d.target.get(), ep, stats, o.verbosity >= 1 ? log_line : std::function<void(const std::string &)>(),
+                           hooks);
 
     serve::service svc;
     svc.model = d.target_model.get();
@@ -393,6 +436,13 @@ int run_serve(const serve_options & o) {
     sched.run();
     server.join();
     watcher.join();
+    if (counts) {
+        try {
+            counts->save();
+        } catch (const specdec::error & e) {
+            log_line(e.what());
+        }
+    }
     log_line("stopped");
     return exit_ok;
 }

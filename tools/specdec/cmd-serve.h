@@ -45,6 +45,7 @@ struct serve_options {
     std::string     slot_save_path;             // --slot-save-path: the folder of slot files (POST /slots/{id}?action=...)
     std::string     ssl_cert_file;              // --ssl-cert-file: TLS certificate (PEM; with ssl_key_file)
     std::string     ssl_key_file;               // --ssl-key-file: its private key (PEM)
+    std::string     draft_vocab_counts;         // --draft-vocab-counts: counts of the generated tokens, kept across runs, that rank --draft-vocab
     std::string     log_file;                   // --log-file: the log also appended to this file
     bool            prefill_assistant = true;   // --prefill-assistant / --no-prefill-assistant: a last assistant message is continued
     int             verbosity = 0;              // set by main from -v

@@ -130,8 +130,8 @@ specdec::request_id request_channel::mark_cancelled() {
 }
 
 scheduler::scheduler(specdec::session * s, llama_context * target, const specdec::engine_params & params, metrics & m,
-                     std::function<void(const std::string &)> log)
-    : metrics_(m), log_(std::move(log)),
+                     std::function<void(const std::string &)> log, engine_hooks hooks)
+    : metrics_(m), log_(std::move(log)), hooks_(std::move(hooks)),
       n_slots_(params.n_seq > 0 ? params.n_seq : s != nullptr ? s->params().n_seq : llama_n_seq_max(target)), slots_(n_slots_) {
     auto cb = [this](const specdec::engine_event & e) { return on_event(e); };
     engine_ = s != nullptr ? std::make_unique<specdec::engine>(*s, params, cb) : std::make_unique<specdec::engine>(target, params, cb);
@@ -361,6 +361,9 @@ bool scheduler::on_event(const specdec::engine_event & e) {
         }
     }
     metrics_.add_finished(rm);
+    if (hooks_.finished) {
+        hooks_.finished(e.result->output.tokens);
+    }
     if (c->on_finished(*e.result)) {
         n_paused_.fetch_sub(1);
     }
@@ -410,6 +413,9 @@ void scheduler::run() {
                 if (log_) {
                     log_(std::string("a step failed: ") + e.what());
                 }
+            }
+            if (hooks_.between_steps) {
+                hooks_.between_steps();
             }
         }
         busy = engine_->has_work();

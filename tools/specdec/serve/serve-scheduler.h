@@ -22,6 +22,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -138,6 +139,14 @@ struct slot_view {
     specdec::request_params params{};           // its parameters (the pointers in them cleared)
 };
 
+// What the engine thread does besides decoding; either may be empty.
+struct engine_hooks {
+    // At each request's end (inside the step's callback): its output tokens.
+    std::function<void(std::span<const llama_token>)> finished;
+    // After each step, between steps: the session may be changed here.
+    std::function<void()> between_steps;
+};
+
 // Owns the engine. Construct, call run() on the thread that is to decode,
 // submit from any thread; shutdown() (or the destructor) makes run() return.
 // Every member is thread-safe.
@@ -148,7 +157,7 @@ public:
     // session's). `log` receives one-line messages from the engine thread (may
     // be empty). Throws specdec::error from the engine's constructor.
     scheduler(specdec::session * s, llama_context * target, const specdec::engine_params & params, metrics & m,
-              std::function<void(const std::string &)> log);
+              std::function<void(const std::string &)> log, engine_hooks hooks = {});
     ~scheduler();
     scheduler(const scheduler &) = delete;
     scheduler & operator=(const scheduler &) = delete;
@@ -203,6 +212,7 @@ private:
 
     metrics &                                    metrics_;
     std::function<void(const std::string &)>     log_;
+    const engine_hooks                           hooks_;
     const size_t                                 n_slots_;
     std::unique_ptr<specdec::engine>             engine_;
 
