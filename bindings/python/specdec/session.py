@@ -183,6 +183,24 @@ class Session(_Source):
     def can_move_sequences(self) -> bool:
         return bool(lib.specdec_session_can_move_sequences(self.handle))
 
+    def rank_draft_vocab(self, counts: Sequence[int]) -> int:
+        """Re-ranks the restricted draft vocabulary by a count per token of
+        the vocabulary (specdec_session_rank_draft_vocab): the subset becomes
+        the params.draft_vocab most counted tokens (ties and uncounted tokens
+        in the tokenizer's order); only the rows of the tokens that enter are
+        copied. Returns how many entered. Between steps only. Raises
+        InvalidConfigError without a restricted vocabulary,
+        InvalidArgumentError for a negative count or len(counts) other than
+        the vocabulary's size, ProposalPendingError while a proposal awaits
+        accept()."""
+        values = [int(c) for c in counts]
+        if any(c < 0 or c >= 1 << 64 for c in values):
+            raise InvalidArgumentError(Status.INVALID_ARGUMENT, "a count is negative or above 64 bits")
+        arr = (ctypes.c_uint64 * len(values))(*values)
+        n = ctypes.c_int32()
+        check(lib.specdec_session_rank_draft_vocab(self.handle, arr, len(values), ctypes.byref(n)))
+        return n.value
+
     def stats(self) -> SessionStats:
         return session_stats_from_c(lib.specdec_session_get_stats(self.handle), self._params.n_draft_max)
 

@@ -257,3 +257,37 @@ def test_restricted_draft_vocabulary_keeps_the_output(opened, ranking):
         specdec.Session.create(o.context, strategy="mtp", n_threads=1, draft_vocab=129)
     with pytest.raises(specdec.InvalidConfigError):
         specdec.Session.create(o.context, strategy="mtp", n_threads=1, draft_vocab=2, draft_vocab_ranking=[5, 5])
+
+
+def test_counts_rerank_the_draft_vocabulary(opened):
+    """rank_draft_vocab: counts of plain decoding's output move its tokens
+    into a 16-token subset that held none of them; the next generation keeps
+    drafts where the first kept none, with the same output; the same counts
+    again copy nothing; bad counts are refused."""
+    o: Opened = opened("mtp-glm4moe")
+    ref = o.plain(n_predict=N_PREDICT)[0]
+    o.session.close()  # one session on the context at a time
+    s = specdec.Session.create(o.context, strategy="mtp", n_draft_max=4, n_threads=1, draft_vocab=16)
+    try:
+        before = s.generate(o.prompts[0], n_predict=N_PREDICT)
+        counts = [0] * o.n_vocab
+        for t in ref.tokens:
+            counts[t] += 1
+        assert s.rank_draft_vocab(counts) == 16
+        assert s.rank_draft_vocab(counts) == 0
+        after = s.generate(o.prompts[0], n_predict=N_PREDICT)
+        with pytest.raises(specdec.InvalidArgumentError):
+            s.rank_draft_vocab(counts[:-1])
+        with pytest.raises(specdec.InvalidArgumentError):
+            s.rank_draft_vocab([-1] + counts[1:])
+    finally:
+        s.close()
+    assert before.tokens == after.tokens == ref.tokens
+    assert before.stats.n_accepted == 0
+    assert after.stats.n_accepted > 0
+    whole = specdec.Session.create(o.context, strategy="mtp", n_draft_max=4, n_threads=1)
+    try:
+        with pytest.raises(specdec.InvalidConfigError):
+            whole.rank_draft_vocab(counts)
+    finally:
+        whole.close()

@@ -66,6 +66,20 @@ impl<'ctx, 'tm> MtpSession<'ctx, 'tm> {
         self.draft
     }
 
+    /// Re-ranks the restricted draft vocabulary
+    /// ([`MtpSessionConfig::with_draft_vocab`]) by a count per token of the
+    /// vocabulary (`specdec_session_rank_draft_vocab`): the subset becomes
+    /// the most counted tokens (ties and uncounted tokens in the
+    /// tokenizer's order); only the rows of the tokens that enter are
+    /// copied. Returns how many entered. Between steps only:
+    /// [`Error::ProposalPending`] while a proposal awaits `accept`;
+    /// [`Error::InvalidConfig`] without a restricted vocabulary;
+    /// [`Error::InvalidArgument`] for `counts.len()` other than the
+    /// vocabulary's size.
+    pub fn rank_draft_vocab(&mut self, counts: &[u64]) -> Result<i32> {
+        self.core.rank_draft_vocab(counts)
+    }
+
     /// NextN heads of the target (1 for most models).
     pub fn n_nextn_heads(&self) -> i32 {
         self.core.n_nextn_heads()

@@ -426,6 +426,13 @@ impl Core {
         unsafe { sys::specdec_session_reads_target_features(self.ptr()) }
     }
 
+    pub(crate) fn rank_draft_vocab(&mut self, counts: &[u64]) -> Result<i32> {
+        let mut n_entered = 0i32;
+        // SAFETY: counts.len() readable counts; n_entered writable.
+        check(unsafe { sys::specdec_session_rank_draft_vocab(self.ptr(), counts.as_ptr(), counts.len(), &mut n_entered) })?;
+        Ok(n_entered)
+    }
+
     pub(crate) fn n_nextn_heads(&self) -> i32 {
         // SAFETY: alive.
         unsafe { sys::specdec_session_n_nextn_heads(self.ptr()) }

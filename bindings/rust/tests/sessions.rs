@@ -42,6 +42,35 @@ fn mtp_sessions_equal_plain_decoding() {
     }
 }
 
+/// Counts of plain decoding's output move its tokens into a 16-token draft
+/// vocabulary that held none of them: the next generation keeps drafts where
+/// the first kept none, with the same tokens; the same counts again copy
+/// nothing; counts of another size are refused.
+#[test]
+fn counts_rerank_the_draft_vocabulary() {
+    let backend = LlamaBackend::init();
+    let model = load(&backend, "glm4moe-mtp", true);
+    let want = plain(&backend, &fixture("glm4moe-mtp"), &prompts()[..1], N as i32);
+    let mut target = model.new_context(&backend, params(512, 1)).unwrap();
+    let mut draft = target.new_draft_context(None, Strategy::Mtp, 1, 4, params(512, 1)).unwrap();
+    let config = MtpSessionConfig::new(1, 4).with_draft_vocab(16);
+    let mut session = MtpSession::new_with_config(&mut target, &mut draft, config).unwrap();
+    let gp = GenerateParams::default().with_n_predict(N as i32);
+    let before = session.generate(&[&prompts()[0]], &gp, None).unwrap();
+    let mut counts = vec![0u64; 128];
+    for &t in &want[0] {
+        counts[t.0 as usize] += 1;
+    }
+    assert_eq!(session.rank_draft_vocab(&counts).unwrap(), 16);
+    assert_eq!(session.rank_draft_vocab(&counts).unwrap(), 0);
+    let after = session.generate(&[&prompts()[0]], &gp, None).unwrap();
+    assert_eq!(before.sequences[0].tokens, want[0]);
+    assert_eq!(after.sequences[0].tokens, want[0]);
+    assert_eq!(before.sequences[0].stats.n_accepted, 0);
+    assert!(after.sequences[0].stats.n_accepted > 0);
+    assert!(matches!(session.rank_draft_vocab(&counts[1..]), Err(Error::InvalidArgument { .. })));
+}
+
 #[test]
 fn draft_model_sessions_equal_plain_decoding() {
     let backend = LlamaBackend::init();
