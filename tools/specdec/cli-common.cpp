@@ -596,6 +596,17 @@ void warm_up(decoder & d) {
 
 } // namespace
 
+bool parse_decimal(const std::string & word, uint64_t & out) {
+    if (word.empty() || !std::isdigit(static_cast<unsigned char>(word[0]))) {
+        return false;
+    }
+    char * end = nullptr;
+    errno = 0;
+    const unsigned long long v = std::strtoull(word.c_str(), &end, 10);
+    out = static_cast<uint64_t>(v);
+    return *end == '\0' && errno == 0;
+}
+
 std::vector<llama_token> read_ranking_file(const std::string & path, uint32_t n_vocab) {
     std::ifstream in(path);
     if (!in) {
@@ -609,10 +620,8 @@ std::vector<llama_token> read_ranking_file(const std::string & path, uint32_t n_
         std::string word;
         while (words >> word) {
             const auto where = [&] { return "--draft-vocab-file " + path + ":" + std::to_string(n_line) + ": "; };
-            char * end = nullptr;
-            errno = 0;
-            const unsigned long long id = std::strtoull(word.c_str(), &end, 10);
-            if (!std::isdigit(static_cast<unsigned char>(word[0])) || *end != '\0' || errno != 0) {
+            uint64_t id = 0;
+            if (!parse_decimal(word, id)) {
                 throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, where() + "'" + word + "' is not a token id");
             }
             if (id >= n_vocab) {

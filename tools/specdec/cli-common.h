@@ -196,6 +196,10 @@ struct decoder_options {
 // and the device options, bound to `o`.
 void add_decoder_options(CLI::App * cmd, decoder_options & o);
 
+// A decimal number that fills `word` (digits only: no sign, no blanks) and
+// fits 64 bits, in `out`; false otherwise (out then unspecified).
+bool parse_decimal(const std::string & word, uint64_t & out);
+
 // The token ids of a ranking file (--draft-vocab-file): whitespace-separated
 // decimal ids, most frequent first; '#' starts a comment running to the end
 // of its line. INVALID_ARGUMENT, naming the line, for an unreadable or empty

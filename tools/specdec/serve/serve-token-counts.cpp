@@ -1,10 +1,9 @@
 #include "serve-token-counts.h"
 
+#include "cli-common.h"
+
 #include <algorithm>
-#include <cctype>
-#include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -16,17 +15,6 @@ namespace {
 
 constexpr uint64_t min_interval = 256;
 constexpr uint64_t max_interval = 65536;
-
-// A decimal number that fills `word` (no sign, no blanks), or false.
-bool parse_count(const std::string & word, uint64_t & out) {
-    if (word.empty() || !std::isdigit(static_cast<unsigned char>(word[0]))) {
-        return false;
-    }
-    char * end = nullptr;
-    errno = 0;
-    out = std::strtoull(word.c_str(), &end, 10);
-    return *end == '\0' && errno == 0;
-}
 
 } // namespace
 
@@ -59,7 +47,7 @@ token_counts::token_counts(std::string path, uint32_t n_vocab) : path_(std::move
         words >> a >> b >> extra;
         if (!sized) {
             uint64_t n = 0;
-            if (a != "vocabulary" || !parse_count(b, n) || !extra.empty()) {
+            if (a != "vocabulary" || !parse_decimal(b, n) || !extra.empty()) {
                 throw bad("expected 'vocabulary N' before the counts, not '" + line + "'");
             }
             if (n != n_vocab) {
@@ -69,7 +57,7 @@ token_counts::token_counts(std::string path, uint32_t n_vocab) : path_(std::move
             continue;
         }
         uint64_t id = 0, count = 0;
-        if (!parse_count(a, id) || !parse_count(b, count) || !extra.empty()) {
+        if (!parse_decimal(a, id) || !parse_decimal(b, count) || !extra.empty()) {
             throw bad("expected 'TOKEN_ID COUNT', not '" + line + "'");
         }
         if (id >= n_vocab) {
