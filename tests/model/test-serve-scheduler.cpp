@@ -1,7 +1,8 @@
 // `specdec serve`'s scheduler (the bridge between the HTTP layer and the
 // engine thread) on a generated fixture, plain decoding: shutdown() sees
 // every request handed in, wherever it is on its way to the engine; a
-// channel's notification tells of every change; a paused request.
+// channel's notification tells of every change, and is dropped after the
+// last; a paused request.
 #include "harness.h"
 #include "serve-metrics.h"
 #include "serve-scheduler.h"
@@ -213,6 +214,40 @@ TEST(ServeScheduler, TheNotificationTellsOfEveryChange) {
     }
     std::lock_guard<std::mutex> lock(mu);
     EXPECT_EQ(n_notified, before);
+}
+
+// The notification of a request's last change (finished or rejected) is its
+// last: the channel then drops it, and what it holds. The server's
+// notifications hold their completion, which holds the channel; kept, the
+// two owned each other, and a completion whose final answer was never
+// written (the server stopped first) leaked.
+TEST(ServeScheduler, TheLastNotificationIsDroppedWithWhatItHolds) {
+    fixture_context f;
+    cli::serve::metrics m;
+    running_scheduler r(f.ctx.get(), two_slots(), m);
+    const auto finished = request(greedy(8));
+    const auto rejected = std::make_shared<request_channel>(std::vector<llama_token>(600, 19), greedy(8), std::vector<std::string>{});
+    for (const auto & [c, want] : {std::pair{finished, request_channel::state::finished}, std::pair{rejected, request_channel::state::rejected}}) {
+        auto held = std::make_shared<int>(0);
+        const std::weak_ptr<int> watch = held;
+        c->set_notify([held] { ++*held; });
+        held.reset();
+        ASSERT_TRUE(r.sched.submit({c}));
+        request_channel::state s = request_channel::state::pending;
+        for (int i = 0; i < 100 && s != want; ++i) {
+            s = c->wait_admission(100ms);
+            std::string text;
+            if (s == request_channel::state::admitted && c->wait_output(100ms, text)) {
+                s = request_channel::state::finished;
+            }
+        }
+        ASSERT_EQ(s, want) << "600 tokens do not fit 512 positions; 8 do";
+        // Its state is visible before its notification has run: wait for that.
+        for (int i = 0; i < 1000 && !watch.expired(); ++i) {
+            std::this_thread::sleep_for(10ms);
+        }
+        EXPECT_TRUE(watch.expired()) << "what the notification held is released after the last change";
+    }
 }
 
 // A client that stops reading: its request is paused (marked before or after

@@ -296,7 +296,8 @@ struct completion_choice {
 
 // One completion from its body on. A worker fills it; its pumps (on the
 // writer, under m) write what the engine released. The channels'
-// notifications hold it until its final answer is handed to the exchange.
+// notifications hold it until the engine's last event for each choice,
+// and a queued pump until it has run.
 struct completion_state {
     std::shared_ptr<http_exchange>   ex;
     std::shared_ptr<void>            place;   // its admission: dropped when the engine is done with it
@@ -967,25 +968,20 @@ void api_routes::impl::prepare(endpoint kind, api_family api, const std::shared_
 }
 
 // The writer, after the engine thread's notification: writes what the
-// channel holds; the final answer gives back the admission place and
-// drops the notification (which held the state).
+// channel holds; once answered and done in the engine, the admission place goes back.
 void api_routes::impl::pump(const std::shared_ptr<completion_state> & st) {
     std::lock_guard<std::mutex> lock(st->m);
     st->scheduled.store(false); // a notification from here on queues another pump
     if (!st->finished) {
         answer(st.get());
     }
-    // Answered, and the engine is done with every choice: the place goes
-    // back, and the notifications (which hold st) are dropped.
+    // Answered, and the engine is done with every choice: the place goes back.
     const bool engine_done = std::all_of(st->choices.begin(), st->choices.end(), [](const completion_choice & ch) {
         const request_channel::state s = ch.c->wait_admission(0ms);
         return s == request_channel::state::finished || s == request_channel::state::rejected;
     });
     if (st->finished && engine_done) {
         st->place.reset();
-        for (const completion_choice & ch : st->choices) {
-            ch.c->set_notify(nullptr);
-        }
     }
 }
 

@@ -71,6 +71,7 @@ void request_channel::on_admitted(specdec::request_id id) {
 }
 
 bool request_channel::on_rejected(specdec_status code, std::string message) {
+    std::function<void()> last; // the final change's notification, destroyed unlocked (what it holds may own this channel)
     std::lock_guard<std::mutex> lock(m_);
     const bool was_paused = std::exchange(paused_, false);
     status_ = code;
@@ -80,6 +81,7 @@ bool request_channel::on_rejected(specdec_status code, std::string message) {
     if (notify_) {
         notify_();
     }
+    last = std::exchange(notify_, nullptr);
     return was_paused;
 }
 
@@ -106,6 +108,7 @@ void request_channel::on_token(const specdec::engine_event & e, clock_type::time
 }
 
 bool request_channel::on_finished(const specdec::request_result & r) {
+    std::function<void()> last; // the final change's notification, destroyed unlocked (what it holds may own this channel)
     std::lock_guard<std::mutex> lock(m_);
     const bool was_paused = std::exchange(paused_, false);
     result_ = r;
@@ -114,6 +117,7 @@ bool request_channel::on_finished(const specdec::request_result & r) {
     if (notify_) {
         notify_();
     }
+    last = std::exchange(notify_, nullptr);
     return was_paused;
 }
 

@@ -72,7 +72,8 @@ public:
     // (admitted, rejected, text or log-probabilities released, finished),
     // with the channel's lock held: keep it short (hand the work to another
     // thread) and do not call the channel from it. Set it before submit;
-    // nullptr drops it (and what it holds).
+    // nullptr drops it (and what it holds). The channel drops it itself
+    // after the last change (finished or rejected) has been notified.
     void                set_notify(std::function<void()> fn);
     size_t              n_prompt() const { return prompt_.size(); }
 
