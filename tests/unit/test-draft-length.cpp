@@ -831,22 +831,21 @@ struct replayed_costs {
         {16, {111095, 231202, 331557, 459571, 550852}},
     };
     static constexpr double measured_pass_share = 0.3;
-    double pass_share; // of a plain step of as many sequences as the pass has rows
+    const double pass_share; // of a plain step of as many sequences as the pass has rows
     // Verification of r rows at the sizes the runs measured: every step
-    // less its passes, averaged where two sequence counts verify the same
-    // rows, never falling.
+    // less its passes (at the measured share), averaged where two sequence
+    // counts verify the same rows, never falling.
     std::vector<std::pair<double, double>> verified;
 
-    explicit replayed_costs(double pass_share) : pass_share(measured_pass_share) {
+    explicit replayed_costs(double pass_share) : pass_share(pass_share) {
         std::map<double, std::pair<double, int>> at;
         for (const auto & [n, costs] : step) {
             for (size_t k = 0; k < costs.size(); ++k) {
                 auto & [sum, count] = at[n * (static_cast<double>(k) + 1.0)];
-                sum += costs[k] - static_cast<double>(k) * pass(n);
+                sum += costs[k] - static_cast<double>(k) * measured_pass_share * plain(n);
                 count++;
             }
         }
-        this->pass_share = pass_share;
         for (const auto & [r, sum_count] : at) {
             const double mean = sum_count.first / sum_count.second;
             verified.emplace_back(r, verified.empty() ? mean : std::max(mean, verified.back().second));
@@ -866,8 +865,10 @@ struct replayed_costs {
         }
         return xy.back().second;
     }
+    // A plain step of `rows` sequences.
+    double plain(double rows) const { return through({{1, step.at(1)[0]}, {4, step.at(4)[0]}, {16, step.at(16)[0]}}, rows); }
     double pass(double rows) const {
-        return pass_share * through({{1, step.at(1)[0]}, {4, step.at(4)[0]}, {16, step.at(16)[0]}}, rows);
+        return pass_share * plain(rows);
     }
     double verify(double rows) const { return through(verified, rows); }
 };
