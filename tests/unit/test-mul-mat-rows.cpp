@@ -78,6 +78,8 @@ public:
         std::vector<uint8_t> q(ggml_row_size(type, n_in) * static_cast<size_t>(n_out * n_expert));
         ggml_quantize_chunk(type, f.data(), q.data(), 0, n_out * n_expert, n_in, nullptr);
         ggml_backend_tensor_set(w_, q.data(), 0, q.size());
+        dequantized_.resize(f.size());
+        ggml_get_type_traits(type)->to_float(q.data(), dequantized_.data(), static_cast<int64_t>(f.size()));
     }
     ~weights() {
         if (buf_ != nullptr) {
@@ -93,6 +95,8 @@ public:
     bool repacked() const { return buf_ != nullptr && w_->extra != nullptr; }
     int64_t n_in() const { return w_->ne[0]; }
     int64_t n_out() const { return w_->ne[1]; }
+    // The quantized weights' values, row after row (n_in each).
+    const std::vector<float> & dequantized() const { return dequantized_; }
 
     // out[i*n_out + j]: row i of x (r rows of n_in) times weight row j.
     std::vector<float> mul(const float * x, int r, int n_threads, int repeats = 1, double * best_us = nullptr) const {
@@ -151,6 +155,7 @@ private:
     ggml_context * ctx_ = nullptr;
     ggml_tensor * w_ = nullptr;
     ggml_backend_buffer_t buf_ = nullptr;
+    std::vector<float> dequantized_;
 };
 
 std::vector<float> activations(int64_t n, uint32_t seed) {
@@ -161,6 +166,26 @@ std::vector<float> activations(int64_t n, uint32_t seed) {
         v = normal(rng);
     }
     return x;
+}
+
+// Activations quantized to act_type, back to floats. ggml has no to_float for
+// Q8_K, the K-quants' activation type: a block is a float scale, 256 int8
+// values and 16 int16 sums.
+void dequantize_activations(ggml_type act_type, const void * q, float * out, int64_t n) {
+    if (act_type != GGML_TYPE_Q8_K) {
+        ggml_get_type_traits(act_type)->to_float(q, out, n);
+        return;
+    }
+    constexpr size_t block_bytes = sizeof(float) + 256 + 16 * sizeof(int16_t);
+    ASSERT_EQ(ggml_type_size(GGML_TYPE_Q8_K), block_bytes);
+    for (int64_t b = 0; b < n / 256; ++b) {
+        const auto * block = static_cast<const uint8_t *>(q) + static_cast<size_t>(b) * block_bytes;
+        float d = 0;
+        std::memcpy(&d, block, sizeof(d));
+        for (int k = 0; k < 256; ++k) {
+            out[b * 256 + k] = d * static_cast<float>(static_cast<int8_t>(block[sizeof(float) + static_cast<size_t>(k)]));
+        }
+    }
 }
 
 struct case_param {
@@ -246,6 +271,49 @@ TEST_F(MulMatRows, RepackedAsUnpacked) {
                 ASSERT_LE(std::fabs(static_cast<double>(got[i]) - want[i]), 1e-5 * scale)
                     << ggml_type_name(type) << ", " << r << " rows: output " << i << " is " << got[i] << " repacked, "
                     << want[i] << " unpacked";
+            }
+        }
+    }
+}
+
+// Each product of a matrix in a plain buffer is, up to float rounding, the
+// exact sum of the quantized weights times the quantized activations (each
+// row quantized to the type's activation type, as the product does): a check
+// on what the multi-row kernels of patches/0003 and 0006 compute (their
+// unpacking, lanes and scales), which EachRowAsAlone, comparing the kernels
+// with themselves, cannot see.
+TEST_F(MulMatRows, MatchesQuantizedValues) {
+    const int64_t n_in = 1024;
+    const std::vector<float> x = activations(n_in * k_max_rows, 17);
+    for (ggml_type type : {GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,
+                           GGML_TYPE_IQ4_XS, GGML_TYPE_Q3_K, GGML_TYPE_Q2_K, GGML_TYPE_IQ4_NL}) {
+        const weights w(type, n_in, 96, false, 7);
+        ASSERT_TRUE(w.ok());
+        const ggml_type act_type = ggml_get_type_traits_cpu(type)->vec_dot_type;
+        std::vector<uint8_t> act_q(ggml_row_size(act_type, n_in) * k_max_rows);
+        std::vector<float> act(x.size());
+        for (int i = 0; i < k_max_rows; ++i) {
+            uint8_t * q = act_q.data() + ggml_row_size(act_type, n_in) * static_cast<size_t>(i);
+            ggml_get_type_traits_cpu(act_type)->from_float(x.data() + i * n_in, q, n_in);
+            dequantize_activations(act_type, q, act.data() + i * n_in, n_in);
+        }
+        for (int r : {1, 2, 5, 9, 16}) {
+            const std::vector<float> got = w.mul(x.data(), r, 2);
+            for (int i = 0; i < r; ++i) {
+                for (int64_t j = 0; j < w.n_out(); ++j) {
+                    double want = 0;
+                    double magnitude = 0;
+                    for (int64_t k = 0; k < n_in; ++k) {
+                        const double p = static_cast<double>(w.dequantized()[static_cast<size_t>(j * n_in + k)]) * act[static_cast<size_t>(i * n_in + k)];
+                        want += p;
+                        magnitude += std::fabs(p);
+                    }
+                    ASSERT_GT(magnitude, 0.0);
+                    const double have = got[static_cast<size_t>(i * w.n_out() + j)];
+                    ASSERT_LE(std::fabs(have - want), 1e-5 * magnitude)
+                        << ggml_type_name(type) << ", " << r << " rows: row " << i << ", output " << j << " is " << have
+                        << ", the quantized values give " << want;
+                }
             }
         }
     }
