@@ -153,7 +153,11 @@ describe('serve connections', { timeout: 240000 }, () => {
         const one = await startServer(['-np', '1', '-c', '8192', '--timeout', '60']);
         const sock = connect(one);
         try {
-            const req = { prompt: 'xyz', max_tokens: 1500, temperature: 0, logprobs: 5 }; // large chunks: 16 KiB backlog within a few hundred tokens
+            // About 230 bytes a token with log-probabilities: 6,000 tokens are some 1.4 MB, four times what
+            // the buffers between the server and this test hold before the server sees a backlog (its
+            // 128 KiB socket send buffer, the client's receive buffer, which Linux may grow, and Node's
+            // high-water mark). With 1,500 tokens they held the whole stream on a loaded host.
+            const req = { prompt: 'xyz', max_tokens: 6000, temperature: 0, logprobs: 5 };
             const want = await streamed(one, req);
             const predicted = async () => (await metrics(one)).get('llamacpp:tokens_predicted_total');
             sock.pause();
