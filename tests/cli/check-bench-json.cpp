@@ -9,12 +9,14 @@
 //     --synthetic  the run used synthetic acceptance (identical_to_plain is null)
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <set>
 #include <tuple>
+#include <vector>
 #include <string>
 
 namespace {
@@ -142,6 +144,27 @@ int main(int argc, char ** argv) {
         }
         expect(by_round.empty() || (speedup >= lo * (1 - 1e-9) && speedup <= hi * (1 + 1e-9)),
                where + ": speedup lies outside its rounds' speedups");
+        // Exact against fast kernels: on an exact row whose fast twin ran (and only there), one ratio a
+        // round for decoding and for prompt processing, each median among them.
+        const bool twin = std::any_of(doc.at("results").begin(), doc.at("results").end(), [&](const nlohmann::json & f) {
+            return f.value("configuration", std::string()) == r.value("configuration", std::string()) + " fast";
+        });
+        expect(r.contains("exact_over_fast") == (kernels == "exact" && twin), where + ": exact_over_fast belongs on an exact row with a fast twin");
+        if (r.contains("exact_over_fast")) {
+            for (const char * what : {"decoding", "prompt_processing"}) {
+                const auto & e = r.at("exact_over_fast");
+                const auto & rounds = e.value(std::string(what) + "_by_round", nlohmann::json::array());
+                expect(rounds.size() == doc.value("repeats", 0u), where + ": exact_over_fast needs one " + what + " ratio a round");
+                std::vector<double> v;
+                for (const auto & x : rounds) {
+                    v.push_back(x.is_number() ? x.get<double>() : -1);
+                    expect(v.back() > 0, where + ": a round's exact / fast " + what + " ratio is not positive");
+                }
+                std::sort(v.begin(), v.end());
+                const double median = v.empty() ? 0 : v.size() % 2 == 1 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+                expect(!v.empty() && near(number(e, what, where), median), where + ": exact_over_fast's " + what + " is not its rounds' median");
+            }
+        }
         expect(limit > 0 && near(achieved, speedup / limit), where + ": achieved_of_limit is not speedup / limit");
         expect(acceptance <= 1, where + ": acceptance above 1");
         expect(std::fabs(shares - 1) < 0.01, where + ": time shares add up to " + std::to_string(shares));

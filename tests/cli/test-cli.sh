@@ -188,7 +188,7 @@ check "bench exact against fast kernels" exit_is 0 "$specdec" bench -m "$work/qw
     --kernels exact --kernels fast --json "$work/bench-kernels.json"
 check "bench kernels json consistent" "$check_bench_json" "$work/bench-kernels.json" --exact
 check "bench kernels: a fast row beside each" contains "$work/out" "| mtp n=2 fast |"
-check "bench kernels: the comparison" contains "$work/out" "| exact / fast | tokens/s exact | fast | speed |"
+check "bench kernels: the comparison" contains "$work/out" "| exact / fast | tokens/s exact | fast | speed | rounds | prompt ms exact | fast | speed | rounds |"
 check "bench kernels: the curve compared" contains "$work/out" "| verifying, 1 sequence: rows each | µs exact | fast | speed |"
 check "bench kernels: each once" exit_is 2 "$specdec" bench -m "$work/qwen35.gguf" --kernels fast --kernels fast
 check "bench temperatures" exit_is 0 "$specdec" bench -m "$work/qwen35.gguf" -n 16 -r 1 --n-draft 2 --temp 0 --temp 1 -t 1 \

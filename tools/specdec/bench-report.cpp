@@ -170,11 +170,18 @@ std::string chart_script(const json & bench, bool svg) {
 // Exact against fast kernels, from the same run: each configuration's
 // decoding speed and prompt processing, and the verification-cost curve,
 // as the exact kernels' speed over the fast ones' (1: they cost nothing).
+// A configuration's speed is the median of each round's own ratio (its two
+// runs one after the other), with the rounds' range beside it.
 std::string kernels_table(const json & bench) {
-    std::string out = "\n| exact / fast | tokens/s exact | fast | speed | prompt ms exact | fast | speed |\n|---|---|---|---|---|---|---|\n";
+    std::string out = "\n| exact / fast | tokens/s exact | fast | speed | rounds | prompt ms exact | fast | speed | rounds |\n"
+                      "|---|---|---|---|---|---|---|---|---|\n";
     const json & results = bench.at("results");
+    auto range = [](const json & v) {
+        const auto [lo, hi] = std::minmax_element(v.begin(), v.end(), [](const json & a, const json & b) { return a.get<double>() < b.get<double>(); });
+        return lo == v.end() ? std::string("—") : fixed(lo->get<double>(), 2) + "-" + fixed(hi->get<double>(), 2);
+    };
     for (const auto & r : results) {
-        if (r.value("kernels", "exact") != "exact") {
+        if (!r.contains("exact_over_fast")) {
             continue;
         }
         const std::string name = r.at("configuration").get<std::string>();
@@ -182,10 +189,11 @@ std::string kernels_table(const json & bench) {
         if (fast == results.end()) {
             continue;
         }
-        const double tps[2] = {r.at("tokens_per_second").get<double>(), fast->at("tokens_per_second").get<double>()};
-        const double ms[2] = {r.at("prefill_ms").get<double>(), fast->at("prefill_ms").get<double>()};
-        out += "| " + name + " | " + fixed(tps[0], 1) + " | " + fixed(tps[1], 1) + " | " + fixed(tps[1] > 0 ? tps[0] / tps[1] : 0.0, 2) +
-               " | " + fixed(ms[0], 0) + " | " + fixed(ms[1], 0) + " | " + fixed(ms[0] > 0 ? ms[1] / ms[0] : 0.0, 2) + " |\n";
+        const json & ratio = r.at("exact_over_fast");
+        out += "| " + name + " | " + fixed(r.at("tokens_per_second").get<double>(), 1) + " | " + fixed(fast->at("tokens_per_second").get<double>(), 1) +
+               " | " + fixed(ratio.at("decoding").get<double>(), 2) + " | " + range(ratio.at("decoding_by_round")) + " | " +
+               fixed(r.at("prefill_ms").get<double>(), 0) + " | " + fixed(fast->at("prefill_ms").get<double>(), 0) + " | " +
+               fixed(ratio.at("prompt_processing").get<double>(), 2) + " | " + range(ratio.at("prompt_processing_by_round")) + " |\n";
     }
     const json curves = bench.value("verify_cost", json::array());
     for (const auto & e : curves) {

@@ -787,6 +787,21 @@ int bench_model(const bench_options & o) {
             {"acceptance_by_position", runs[c].back().by_position},
             {"identical_to_plain", comparable ? nlohmann::json(identical) : nlohmann::json(nullptr)},
         };
+        // Exact against fast kernels: rounds run a configuration's two kernels one after the other,
+        // so each round's ratio pairs runs made at nearly the same time, and their median is what a
+        // host whose speed drifts between rounds still measures.
+        const auto fast = std::find_if(configs.begin(), configs.end(), [&](const config & f) { return f.name == cfg.name + " fast"; });
+        if (cfg.exact && fast != configs.end()) {
+            const auto & other = runs[static_cast<size_t>(fast - configs.begin())];
+            std::vector<double> decode;
+            std::vector<double> prefill;
+            for (size_t r = 0; r < std::min(runs[c].size(), other.size()); ++r) {
+                decode.push_back(other[r].tokens_per_second > 0 ? runs[c][r].tokens_per_second / other[r].tokens_per_second : 0.0);
+                prefill.push_back(runs[c][r].prefill_us > 0 ? other[r].prefill_us / runs[c][r].prefill_us : 0.0);
+            }
+            row["exact_over_fast"] = {{"decoding", median(decode)}, {"prompt_processing", median(prefill)},
+                                      {"decoding_by_round", decode}, {"prompt_processing_by_round", prefill}};
+        }
         if (!upstream_tps[c].empty()) {
             const double up = median(upstream_tps[c]);
             row["upstream_tokens_per_second"] = up;
