@@ -3,7 +3,9 @@
 # compiler's output goes to BUILD_DIR/build.log; the terminal gets progress
 # lines and specdec's own warnings, and the log's tail when the build fails.
 #   scripts/build.sh BUILD_DIR [CMAKE_ARG...] [-- TARGET...]
-# Environment: SPECDEC_JOBS (default nproc).
+# Environment: SPECDEC_JOBS (default nproc); SPECDEC_CPU (CPU kernels, see
+# docs/cpu-kernels.md): when set, passed to CMake before CMAKE_ARG, so that
+# it also replaces what an existing BUILD_DIR was configured with.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo="$PWD"
@@ -18,7 +20,9 @@ jobs="${SPECDEC_JOBS:-$(nproc)}"
 mkdir -p "$build_dir"
 log="$build_dir/build.log"
 start=$(date +%s)
-if ! cmake -S . -B "$build_dir" -G Ninja "${cmake_args[@]}" >"$log" 2>&1; then
+cpu_args=()
+[ -n "${SPECDEC_CPU:-}" ] && cpu_args=("-DSPECDEC_CPU=$SPECDEC_CPU")
+if ! cmake -S . -B "$build_dir" -G Ninja "${cpu_args[@]}" "${cmake_args[@]}" >"$log" 2>&1; then
     echo "build: configuring $build_dir failed; the end of $log:" >&2
     tail -n 40 "$log" >&2
     exit 1
