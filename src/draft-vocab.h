@@ -28,11 +28,16 @@ int32_t auto_draft_vocab(int32_t n_vocab);
 
 // The default ranking, derived from the tokenizer (all n_vocab ids, each
 // once): the end-of-generation tokens first (a handful: the drafter can
-// propose the end); then the normal and byte tokens, by score for
-// SentencePiece and Unigram vocabularies (the score is the piece's log
-// probability), else by id (BPE vocabularies number their tokens in merge
-// order, frequent pieces first); then every other token (control, unused,
-// user-defined) by id.
+// propose the end); then the user-defined (added) tokens; then the normal
+// and byte tokens, by score for SentencePiece and Unigram vocabularies (the
+// score is the piece's log probability or merge priority; a SentencePiece
+// BPE file such as LLaMA's gives its single characters the lowest scores,
+// so there they come last), else by id (BPE vocabularies number their
+// tokens in merge order); then every other token (control, unused) by id.
+// On real text this ranking is a rough guess: its first 32,768 of Qwen3's
+// ids hold 88-95% of code and English text's tokens, where a ranking counted
+// from similar text holds 98-99.9%
+// (docs/results/2026-12-06-epyc-draft-vocab-ranking-coverage.md).
 std::vector<llama_token> tokenizer_ranking(const llama_vocab * vocab);
 
 // The n tokens with the highest counts (counts[t] for every token t of the
