@@ -88,6 +88,34 @@ check "draft vocab file: not an id" exit_is 1 "$specdec" generate -m "$work/qwen
 check "draft vocab above the vocabulary" exit_is 1 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 4 --draft-vocab 129
 check "draft vocab above the file" exit_is 1 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 4 --draft-vocab 5 --draft-vocab-file "$work/ranking.txt"
 check "draft vocab: not a number" exit_is 2 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 4 --draft-vocab many
+# rank-vocab: the ids of a text, most frequent first, with their counts. The fixture's
+# vocabulary: U+2581 is 3, '!' 4, 'c' 70, "ab" 99; the text is "_ab ab _ab _ab c !".
+printf 'abab ab abc!' > "$work/text.txt"
+check "rank-vocab" exit_is 0 "$specdec" rank-vocab -m "$work/qwen35.gguf" "$work/text.txt"
+check "rank-vocab: counted" contains "$work/out" "4 token ids of .* (128 tokens), most frequent first, counted in 9 tokens"
+check "rank-vocab: ids and counts" cmp -s <(grep -v '^#' "$work/out") <(printf '99 # 4\n3 # 3\n4 # 1\n70 # 1\n')
+check "rank-vocab --top, -o" exit_is 0 "$specdec" rank-vocab -q -m "$work/qwen35.gguf" "$work/text.txt" --top 2 -o "$work/top2.txt"
+check "rank-vocab -q -o: nothing on stdout or stderr" test ! -s "$work/out" -a ! -s "$work/err"
+check "rank-vocab --top: the first two" cmp -s <(grep -v '^#' "$work/top2.txt") <(printf '99 # 4\n3 # 3\n')
+# Counted from the model's own output, the subset holds every draft: the same steps as the whole vocabulary.
+tr -d '\n' < "$work/plain.txt" > "$work/plain-line.txt" # the fixture's vocabulary has no newline
+check "rank-vocab of the output" exit_is 0 "$specdec" rank-vocab -m "$work/qwen35.gguf" "$work/plain-line.txt" -o "$work/output-ranking.txt"
+check "draft vocab counted from the output" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40 --draft-vocab-file "$work/output-ranking.txt"
+check "... keeps the text" cmp -s "$work/out" "$work/plain.txt"
+check "... and every draft" contains "$work/err" "40 tokens in 11 steps, drafted 29, accepted 29 (100.0%)"
+: > "$work/empty.txt"
+check "rank-vocab: no tokens" exit_is 1 "$specdec" rank-vocab -m "$work/qwen35.gguf" "$work/empty.txt"
+check "rank-vocab: no tokens, said" contains "$work/err" "INVALID_ARGUMENT: the text files hold no tokens"
+printf 'line\nbreak' > "$work/newline.txt"
+check "rank-vocab: text the vocabulary lacks" exit_is 1 "$specdec" rank-vocab -m "$work/qwen35.gguf" "$work/newline.txt"
+check "rank-vocab: the file and byte named" contains "$work/err" "UNREPRESENTABLE_TEXT: $work/newline.txt, bytes 0-10: .*0x0A at byte 4"
+check "rank-vocab: output not writable" exit_is 1 "$specdec" rank-vocab -m "$work/qwen35.gguf" "$work/text.txt" -o "$work/no/such/dir/r.txt"
+check "rank-vocab: output not writable, said" contains "$work/err" "IO_ERROR: --output $work/no/such/dir/r.txt: cannot be written (no folder"
+cp "$work/top2.txt" "$work/kept.txt"
+check "rank-vocab: a failed run" exit_is 1 "$specdec" rank-vocab -m "$work/qwen35.gguf" "$work/newline.txt" -o "$work/kept.txt"
+check "... leaves the output file as it was" cmp -s "$work/top2.txt" "$work/kept.txt"
+check "rank-vocab: a text that is not there" exit_is 2 "$specdec" rank-vocab -m "$work/qwen35.gguf" "$work/none.txt"
+check "rank-vocab: not a model" exit_is 1 "$specdec" rank-vocab -m "$work/text.txt" "$work/text.txt"
 # llama.cpp's model and context options reach it and keep the text.
 check "llama options" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40 -ctk q8_0 -ctv q8_0 -fa on -b 64 -ub 32 \
     -tb 1 --no-mmap --override-kv general.name=str:renamed --rope-freq-base 10000

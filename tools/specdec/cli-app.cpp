@@ -11,6 +11,7 @@ void configure(CLI::App & app, options & o) {
     app.set_version_flag("--version", version_line());
     add_generate_command(app, o.generate);
     add_inspect_command(app, o.inspect);
+    add_rank_vocab_command(app, o.rank_vocab);
     add_bench_command(app, o.bench);
     add_info_command(app, o.info);
     add_serve_command(app, o.serve);

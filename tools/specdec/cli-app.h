@@ -5,6 +5,7 @@
 #include "cmd-generate.h"
 #include "cmd-info.h"
 #include "cmd-inspect.h"
+#include "cmd-rank-vocab.h"
 #include "cmd-serve.h"
 
 #include <CLI/CLI.hpp>
@@ -15,12 +16,13 @@
 namespace cli {
 
 struct options {
-    int              verbosity = 0;
-    generate_options generate;
-    inspect_options  inspect;
-    bench_options    bench;
-    info_options     info;
-    serve_options    serve;
+    int                verbosity = 0;
+    generate_options   generate;
+    inspect_options    inspect;
+    rank_vocab_options rank_vocab;
+    bench_options      bench;
+    info_options       info;
+    serve_options      serve;
 };
 
 // Declares the subcommands and their options on `app`, bound to `o`.

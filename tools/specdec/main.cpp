@@ -2,6 +2,7 @@
 //
 //   specdec generate -m TARGET.gguf [-md DRAFT.gguf] [--spec auto|none|mtp|...] -p PROMPT ...
 //   specdec inspect MODEL.gguf [DRAFT.gguf]
+//   specdec rank-vocab -m MODEL.gguf TEXT...   a --draft-vocab-file counted from text
 //   specdec bench -m TARGET.gguf ... | --fixture exact|mixed|random
 //   specdec serve -m TARGET.gguf [--port 8080] [-np 4] ...   OpenAI-compatible HTTP server
 //   specdec info                  versions, CPU kernels, devices
@@ -57,6 +58,9 @@ int run(const CLI::App & app, const cli::options & opt) {
     }
     if (app.got_subcommand("inspect")) {
         return cli::run_inspect(opt.inspect);
+    }
+    if (app.got_subcommand("rank-vocab")) {
+        return cli::run_rank_vocab(opt.rank_vocab);
     }
     if (app.got_subcommand("serve")) {
         cli::serve_options serve = opt.serve;
