@@ -92,17 +92,22 @@ check "draft vocab: not a number" exit_is 2 "$specdec" generate -m "$work/qwen35
 # vocabulary: U+2581 is 3, '!' 4, 'c' 70, "ab" 99; the text is "_ab ab _ab _ab c !".
 printf 'abab ab abc!' > "$work/text.txt"
 check "rank-vocab" exit_is 0 "$specdec" rank-vocab -m "$work/qwen35.gguf" "$work/text.txt"
-check "rank-vocab: counted" contains "$work/out" "4 token ids of .* (128 tokens), most frequent first, counted in 9 tokens"
-check "rank-vocab: ids and counts" cmp -s <(grep -v '^#' "$work/out") <(printf '99 # 4\n3 # 3\n4 # 1\n70 # 1\n')
+check "rank-vocab: ids and counts" cmp -s <(grep -v '^#' "$work/out") <(printf 'vocabulary 128\n99 4\n3 3\n4 1\n70 1\n')
 check "rank-vocab --top, -o" exit_is 0 "$specdec" rank-vocab -q -m "$work/qwen35.gguf" "$work/text.txt" --top 2 -o "$work/top2.txt"
 check "rank-vocab -q -o: nothing on stdout or stderr" test ! -s "$work/out" -a ! -s "$work/err"
-check "rank-vocab --top: the first two" cmp -s <(grep -v '^#' "$work/top2.txt") <(printf '99 # 4\n3 # 3\n')
+check "rank-vocab --top: the first two" cmp -s <(grep -v '^#' "$work/top2.txt") <(printf 'vocabulary 128\n99 4\n3 3\n')
 # Counted from the model's own output, the subset holds every draft: the same steps as the whole vocabulary.
 tr -d '\n' < "$work/plain.txt" > "$work/plain-line.txt" # the fixture's vocabulary has no newline
 check "rank-vocab of the output" exit_is 0 "$specdec" rank-vocab -m "$work/qwen35.gguf" "$work/plain-line.txt" -o "$work/output-ranking.txt"
 check "draft vocab counted from the output" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40 --draft-vocab-file "$work/output-ranking.txt"
 check "... keeps the text" cmp -s "$work/out" "$work/plain.txt"
 check "... and every draft" contains "$work/err" "40 tokens in 11 steps, drafted 29, accepted 29 (100.0%)"
+printf '# a hand-written count\n\nvocabulary 128\n99 2\n5 1\n5 1\n' > "$work/counts-dup.txt"
+check "draft vocab file of counts: a token twice" exit_is 1 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 4 --draft-vocab-file "$work/counts-dup.txt"
+check "... said" contains "$work/err" "INVALID_ARGUMENT: --draft-vocab-file $work/counts-dup.txt:6: token 5 was counted before"
+printf 'vocabulary 151936\n99 2\n' > "$work/counts-other.txt"
+check "draft vocab file of counts: another vocabulary" exit_is 1 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 4 --draft-vocab-file "$work/counts-other.txt"
+check "... said" contains "$work/err" "counts-other.txt:1: counted over a vocabulary of 151936 tokens, but the model's has 128"
 : > "$work/empty.txt"
 check "rank-vocab: no tokens" exit_is 1 "$specdec" rank-vocab -m "$work/qwen35.gguf" "$work/empty.txt"
 check "rank-vocab: no tokens, said" contains "$work/err" "INVALID_ARGUMENT: the text files hold no tokens"

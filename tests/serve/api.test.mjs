@@ -5,6 +5,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MODEL_ID, assertError, collect, metrics, post, reference, sleep, startServer, stopServer, waitForMetrics } from './server.mjs';
@@ -264,6 +265,21 @@ describe('serve api', { timeout: 240000 }, () => {
         await assert.rejects(startServer(['--draft-vocab-counts', file]), /give --draft-vocab N or auto too/);
         writeFileSync(join(dir, 'ranking.txt'), '5 6 7\n');
         await assert.rejects(startServer([...args, '--draft-vocab-file', join(dir, 'ranking.txt')]), /give one/);
+        // Counts of text like the output (`specdec rank-vocab`, the same form) start a server ranked: drafts are accepted at once.
+        writeFileSync(join(dir, 'text.txt'), want.text);
+        const ranked = spawnSync(process.env.SPECDEC_BIN, ['rank-vocab', '-q', '-m', process.env.SPECDEC_MODEL, join(dir, 'text.txt'), '-o', file],
+            { encoding: 'utf8', timeout: 30000 });
+        assert.equal(ranked.status, 0, ranked.stderr);
+        s = await startServer(args);
+        try {
+            // 21 tokens: the text, and the word separator the tokenizer puts before it (one of the 16 already ranked first).
+            assert.match(s.log, /draft vocabulary counts: 21 tokens, 15 of the 16 drafted entered/);
+            const seeded = await s.client().completions.create(req);
+            assert.deepEqual(seeded.specdec.tokens, want.tokens);
+            assert.ok(seeded.specdec.accepted >= 10, JSON.stringify(seeded.specdec));
+        } finally {
+            assert.deepEqual(await stopServer(s), { code: 0, signal: null }, s.log);
+        }
         rmSync(dir, { recursive: true });
     });
 

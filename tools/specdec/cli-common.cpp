@@ -1,5 +1,7 @@
 #include "cli-common.h"
 
+#include "draft-vocab-files.h"
+
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 
@@ -595,52 +597,6 @@ void warm_up(decoder & d) {
 }
 
 } // namespace
-
-bool parse_decimal(const std::string & word, uint64_t & out) {
-    if (word.empty() || !std::isdigit(static_cast<unsigned char>(word[0]))) {
-        return false;
-    }
-    char * end = nullptr;
-    errno = 0;
-    const unsigned long long v = std::strtoull(word.c_str(), &end, 10);
-    out = static_cast<uint64_t>(v);
-    return *end == '\0' && errno == 0;
-}
-
-std::vector<llama_token> read_ranking_file(const std::string & path, uint32_t n_vocab) {
-    std::ifstream in(path);
-    if (!in) {
-        throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, "--draft-vocab-file " + path + ": cannot be read");
-    }
-    std::vector<llama_token> ids;
-    std::vector<uint32_t> first_line(n_vocab, 0); // line of each id's first use; 0: unused
-    std::string line;
-    for (uint32_t n_line = 1; std::getline(in, line); ++n_line) {
-        std::istringstream words(line.substr(0, line.find('#')));
-        std::string word;
-        while (words >> word) {
-            const auto where = [&] { return "--draft-vocab-file " + path + ":" + std::to_string(n_line) + ": "; };
-            uint64_t id = 0;
-            if (!parse_decimal(word, id)) {
-                throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, where() + "'" + word + "' is not a token id");
-            }
-            if (id >= n_vocab) {
-                throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, where() + "token " + word + " is outside the model's vocabulary of " +
-                                                                          std::to_string(n_vocab) + " tokens");
-            }
-            if (first_line[id] != 0) {
-                throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, where() + "token " + word + " was given before, on line " +
-                                                                          std::to_string(first_line[id]));
-            }
-            first_line[id] = n_line;
-            ids.push_back(static_cast<llama_token>(id));
-        }
-    }
-    if (ids.empty()) {
-        throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, "--draft-vocab-file " + path + " holds no token ids");
-    }
-    return ids;
-}
 
 void draft_vocab_choice::apply(specdec::session_params & sp) const {
     sp.draft_vocab = size;

@@ -196,17 +196,6 @@ struct decoder_options {
 // and the device options, bound to `o`.
 void add_decoder_options(CLI::App * cmd, decoder_options & o);
 
-// A decimal number that fills `word` (digits only: no sign, no blanks) and
-// fits 64 bits, in `out`; false otherwise (out then unspecified).
-bool parse_decimal(const std::string & word, uint64_t & out);
-
-// The token ids of a ranking file (--draft-vocab-file): whitespace-separated
-// decimal ids, most frequent first; '#' starts a comment running to the end
-// of its line. INVALID_ARGUMENT, naming the line, for an unreadable or empty
-// file, a word that is not an id, an id at or above n_vocab (a file made for
-// another vocabulary), or an id given twice.
-std::vector<llama_token> read_ranking_file(const std::string & path, uint32_t n_vocab);
-
 // Models, contexts and session, loaded from decoder_options. Members are
 // declared so that they are destroyed in a safe order (session, draft
 // context, target context, models). Move-only.

@@ -2,6 +2,7 @@
 
 #include "cli-common.h"
 #include "progress-line.h"
+#include "draft-vocab-files.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -69,7 +70,7 @@ int run_rank_vocab(const rank_vocab_options & o) {
     if (const specdec_status st = specdec_inspect(o.model.c_str(), &info); st != SPECDEC_STATUS_OK) {
         throw specdec::error(st, o.model + ": " + specdec_last_error());
     }
-    // The ranking is written beside --output and renamed over it at the end,
+    // The counts are written beside --output and renamed over it at the end,
     // so that a run that fails leaves an existing file as it was; its folder
     // is checked before any work.
     const std::filesystem::path output(o.output);
@@ -117,41 +118,13 @@ int run_rank_vocab(const rank_vocab_options & o) {
     if (n_counted == 0) {
         throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, "the text files hold no tokens");
     }
-    std::vector<llama_token> order;
-    for (size_t t = 0; t < n_vocab; ++t) {
-        if (counts[t] > 0) {
-            order.push_back(static_cast<llama_token>(t));
-        }
-    }
-    std::stable_sort(order.begin(), order.end(),
-                     [&](llama_token a, llama_token b) { return counts[static_cast<size_t>(a)] > counts[static_cast<size_t>(b)]; });
-    if (o.top > 0 && order.size() > static_cast<size_t>(o.top)) {
-        order.resize(static_cast<size_t>(o.top));
-    }
-    std::ostringstream out;
-    out << "# specdec rank-vocab: " << order.size() << " token ids of " << o.model << "'s vocabulary (" << n_vocab
-        << " tokens), most frequent first, counted in " << n_counted << " tokens of text (token id, # count)\n";
-    for (const llama_token t : order) {
-        out << t << " # " << counts[static_cast<size_t>(t)] << "\n";
-    }
+    const std::string text = format_token_counts(counts, "specdec rank-vocab: the tokens of " + std::to_string(o.texts.size()) +
+                                                             " text file(s) by " + o.model + "'s tokenizer, most first (token id, count)",
+                                                 static_cast<size_t>(o.top));
     if (o.output.empty()) {
-        std::fputs(out.str().c_str(), stdout);
-        return exit_ok;
-    }
-    const std::string tmp = o.output + ".tmp";
-    std::ofstream file(tmp, std::ios::binary | std::ios::trunc);
-    file << out.str();
-    file.close();
-    std::error_code ec;
-    if (file.fail()) {
-        ec = std::make_error_code(std::errc::io_error);
+        std::fputs(text.c_str(), stdout);
     } else {
-        std::filesystem::rename(tmp, output, ec);
-    }
-    if (ec) {
-        std::error_code ignored;
-        std::filesystem::remove(tmp, ignored);
-        throw specdec::error(SPECDEC_STATUS_IO_ERROR, "--output " + o.output + ": cannot be written (" + ec.message() + ")");
+        write_file_replacing(o.output, text, "--output");
     }
     return exit_ok;
 }

@@ -1,6 +1,7 @@
 #include "serve-token-counts.h"
 
 #include "cli-common.h"
+#include "draft-vocab-files.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -22,60 +23,13 @@ token_counts::token_counts(std::string path, uint32_t n_vocab) : path_(std::move
     if (std::filesystem::is_directory(path_)) {
         throw specdec::error(SPECDEC_STATUS_IO_ERROR, "--draft-vocab-counts " + path_ + " is a folder");
     }
-    std::ifstream in(path_);
-    if (!in) {
-        if (std::filesystem::exists(path_)) {
-            throw specdec::error(SPECDEC_STATUS_IO_ERROR, "--draft-vocab-counts " + path_ + ": cannot be read");
-        }
+    if (!std::filesystem::exists(path_)) {
         save(); // a path that cannot be written fails now, not at the first re-ranking
         return;
     }
-    bool sized = false;
-    bool empty = true; // nothing but comments and blank lines: no counts yet
-    std::string line;
-    for (uint32_t n_line = 1; std::getline(in, line); ++n_line) {
-        const auto bad = [&](const std::string & what) {
-            return specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT,
-                                  "--draft-vocab-counts " + path_ + ":" + std::to_string(n_line) + ": " + what);
-        };
-        if (line.empty() || line[0] == '#') {
-            continue;
-        }
-        empty = false;
-        std::istringstream words(line);
-        std::string a, b, extra;
-        words >> a >> b >> extra;
-        if (!sized) {
-            uint64_t n = 0;
-            if (a != "vocabulary" || !parse_decimal(b, n) || !extra.empty()) {
-                throw bad("expected 'vocabulary N' before the counts, not '" + line + "'");
-            }
-            if (n != n_vocab) {
-                throw bad("counted over a vocabulary of " + b + " tokens, but the model's has " + std::to_string(n_vocab));
-            }
-            sized = true;
-            continue;
-        }
-        uint64_t id = 0, count = 0;
-        if (!parse_decimal(a, id) || !parse_decimal(b, count) || !extra.empty()) {
-            throw bad("expected 'TOKEN_ID COUNT', not '" + line + "'");
-        }
-        if (id >= n_vocab) {
-            throw bad("token " + a + " is outside the vocabulary of " + std::to_string(n_vocab) + " tokens");
-        }
-        if (counts_[id] != 0 || count == 0) {
-            throw bad(count == 0 ? "token " + a + " has a count of 0 (tokens never generated are not listed)"
-                                 : "token " + a + " was counted before");
-        }
-        if (count > UINT64_MAX - total_) {
-            throw bad("the counts overflow 64 bits");
-        }
-        counts_[id] = count;
-        total_ += count;
-    }
-    if (!sized && !empty) {
-        throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, "--draft-vocab-counts " + path_ +
-                                                                  ": no 'vocabulary N' line (not a counts file?)");
+    if (std::optional<std::vector<uint64_t>> counts = read_token_counts(path_, n_vocab, "--draft-vocab-counts")) {
+        counts_ = std::move(*counts);
+        total_ = std::accumulate(counts_.begin(), counts_.end(), uint64_t{0}); // read_token_counts checked the sum fits
     }
 }
 
@@ -108,32 +62,8 @@ std::string token_counts::rank(specdec::session * s, bool force) {
 }
 
 void token_counts::save() const {
-    std::vector<uint32_t> ids(counts_.size());
-    std::iota(ids.begin(), ids.end(), 0u);
-    std::stable_sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) { return counts_[a] > counts_[b]; });
-    const std::string tmp = path_ + ".tmp";
-    {
-        std::ofstream out(tmp, std::ios::trunc);
-        out << "# specdec serve --draft-vocab-counts: the tokens the server generated, most first (token id, count)\n";
-        out << "vocabulary " << counts_.size() << "\n";
-        for (const uint32_t id : ids) {
-            if (counts_[id] == 0) {
-                break;
-            }
-            out << id << ' ' << counts_[id] << '\n';
-        }
-        out.flush();
-        if (!out) {
-            std::remove(tmp.c_str());
-            throw specdec::error(SPECDEC_STATUS_IO_ERROR, "--draft-vocab-counts " + path_ + ": cannot write " + tmp);
-        }
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, path_, ec);
-    if (ec) {
-        std::remove(tmp.c_str());
-        throw specdec::error(SPECDEC_STATUS_IO_ERROR, "--draft-vocab-counts " + path_ + ": cannot replace it (" + ec.message() + ")");
-    }
+    write_file_replacing(path_, format_token_counts(counts_, "specdec serve --draft-vocab-counts: the tokens the server generated, most first (token id, count)"),
+                         "--draft-vocab-counts");
 }
 
 } // namespace cli::serve

@@ -3,12 +3,12 @@
 // vocabulary (--draft-vocab) follows: the drafter scores the tokens the
 // server generates most.
 //
-// The file: lines starting with '#' (comments), then `vocabulary N` (the
-// model's vocabulary size), then `ID COUNT` for each token generated at least
-// once, most generated first. Read when the server starts (absent, or only
-// comments and blank lines: no counts yet; absent: created, so that a path that cannot be written fails then); written
-// through a temporary file beside it, renamed over it, at each re-ranking and
-// when the server stops.
+// The file: draft-vocab-files.h's token counts (`specdec rank-vocab` writes it
+// too, so counts of text like the server's can start it). Read when the
+// server starts (absent, or only comments and blank lines: no counts yet;
+// absent: created, so that a path that cannot be written fails then);
+// written through a temporary file beside it, renamed over it, at each
+// re-ranking and when the server stops.
 //
 // Re-ranking (specdec_session_rank_draft_vocab) runs on the engine thread
 // between steps, once the tokens counted since the last one reach as many as
