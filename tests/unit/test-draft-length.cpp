@@ -849,7 +849,7 @@ struct replayed_costs {
     // counts verify the same rows, never falling.
     std::vector<std::pair<double, double>> verified;
 
-    replayed_costs(const measured_steps & m, double pass_share) : step(m.step), pass_share(pass_share) {
+    replayed_costs(const measured_steps & m, double share) : step(m.step), pass_share(share) {
         std::map<double, std::pair<double, int>> at;
         for (const auto & [n, costs] : step) {
             for (size_t k = 0; k < costs.size(); ++k) {
