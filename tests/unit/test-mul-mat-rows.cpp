@@ -1,7 +1,7 @@
 // Batch invariance of the CPU backend's quantized matrix products, kernel by
 // kernel: with ggml_cpu_set_batch_invariant(true), each row of a product with
 // r = 1..20 rows of activations must be, bit for bit, the product of that row
-// alone. The multi-row kernels of patches/0003 and 0004 (each weight block
+// alone. The multi-row kernels of patches/0003, 0004 and 0009 (each weight block
 // unpacked once and applied to every row) are checked here directly, and so,
 // past 16 rows, are gemm's groups of four where a type still takes them (gemv
 // for the rows left over, a padded group below 16), and a MoE layer's
@@ -25,6 +25,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -324,17 +325,19 @@ TEST_F(MulMatRows, MatchesQuantizedValues) {
 
 // A MoE layer's product (mul_mat_id): each token's row times each expert it
 // chose must be, bit for bit, what it is for that token alone, however many
-// rows of the batch share that expert (repacked Q4_K takes the multi-row gemv
-// of patches/0004 for an expert's rows). Tokens choose 2 of 4 experts.
+// rows of the batch share that expert (repacked Q4_K, Q4_0 and IQ4_NL take
+// the multi-row gemv of patches/0004 and 0009 for an expert's rows). Tokens
+// choose 2 of 4 experts.
 TEST_F(MulMatRows, ExpertRowsAsAlone) {
     constexpr int n_expert = 4;
     constexpr int n_used = 2;
     constexpr int n_tokens = 20;
-    for (int64_t n_in : {256, 1024}) {
-        const weights w(GGML_TYPE_Q4_K, n_in, 96, true, 9, n_expert);
+    for (const auto & [type, n_in] : {std::pair{GGML_TYPE_Q4_K, int64_t{256}}, std::pair{GGML_TYPE_Q4_K, int64_t{1024}},
+                                      std::pair{GGML_TYPE_Q4_0, int64_t{1024}}, std::pair{GGML_TYPE_IQ4_NL, int64_t{1024}}}) {
+        const weights w(type, n_in, 96, true, 9, n_expert);
         ASSERT_TRUE(w.ok());
         if (!w.repacked()) {
-            GTEST_SKIP() << "q4_K is not repacked on this CPU";
+            continue; // this CPU does not repack the type
         }
         const std::vector<float> x = activations(n_in * n_tokens, 13);
         std::vector<int32_t> ids;
@@ -354,7 +357,7 @@ TEST_F(MulMatRows, ExpertRowsAsAlone) {
                 for (int t = 0; t < r; ++t) {
                     const std::vector<float> & want = alone[static_cast<size_t>(t)];
                     EXPECT_EQ(std::memcmp(all.data() + want.size() * static_cast<size_t>(t), want.data(), want.size() * sizeof(float)), 0)
-                        << "n_in " << n_in << ", " << n_threads << " threads, token " << t << " of " << r;
+                        << ggml_type_name(type) << ", n_in " << n_in << ", " << n_threads << " threads, token " << t << " of " << r;
                 }
             }
         }
@@ -386,7 +389,7 @@ TEST(MulMatRowsCost, DISABLED_cost) {
         {GGML_TYPE_Q5_K, false, 1024, 3072},
         {GGML_TYPE_Q6_K, false, 3072, 1024},   {GGML_TYPE_Q6_K, false, 1024, 3072}, {GGML_TYPE_Q6_K, false, 1024, 151936},
         {GGML_TYPE_Q8_0, false, 1024, 3072},   {GGML_TYPE_Q8_0, false, 1024, 151936}, {GGML_TYPE_Q4_0, true, 1024, 3072},
-        {GGML_TYPE_Q4_0, false, 1024, 3072},
+        {GGML_TYPE_Q4_0, false, 1024, 3072},   {GGML_TYPE_IQ4_NL, true, 1024, 3072},
         {GGML_TYPE_IQ4_XS, false, 1024, 3072},
     };
     const char * env = std::getenv("SPECDEC_TEST_THREADS");
