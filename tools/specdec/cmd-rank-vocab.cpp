@@ -4,12 +4,10 @@
 #include "progress-line.h"
 #include "draft-vocab-files.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <numeric>
 #include <sstream>
 
 #include <unistd.h>
@@ -17,14 +15,15 @@
 namespace cli {
 
 void add_rank_vocab_command(CLI::App & app, rank_vocab_options & o) {
-    CLI::App * cmd = app.add_subcommand("rank-vocab", "count the tokens of text files with a model's tokenizer and write a "
-                                                      "ranking for --draft-vocab-file, most frequent first");
+    CLI::App * cmd = app.add_subcommand("rank-vocab", "count the tokens of text files with a model's tokenizer, most frequent "
+                                                      "first: a ranking for --draft-vocab-file, counts to start serve "
+                                                      "--draft-vocab-counts from");
     cmd->add_option("-m,--model", o.model, "model (GGUF) whose tokenizer counts; only its vocabulary is loaded")
         ->required()
         ->check(CLI::ExistingFile);
     cmd->add_option("text", o.texts, "text files to count")->required()->check(CLI::ExistingFile);
-    cmd->add_option("-o,--output", o.output, "write the ranking here (default: stdout)");
-    cmd->add_option("--top", o.top, "write at most this many token ids (0: every token counted)")
+    cmd->add_option("-o,--output", o.output, "write the counts here (default: stdout)");
+    cmd->add_option("--top", o.top, "write at most this many tokens, the most frequent (0: every token counted)")
         ->check(CLI::Range(0, 1 << 30))
         ->capture_default_str();
     cmd->add_flag("-q,--quiet", o.quiet, "no progress on stderr");
@@ -32,8 +31,8 @@ void add_rank_vocab_command(CLI::App & app, rank_vocab_options & o) {
 
 namespace {
 
-// Texts are tokenized in pieces of about this many bytes, so that memory
-// stays bounded. A piece ends after a newline that a character other than
+// Texts are tokenized in pieces of about this many bytes, so that the token
+// buffer stays small. A piece ends after a newline that a character other than
 // white space follows: the BPE pre-tokenizers of the models with MTP heads
 // end a token there, so the counts are those of the whole text.
 constexpr size_t piece_bytes = size_t{1} << 20;

@@ -1,5 +1,6 @@
-// `specdec rank-vocab`: a ranking for a restricted draft vocabulary
-// (--draft-vocab-file), counted from text with a model's tokenizer.
+// `specdec rank-vocab`: token counts of text by a model's tokenizer, in
+// draft-vocab-files.h's form: a ranking for a restricted draft vocabulary
+// (--draft-vocab-file), or counts to start serve --draft-vocab-counts from.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -12,8 +13,8 @@ namespace cli {
 struct rank_vocab_options {
     std::string              model;  // any GGUF with the tokenizer; only its vocabulary is loaded
     std::vector<std::string> texts;  // text files to count
-    std::string              output; // the ranking file; empty: stdout
-    int32_t                  top = 0; // write at most this many ids; 0: every token counted
+    std::string              output; // the counts file; empty: stdout
+    int32_t                  top = 0; // write at most this many tokens; 0: every token counted
     bool                     quiet = false;
 };
 
