@@ -24,6 +24,11 @@ exit_is() { # exit_is CODE COMMAND...
     [ "$rc" -eq "$want" ] || { echo "exit $rc, want $want: $*" >&2; cat "$work/err" >&2; return 1; }
 }
 contains() { grep -q -- "$2" "$1" || { echo "'$2' not in $1:" >&2; cat "$1" >&2; return 1; }; }
+refuses_ranking() { # refuses_ranking NAME TEXT MESSAGE: a --draft-vocab-file holding TEXT stops generate at start, saying MESSAGE
+    printf '%s' "$2" > "$work/ranking-bad.txt"
+    check "draft vocab file: $1" exit_is 1 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 4 --draft-vocab-file "$work/ranking-bad.txt"
+    check "draft vocab file: $1, said" contains "$work/err" "INVALID_ARGUMENT: --draft-vocab-file $work/ranking-bad.txt$3"
+}
 is_text() { # is_text FILE TEXT: the file holds exactly TEXT and a newline
     printf '%s\n' "$2" | cmp -s - "$1" || { echo "$1 is not '$2':" >&2; cat "$1" >&2; return 1; }
 }
@@ -75,16 +80,14 @@ check "draft vocab keeps the text" cmp -s "$work/out" "$work/plain.txt"
 printf '# most frequent first\n70 71 72\n73\n' > "$work/ranking.txt"
 check "draft vocab file" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40 --draft-vocab-file "$work/ranking.txt"
 check "draft vocab file keeps the text" cmp -s "$work/out" "$work/plain.txt"
-printf '70 71 70\n' > "$work/ranking-dup.txt"
-check "draft vocab file: an id twice" exit_is 1 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 4 --draft-vocab-file "$work/ranking-dup.txt"
-check "draft vocab file: an id twice, said" contains "$work/err" "token 70 was given before, on line 1"
-printf '70 128\n' > "$work/ranking-range.txt"
-check "draft vocab file: an id out of range" exit_is 1 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 4 --draft-vocab-file "$work/ranking-range.txt"
-check "draft vocab file: out of range, said" contains "$work/err" "INVALID_ARGUMENT: --draft-vocab-file $work/ranking-range.txt:1: token 128 is outside"
-printf '# none\n' > "$work/ranking-empty.txt"
-check "draft vocab file: empty" exit_is 1 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 4 --draft-vocab-file "$work/ranking-empty.txt"
-printf '70 seventy\n' > "$work/ranking-word.txt"
-check "draft vocab file: not an id" exit_is 1 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 4 --draft-vocab-file "$work/ranking-word.txt"
+refuses_ranking "an id twice" $'70 71\n70\n' ":2: token 70 was given before, on line 1"
+refuses_ranking "an id out of range" $'70 128\n' ":1: token 128 is outside"
+refuses_ranking "empty" $'# none\n' " holds no token ids"
+refuses_ranking "not an id" $'70 seventy\n' ":1: 'seventy' is not a token id"
+# Token counts (rank-vocab's and serve --draft-vocab-counts' form), checked alike.
+refuses_ranking "counts: a token twice" $'# a hand-written count\n\nvocabulary 128\n99 2\n5 1\n5 1\n' ":6: token 5 was counted before"
+refuses_ranking "counts: another vocabulary" $'vocabulary 151936\n99 2\n' ":1: counted over a vocabulary of 151936 tokens, but the model's has 128"
+refuses_ranking "counts: none" $'vocabulary 128\n' " counts no token"
 check "draft vocab above the vocabulary" exit_is 1 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 4 --draft-vocab 129
 check "draft vocab above the file" exit_is 1 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 4 --draft-vocab 5 --draft-vocab-file "$work/ranking.txt"
 check "draft vocab: not a number" exit_is 2 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 4 --draft-vocab many
@@ -102,12 +105,6 @@ check "rank-vocab of the output" exit_is 0 "$specdec" rank-vocab -m "$work/qwen3
 check "draft vocab counted from the output" exit_is 0 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 40 --draft-vocab-file "$work/output-ranking.txt"
 check "... keeps the text" cmp -s "$work/out" "$work/plain.txt"
 check "... and every draft" contains "$work/err" "40 tokens in 11 steps, drafted 29, accepted 29 (100.0%)"
-printf '# a hand-written count\n\nvocabulary 128\n99 2\n5 1\n5 1\n' > "$work/counts-dup.txt"
-check "draft vocab file of counts: a token twice" exit_is 1 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 4 --draft-vocab-file "$work/counts-dup.txt"
-check "... said" contains "$work/err" "INVALID_ARGUMENT: --draft-vocab-file $work/counts-dup.txt:6: token 5 was counted before"
-printf 'vocabulary 151936\n99 2\n' > "$work/counts-other.txt"
-check "draft vocab file of counts: another vocabulary" exit_is 1 "$specdec" generate -m "$work/qwen35.gguf" -p "abc" -n 4 --draft-vocab-file "$work/counts-other.txt"
-check "... said" contains "$work/err" "counts-other.txt:1: counted over a vocabulary of 151936 tokens, but the model's has 128"
 : > "$work/empty.txt"
 check "rank-vocab: no tokens" exit_is 1 "$specdec" rank-vocab -m "$work/qwen35.gguf" "$work/empty.txt"
 check "rank-vocab: no tokens, said" contains "$work/err" "INVALID_ARGUMENT: the text files hold no tokens"

@@ -6,9 +6,7 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include <unistd.h>
 
@@ -52,16 +50,6 @@ size_t piece_end(const std::string & text, size_t begin) {
     return limit; // no such newline: a line of a mebibyte or more
 }
 
-std::string read_all(const std::string & path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        throw specdec::error(SPECDEC_STATUS_IO_ERROR, path + ": cannot be read");
-    }
-    std::ostringstream buf;
-    buf << in.rdbuf();
-    return buf.str();
-}
-
 } // namespace
 
 int run_rank_vocab(const rank_vocab_options & o) {
@@ -92,7 +80,7 @@ int run_rank_vocab(const rank_vocab_options & o) {
     progress_line progress("rank-vocab", o.quiet);
     std::vector<llama_token> tokens;
     for (const std::string & path : o.texts) {
-        const std::string text = read_all(path);
+        const std::string text = read_file(path);
         const auto kib = [](size_t bytes) { return std::to_string((bytes + 1023) >> 10); };
         progress.step(path + ": " + kib(text.size()) + " KiB");
         for (size_t begin = 0; begin < text.size();) {

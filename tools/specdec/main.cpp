@@ -2,7 +2,7 @@
 //
 //   specdec generate -m TARGET.gguf [-md DRAFT.gguf] [--spec auto|none|mtp|...] -p PROMPT ...
 //   specdec inspect MODEL.gguf [DRAFT.gguf]
-//   specdec rank-vocab -m MODEL.gguf TEXT...   a --draft-vocab-file counted from text
+//   specdec rank-vocab -m MODEL.gguf TEXT...   token counts of text, for --draft-vocab-file
 //   specdec bench -m TARGET.gguf ... | --fixture exact|mixed|random
 //   specdec serve -m TARGET.gguf [--port 8080] [-np 4] ...   OpenAI-compatible HTTP server
 //   specdec info                  versions, CPU kernels, devices

@@ -1,14 +1,10 @@
 #include "serve-token-counts.h"
 
-#include "cli-common.h"
 #include "draft-vocab-files.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <numeric>
-#include <sstream>
 
 namespace cli::serve {
 
