@@ -118,8 +118,9 @@ print(f"and yielded {mtp['tokens_per_step']:.1f}. What you gain depends on the m
 print("step costs against verifying several tokens at once) and on how often its drafter")
 print("is right. More in docs/bench.md.")
 if max(rounds) > 1.25 * min(rounds):
-    print(f"The rounds disagree ({min(rounds):.2f}x to {max(rounds):.2f}x): other work shared the CPUs, so this")
-    print("ratio is not reliable. Run scripts/demo.sh again on an idle machine (the model is kept).")
+    print(f"The rounds disagree ({min(rounds):.2f}x to {max(rounds):.2f}x): the CPUs' speed changed between rounds")
+    print("(other work here, or on the host under a virtual machine), so this ratio is not reliable.")
+    print("Run scripts/demo.sh again on an idle machine (the model is kept).")
 EOF
 
 echo
