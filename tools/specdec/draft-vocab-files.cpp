@@ -117,8 +117,8 @@ std::vector<uint32_t> by_count(const std::vector<uint64_t> & counts) {
 
 std::vector<llama_token> read_ranking_file(const std::string & path, uint32_t n_vocab) {
     if (is_token_counts_file(path)) {
-        // is_token_counts_file found its `vocabulary` line, so there are counts, if none above zero.
-        const std::vector<uint32_t> ids = by_count(*read_token_counts(path, n_vocab, "--draft-vocab-file"));
+        const std::optional<std::vector<uint64_t>> counts = read_token_counts(path, n_vocab, "--draft-vocab-file");
+        const std::vector<uint32_t> ids = counts ? by_count(*counts) : std::vector<uint32_t>{};
         if (ids.empty()) {
             throw specdec::error(SPECDEC_STATUS_INVALID_ARGUMENT, "--draft-vocab-file " + path + " counts no token");
         }
