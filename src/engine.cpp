@@ -453,8 +453,8 @@ void engine_core::take_slot(std::unique_ptr<request_state> r) {
     if (reuse) {
         // At least the input's last token is decoded: its logits give the first token.
         const size_t n = std::min(prefix, input.size() - 1);
-        if (prefix == 0) {
-            save_slot(s); // another conversation takes the slot: what it held goes to the prompt cache
+        if (2 * n < held.size()) {
+            save_slot(s); // most of what the slot held would be lost: it goes to the prompt cache
         }
         const int32_t kept = b_.keep(seq, static_cast<int32_t>(n), static_cast<int32_t>(held.size()));
         held.resize(static_cast<size_t>(kept));
@@ -507,8 +507,9 @@ std::pair<size_t, size_t> engine_core::choose_slot(std::span<const llama_token> 
     return {best, best_prefix};
 }
 
-// The prompt cache: when the sequence the cache saved that shares the
-// longest prefix with `prompt` shares more than free slot `s` (and more
+// The prompt cache: when the sequence the cache saved (from any slot where
+// the backend copies sequences, else from s) that shares the longest
+// prefix with `prompt` shares more than free slot `s` (and more
 // than a tenth of the prompt, as choose_slot), it is loaded into s, whose
 // own contents are saved first; returns the prefix s then shares. A state
 // llama.cpp refuses to load leaves s empty (the prompt is decoded whole).
@@ -516,6 +517,9 @@ size_t engine_core::load_cached(std::span<const llama_token> prompt, size_t s, s
     auto best = cache_.end();
     size_t best_prefix = prefix;
     for (auto it = cache_.begin(); it != cache_.end(); ++it) {
+        if (it->slot != s && !b_.copies_sequences()) {
+            continue; // the drafter's state of that sequence cannot move to s
+        }
         const size_t n = common_prefix(it->tokens, prompt);
         if (n > best_prefix && 10 * n > prompt.size()) {
             best = it;
@@ -627,11 +631,13 @@ size_t engine_core::erase_slot(uint32_t slot) {
     return n;
 }
 
-// Saves what free slot `s` holds into the prompt cache, before it is
-// cleared for a prompt that keeps none of it (a prompt that keeps part of
-// it continues or edits the same text, as a conversation's next turn). A saved sequence that begins with
-// another's tokens replaces it; the least recently saved go first when the
-// cache's bytes and the backend's restore points would exceed
+// Saves what free slot `s` holds into the prompt cache, before a prompt
+// that keeps less than half of it takes the slot (one that keeps more
+// continues or edits the same text, as a conversation's next turn; one that
+// keeps less shares little more than a chat template's opening with it,
+// and would cut another conversation away unsaved). A saved sequence that
+// begins with another's tokens replaces it; the least recently saved go
+// first when the cache's bytes and the backend's restore points would exceed
 // p_.prompt_cache_bytes. Nothing is saved that would not fit, nor when the
 // backend fails to read the state (the slot is left as it was).
 void engine_core::save_slot(size_t s) {
@@ -670,7 +676,7 @@ void engine_core::save_slot(size_t s) {
     if (cache_bytes_ + bytes > budget()) {
         return;
     }
-    cache_.push_front({held, std::move(state)});
+    cache_.push_front({held, s, std::move(state)});
     cache_bytes_ += bytes;
 }
 

@@ -104,6 +104,7 @@ private:
     // another prompt took them, most recently saved first.
     struct cached_sequence {
         std::vector<llama_token>                                 tokens;
+        size_t                                                   slot; // saved from; loads elsewhere only where b_.copies_sequences()
         std::unique_ptr<generation_backend::saved_sequence> state;
     };
     std::list<cached_sequence> cache_;

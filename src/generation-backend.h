@@ -63,11 +63,13 @@ public:
     virtual void copy(llama_seq_id from, llama_seq_id to) = 0;
     // A sequence's whole state in host memory, for the engine's prompt
     // cache: save() reads it (no proposal pending; the sequence is left as
-    // it was) and load() writes it into an empty sequence, which then holds
-    // what the saved one held, its restore points included, or a prefix of
-    // it: load() returns the positions it holds (a drafter whose state
-    // llama.cpp does not export, the last row it deferred, resumes from the
-    // position before; 0: nothing). Throws specdec::error.
+    // it was) and load() writes it into an empty sequence (where
+    // copies_sequences(), any; else only the one it was saved from, and
+    // error(STATE_SEQUENCE) for another), which then holds what the saved one
+    // held, its restore points included, or a prefix of it: load() returns
+    // the positions it holds (a drafter whose state llama.cpp does not export,
+    // the last row it deferred, resumes from the position before; 0:
+    // nothing). Throws specdec::error.
     class saved_sequence {
     public:
         virtual ~saved_sequence() = default;

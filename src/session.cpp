@@ -749,7 +749,7 @@ void session::restore_state(llama_seq_id seq_id, std::span<const uint8_t> blob) 
     impl & s = live();
     s.check_seq(seq_id);
     s.require_quiescent("restoring state");
-    detail::session_state st = detail::decode_state(blob, s.params, seq_id, s.n_vocab);
+    detail::session_state st = detail::decode_state(blob, s.params, can_move_sequences() ? -1 : seq_id, s.n_vocab);
     const size_t want = s.drafter_state_size();
     if (!st.impl.empty() && st.impl.size() != want) {
         fail(SPECDEC_STATUS_STATE_MALFORMED, "the checkpoint carries ", st.impl.size(), " bytes of drafter state, but this "

@@ -64,8 +64,9 @@ session_state decode_state(std::span<const uint8_t> blob, const specdec_session_
              "; this session has n_seq=", expected.n_seq, " n_draft_max=", expected.n_draft_max, " n_draft_min=",
              expected.n_draft_min, " p_min=", expected.p_min);
     }
-    if (s.seq_id != expected_seq) {
-        fail(SPECDEC_STATUS_STATE_SEQUENCE, "state blob holds sequence ", s.seq_id, ", not sequence ", expected_seq);
+    if (expected_seq >= 0 && s.seq_id != expected_seq) {
+        fail(SPECDEC_STATUS_STATE_SEQUENCE, "state blob holds sequence ", s.seq_id, ", not sequence ", expected_seq,
+             ", and this drafter keeps per-sequence state that cannot move to another");
     }
 
     const uint64_t n_history = r.u64("history length");

@@ -123,8 +123,9 @@ struct session_state {
 std::vector<uint8_t> encode_state(const session_state & state);
 
 // Parses and validates every field against the session that restores it:
-// its parameters, the sequence id and the vocabulary size. Throws the
-// STATE_* status of the first problem; returns the decoded state otherwise.
+// its parameters, the sequence id (expected_seq; -1: any, for a drafter
+// whose state may move between sequences) and the vocabulary size. Throws
+// the STATE_* status of the first problem; returns the decoded state otherwise.
 session_state decode_state(std::span<const uint8_t> blob, const specdec_session_params & expected,
                            llama_seq_id expected_seq, int32_t n_vocab);
 

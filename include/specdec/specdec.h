@@ -526,10 +526,12 @@ SPECDEC_API specdec_status specdec_session_state_get(
         size_t                  capacity,
         size_t                * n_written);
 
-/* Restores a blob from specdec_session_state_get. Every field is validated
- * first, the drafter's own bytes included (STATE_MALFORMED when their size
- * is not what this session's drafter writes); on any failure (STATE_* codes,
- * BAD_SEQ_ID, PROPOSAL_PENDING) the session is unchanged. */
+/* Restores a blob from specdec_session_state_get into seq_id: the sequence
+ * it was captured from, or any other where the drafter's state can move
+ * (specdec_session_can_move_sequences; else STATE_SEQUENCE). Every field is
+ * validated first, the drafter's own bytes included (STATE_MALFORMED when
+ * their size is not what this session's drafter writes); on any failure
+ * (STATE_* codes, BAD_SEQ_ID, PROPOSAL_PENDING) the session is unchanged. */
 SPECDEC_API specdec_status specdec_session_state_set(
         specdec_session * session,
         llama_seq_id      seq_id,
@@ -1032,11 +1034,13 @@ typedef struct specdec_engine_params {
                                  n_prompt_cached says how much); false: every prompt is decoded whole;
                                  default true */
     uint64_t prompt_cache_bytes; /* with reuse_prompts: host memory for the prompt cache, in bytes. When a
-                                 prompt takes a slot and keeps none of what it holds, the slot's
+                                 prompt takes a slot and keeps less than half of what it holds, the slot's
                                  whole state (both contexts, the drafter's, the restore points) is saved
                                  first; a later prompt that shares more with a saved state than with any
                                  free slot (and more than a tenth of itself) has it loaded into its slot
-                                 instead of decoded. The least recently saved go first when the saved
+                                 instead of decoded: into any slot where the drafter's state can move
+                                 (specdec_session_can_move_sequences), else only into the slot it was
+                                 saved from. The least recently saved go first when the saved
                                  states and the slots' restore points would exceed it; UINT64_MAX: no
                                  bound; 0: no cache; default 0 */
 } specdec_engine_params;

@@ -103,7 +103,8 @@ public:
 
     // Versioned checkpoint of one sequence (needs quiescence).
     std::vector<uint8_t> state(llama_seq_id seq_id) const;
-    // Validates the whole blob, then restores it; unchanged on failure.
+    // Validates the whole blob, then restores it into seq_id (another
+    // sequence than its own only where can_move_sequences()); unchanged on failure.
     void restore_state(llama_seq_id seq_id, std::span<const uint8_t> blob);
 
     // Moves sequence `from` into the empty sequence `to` (see

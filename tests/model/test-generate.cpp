@@ -457,6 +457,67 @@ TEST_P(EngineLossless, ARequestMovedIntoAFreedSlotEqualsPlainDecoding) {
     EXPECT_EQ(plain.slots[plain.ids[2]].back(), 1);
 }
 
+// Two slots and a prompt cache: the first conversation loses its slot to
+// a third prompt and is saved; its next turn comes while that slot is busy
+// again, so it is loaded into the other slot (the MTP head's state moves
+// with it). It decodes only its new tokens, drafts and keeps drafts, and
+// equals plain decoding of its whole prompt.
+TEST_P(EngineLossless, AConversationSavedFromOneSlotContinuesInAnother) {
+    const strategy_case c = make_case(GetParam());
+    session_params sp = specdec_session_default_params();
+    sp.strategy = c.strategy;
+    sp.n_draft_max = 4;
+    sp.n_seq = 2;
+    opened o = open(c, sp);
+    session s(o.target.get(), o.draft.get(), sp);
+    ASSERT_TRUE(s.can_move_sequences());
+    std::map<request_id, request_result> done;
+    engine_params ep = specdec_engine_default_params();
+    ep.reuse_prompts = true;
+    ep.prompt_cache_bytes = 64 << 20;
+    engine e(s, ep, [&](const engine_event & ev) {
+        if (ev.type == SPECDEC_ENGINE_EVENT_FINISHED) {
+            done[ev.id] = *ev.result;
+        }
+        return true;
+    });
+    generate_params gp = specdec_generate_default_params();
+    gp.n_predict = 12;
+    const auto turn = [&](const std::vector<llama_token> & prompt) {
+        const request_id id = e.add(prompt, gp);
+        e.run_until_idle();
+        return done.at(id);
+    };
+    const auto next = [](std::vector<llama_token> prompt, const request_result & answer, llama_token more) {
+        prompt.insert(prompt.end(), answer.output.tokens.begin(), answer.output.tokens.end());
+        prompt.push_back(more);
+        return prompt;
+    };
+    const request_result a1 = turn(prompts[0]);
+    turn(prompts[1]);
+    const request_result c1 = turn(prompts[2]);
+    ASSERT_EQ(a1.seq_id, 0);
+    ASSERT_EQ(c1.seq_id, 0) << "the third prompt takes the first conversation's slot";
+    ASSERT_EQ(e.prompt_cache().n_sequences, 1u);
+
+    const request_id c2 = e.add(next(prompts[2], c1, 5), gp);
+    const std::vector<llama_token> a2 = next(prompts[0], a1, 7);
+    const request_id a2_id = e.add(a2, gp);
+    e.run_until_idle();
+    EXPECT_EQ(done.at(c2).seq_id, 0);
+    const request_result & r = done.at(a2_id);
+    EXPECT_EQ(r.seq_id, 1);
+    EXPECT_EQ(r.n_prompt_cached, prompts[0].size() + a1.output.tokens.size() - 1);
+    EXPECT_GT(r.output.stats.n_accepted, 0u);
+    EXPECT_TRUE(s.is_quiescent());
+
+    auto model = load_model(c.target);
+    context_options t;
+    t.n_ctx = 512;
+    auto ctx = make_context(model.get(), t);
+    EXPECT_EQ(r.output.tokens, generate_plain(ctx.get(), std::span(&a2, 1), gp).sequences[0].tokens);
+}
+
 INSTANTIATE_TEST_SUITE_P(Mtp, EngineLossless, ::testing::Values("mtp-qwen35", "mtp-glm4moe"), [](const auto & tc) { return test_name(tc.param); });
 
 // n choices of one prompt (engine add_n), three slots: where the drafter

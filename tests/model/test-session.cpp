@@ -301,8 +301,8 @@ TEST_P(Checkpoint, RestoreThenContinueRepeatsTokensAndAcceptance) {
         const std::string path = fixture(arch + "-mtp-" + kind, [&](const std::string & p) {
             arch == "qwen35" ? fixtures::write_qwen35_mtp(p, opt) : fixtures::write_glm4moe_mtp(p, opt);
         });
-        mtp_setup m(path, with_rs(3), with_rs(3));
-        session s(m.target.get(), m.draft.get(), mtp_params(3));
+        mtp_setup m(path, with_rs(3, 2), with_rs(3, 2));
+        session s(m.target.get(), m.draft.get(), mtp_params(3, 2));
         const spec_run head = spec_greedy(s, prompt, 9);
 
         const std::vector<uint8_t> blob = s.state(0);
@@ -317,6 +317,17 @@ TEST_P(Checkpoint, RestoreThenContinueRepeatsTokensAndAcceptance) {
         s.restore_context_state(SPECDEC_CONTEXT_DRAFT, 0, 0, dft);
         s.restore_state(0, blob);
         const spec_run second = spec_continue(s, head.n_past, head.id_last, 20);
+
+        // Restored into the other sequence, as a prompt cache loads a
+        // conversation into whichever slot is free: the same run.
+        ASSERT_TRUE(s.can_move_sequences());
+        s.restore_context_state(SPECDEC_CONTEXT_TARGET, 1, 0, tgt);
+        s.restore_context_state(SPECDEC_CONTEXT_DRAFT, 1, 0, dft);
+        s.restore_state(1, blob);
+        const spec_run moved = spec_continue(s, head.n_past, head.id_last, 20, 1);
+        EXPECT_EQ(moved.tokens, first.tokens);
+        EXPECT_EQ(moved.proposed, first.proposed);
+        EXPECT_EQ(moved.accepted, first.accepted);
 
         EXPECT_EQ(first.tokens, second.tokens);
         EXPECT_EQ(first.tokens, expected_cycle(head.id_last, 20, n_vocab));
@@ -343,7 +354,6 @@ TEST(CheckpointBlob, MismatchedBlobsAreRejectedAndChangeNothing) {
     const spec_run head = spec_greedy(s, prompt, 6);
     const std::vector<uint8_t> blob = s.state(0);
 
-    EXPECT_EQ(status_of([&] { s.restore_state(1, blob); }), SPECDEC_STATUS_STATE_SEQUENCE);
     std::vector<uint8_t> truncated(blob.begin(), blob.end() - 1);
     EXPECT_EQ(status_of([&] { s.restore_state(0, truncated); }), SPECDEC_STATUS_STATE_MALFORMED);
     std::vector<uint8_t> oversized(static_cast<size_t>(SPECDEC_MAX_STATE_BYTES) + 1);
@@ -359,6 +369,17 @@ TEST(CheckpointBlob, MismatchedBlobsAreRejectedAndChangeNothing) {
     auto plain_ctx = make_context(other.model.get(), with_rs(0, 2));
     session s3(plain_ctx.get(), nullptr, ngram);
     EXPECT_EQ(status_of([&] { s.restore_state(0, s3.state(0)); }), SPECDEC_STATUS_STATE_STRATEGY);
+    // A drafter whose per-sequence state llama.cpp keeps to itself restores
+    // a blob only into the sequence it was captured from.
+    session_params map_k = ngram;
+    map_k.strategy = SPECDEC_STRATEGY_NGRAM_MAP_K;
+    auto map_ctx = make_context(other.model.get(), with_rs(0, 2));
+    session s4(map_ctx.get(), nullptr, map_k);
+    ASSERT_FALSE(s4.can_move_sequences());
+    spec_greedy(s4, prompt, 6);
+    const std::vector<uint8_t> map_blob = s4.state(0);
+    EXPECT_EQ(status_of([&] { s4.restore_state(1, map_blob); }), SPECDEC_STATUS_STATE_SEQUENCE);
+    EXPECT_EQ(status_of([&] { s4.restore_state(0, map_blob); }), SPECDEC_STATUS_OK);
 
     // Unchanged: the session continues exactly where it was.
     const spec_run more = spec_continue(s, head.n_past, head.id_last, 10);

@@ -430,9 +430,9 @@ describe('llama-server endpoints', { timeout: 120000 }, () => {
         }
     });
 
-    test('--slot-save-path: a slot saved to a file, erased, and restored by a restarted server is reused by the next prompt', async () => {
+    test('--slot-save-path: a slot saved to a file, erased, and restored into another slot by a restarted server is reused by the next prompt', async () => {
         const dir = mkdtempSync(join(tmpdir(), 'specdec-slots-'));
-        const args = ['-np', '1', '-c', '256', '--slot-save-path', join(dir, 'slots')];
+        const args = ['-np', '2', '-c', '256', '--slot-save-path', join(dir, 'slots')];
         const req = { prompt: 'hello world, once upon a time', n_predict: 12, temperature: 0, return_tokens: true };
         let want;
         let saved;
@@ -452,14 +452,17 @@ describe('llama-server endpoints', { timeout: 120000 }, () => {
         } finally {
             assert.deepEqual(await stopServer(first), { code: 0, signal: null }, first.log);
         }
+        // The file saved from slot 0 goes into slot 1 (the MTP head's state
+        // moves between slots).
         const second = await startServer(args);
         try {
-            const restored = await post(second, '/slots/0?action=restore', { filename: 'hello.bin' });
+            const restored = await post(second, '/slots/1?action=restore', { filename: 'hello.bin' });
             assert.equal(restored.status, 200, restored.text);
             assert.equal(restored.json.n_restored, saved.json.n_saved);
             assert.equal(restored.json.n_read, saved.json.n_written);
             const again = (await post(second, '/completion', req)).json;
             assert.equal(again.timings.cache_n, want.tokens_evaluated - 1, 'the restored slot holds the prompt');
+            assert.equal(again.id_slot, 1);
             assert.deepEqual(again.tokens, want.tokens);
             // What is refused, naming the field.
             const cases = [
@@ -470,7 +473,7 @@ describe('llama-server endpoints', { timeout: 120000 }, () => {
                 ['/slots/0?action=save', { filename: 'x'.repeat(256) }, 400, 'filename'],
                 ['/slots/0?action=save', {}, 400, 'filename'],
                 ['/slots/0?action=restore', { filename: 'absent.bin' }, 404, 'filename'],
-                ['/slots/1?action=erase', {}, 400, 'id_slot'],
+                ['/slots/2?action=erase', {}, 400, 'id_slot'],
                 ['/slots/x?action=erase', {}, 400, 'id_slot'],
                 ['/slots/0?action=bogus', {}, 400, 'action'],
                 ['/slots/0', {}, 400, 'action'],
@@ -496,6 +499,21 @@ describe('llama-server endpoints', { timeout: 120000 }, () => {
             assert.match(r.json.error.message, /another target model or drafter/);
         } finally {
             assert.deepEqual(await stopServer(plain), { code: 0, signal: null }, plain.log);
+        }
+        // A drafter whose per-sequence state llama.cpp keeps to itself: a
+        // slot's file goes back into that slot only.
+        const bound = await startServer([...args, '--spec', 'ngram-map-k']);
+        try {
+            assert.equal((await post(bound, '/completion', req)).status, 200);
+            assert.equal((await post(bound, '/slots/0?action=save', { filename: 'bound.bin' })).status, 200);
+            const elsewhere = await post(bound, '/slots/1?action=restore', { filename: 'bound.bin' });
+            assertError(elsewhere, 400);
+            assert.equal(elsewhere.json.error.param, 'id_slot');
+            assert.match(elsewhere.json.error.message, /saved from another slot/);
+            const home = await post(bound, '/slots/0?action=restore', { filename: 'bound.bin' });
+            assert.equal(home.status, 200, home.text);
+        } finally {
+            assert.deepEqual(await stopServer(bound), { code: 0, signal: null }, bound.log);
         }
         rmSync(dir, { recursive: true });
     });

@@ -107,6 +107,7 @@ public:
     // A saved sequence: its tokens and restore points, at bytes_per_token
     // bytes a token (the prompt cache's budget in the tests).
     struct saved : saved_sequence {
+        llama_seq_id             seq = 0; // saved from
         std::vector<llama_token> tokens;
         std::vector<int32_t>     points;
         size_t bytes() const override { return tokens.size() * bytes_per_token; }
@@ -117,6 +118,7 @@ public:
             throw error(SPECDEC_STATUS_NATIVE_FAILURE, "scripted save failure");
         }
         auto out = std::make_unique<saved>();
+        out->seq = seq;
         out->tokens = kv[seq];
         out->points = points[seq];
         saves.push_back({seq, kv[seq]});
@@ -128,15 +130,20 @@ public:
             throw error(SPECDEC_STATUS_NATIVE_FAILURE, "scripted load failure");
         }
         const auto & in = dynamic_cast<const saved &>(s);
+        if (!copyable && in.seq != seq) {
+            throw error(SPECDEC_STATUS_STATE_SEQUENCE, "the drafter's state of a sequence stays in it");
+        }
         kv[seq] = in.tokens;
         points[seq] = in.points;
         loads.push_back({seq, in.tokens});
         return static_cast<int32_t>(kv[seq].size());
     }
-    // As bytes: the tokens, then the restore points, each an i32 after a u32 count.
+    // As bytes: the sequence saved from (u32), then the tokens and the
+    // restore points, each an i32 after a u32 count.
     std::vector<uint8_t> write(const saved_sequence & s) const override {
         const auto & in = dynamic_cast<const saved &>(s);
         byte_writer w;
+        w.u32(static_cast<uint32_t>(in.seq));
         for (const auto * v : {&in.tokens, &in.points}) {
             w.u32(static_cast<uint32_t>(v->size()));
             for (const int32_t x : *v) {
@@ -148,6 +155,7 @@ public:
     std::unique_ptr<saved_sequence> read(std::span<const uint8_t> bytes) const override {
         byte_reader r(bytes);
         auto out = std::make_unique<saved>();
+        out->seq = static_cast<llama_seq_id>(r.u32("sequence"));
         for (auto * v : {&out->tokens, &out->points}) {
             const uint32_t n = r.u32("count");
             for (uint32_t i = 0; i < n; ++i) {

@@ -590,6 +590,72 @@ TEST(Engine, APromptCacheBringsBackWhatAnotherPromptTookTheSlotFrom) {
     EXPECT_EQ(ra3.output.tokens, solo(a3, greedy(3)).tokens);
 }
 
+// A prompt that shares only an opening (a chat template's first tokens)
+// with what a slot holds keeps that opening, and the rest of the slot's
+// conversation goes to the prompt cache first: its next turn reuses all of it.
+TEST(Engine, APromptThatKeepsLessThanHalfOfASlotSavesItFirst) {
+    fake_backend spec(4, chained_drafter(3));
+    event_log log;
+    engine_core engine(spec, cached_slots(1, 1 << 20), log.callback());
+    const std::vector<llama_token> a1 = {1, 2, 3, 4, 5};
+    const request_result ra1 = run_one(engine, log, a1, 6);
+    const std::vector<llama_token> held_a = spec.kv[0];
+    const std::vector<llama_token> b1 = {1, 2, 9, 8, 7, 6};
+    const request_result rb1 = run_one(engine, log, b1, 4);
+    EXPECT_EQ(rb1.n_prompt_cached, 2u) << "the shared opening is kept";
+    ASSERT_EQ(spec.saves.size(), 1u);
+    EXPECT_EQ(spec.saves[0].second, held_a);
+
+    const std::vector<llama_token> a2 = next_turn(a1, ra1, {7, 8});
+    const request_result ra2 = run_one(engine, log, a2, 8);
+    EXPECT_EQ(ra2.n_prompt_cached, held_a.size());
+    EXPECT_EQ(ra2.output.tokens, solo(a2, greedy(8)).tokens);
+
+    // A next turn keeps more than half: nothing is saved.
+    const size_t saves = spec.saves.size();
+    run_one(engine, log, next_turn(a2, ra2, {3}), 2);
+    EXPECT_EQ(spec.saves.size(), saves);
+}
+
+// A conversation the cache saved from one slot comes back into another
+// when its own is busy, where the drafter's state can move between
+// sequences; where it cannot, only into its own, and the prompt is decoded
+// whole. Either way the tokens are those of the prompt alone.
+TEST(Engine, APromptCacheLoadsIntoAnotherSlotWhereTheDrafterMoves) {
+    for (const bool copyable : {true, false}) {
+        SCOPED_TRACE(copyable ? "copyable" : "bound to its sequence");
+        fake_backend spec(4, chained_drafter(3), 2);
+        spec.copyable = copyable;
+        spec.movable = copyable;
+        event_log log;
+        engine_core engine(spec, cached_slots(2, 1 << 20), log.callback());
+        const std::vector<llama_token> a1 = {1, 2, 3, 4, 5};
+        const request_result ra1 = run_one(engine, log, a1, 6);
+        const std::vector<llama_token> held_a = spec.kv[0];
+        run_one(engine, log, {9, 8, 7, 6}, 4); // slot 1, the empty one
+        const std::vector<llama_token> c1 = {6, 7, 8, 9};
+        const request_result rc1 = run_one(engine, log, c1, 4); // slot 0: a1's conversation is saved
+        ASSERT_EQ(spec.saves.size(), 1u);
+        EXPECT_EQ(spec.saves[0], std::make_pair(llama_seq_id{0}, held_a));
+
+        // c's next turn takes slot 0 again; a's comes at once and finds slot 1.
+        const request_id c = engine.add(next_turn(c1, rc1, {2}), greedy(3));
+        const std::vector<llama_token> a2 = next_turn(a1, ra1, {7, 8});
+        const request_id a = engine.add(a2, greedy(8));
+        while (engine.has_work()) {
+            engine.step();
+        }
+        EXPECT_EQ(log.finished.at(c).seq_id, 0);
+        const request_result & ra2 = log.finished.at(a);
+        EXPECT_EQ(ra2.seq_id, 1);
+        EXPECT_EQ(ra2.n_prompt_cached, copyable ? held_a.size() : 0u);
+        EXPECT_EQ(spec.loads.size(), copyable ? 1u : 0u);
+        // Slot 1's conversation was saved; a's stays in the cache unless loaded.
+        EXPECT_EQ(engine.n_cached(), copyable ? 1u : 2u);
+        EXPECT_EQ(ra2.output.tokens, solo(a2, greedy(8)).tokens);
+    }
+}
+
 // The cache's bytes: the least recently saved state goes first; the
 // backend's restore points count against the same budget; a state that
 // would not fit is not saved; without a budget nothing is. Four

@@ -125,9 +125,10 @@ TEST(StateCodec, EveryConfigurationFieldIsChecked) {
     EXPECT_EQ(decode_status(blob, other), SPECDEC_STATUS_STATE_CONFIG);
 }
 
-TEST(StateCodec, OtherSequenceIsRejected) {
+TEST(StateCodec, OtherSequenceIsRejectedUnlessAnyIsExpected) {
     const std::vector<uint8_t> blob = encode_state(sample());
     EXPECT_EQ(decode_status(blob, params(), 1), SPECDEC_STATUS_STATE_SEQUENCE);
+    EXPECT_EQ(decode_state(blob, params(), -1, n_vocab).seq_id, sample().seq_id);
 }
 
 TEST(StateCodec, TokensOutsideTheVocabularyAreMalformed) {

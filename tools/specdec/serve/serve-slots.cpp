@@ -40,6 +40,10 @@ void on_engine(const service & svc, const std::string & filename, const std::fun
             case SPECDEC_STATUS_STATE_VERSION:
             case SPECDEC_STATUS_STATE_CONFIG:
                 throw invalid_request("'" + filename + "' is not a slot file this server can restore: " + e.what(), "filename");
+            case SPECDEC_STATUS_STATE_SEQUENCE:
+                throw invalid_request("'" + filename + "' was saved from another slot, and this server's drafter keeps " +
+                                          "per-slot state that cannot move: restore it into the slot it was saved from",
+                                      "id_slot");
             case SPECDEC_STATUS_INVALID_ARGUMENT:
             case SPECDEC_STATUS_BAD_SEQ_ID:
                 throw invalid_request(e.what(), "id_slot");
