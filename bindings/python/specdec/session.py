@@ -276,6 +276,9 @@ class Session(_Source):
         return _read_blob(lambda dst, cap, n: lib.specdec_session_state_get(self.handle, seq_id, dst, cap, n))
 
     def restore_state(self, seq_id: int, blob: bytes) -> None:
+        """Restores a blob from state() into seq_id: the sequence it was captured from or,
+        where the drafter's state can move (can_move_sequences), any other (else
+        StateSequenceError). Validated first: on error nothing changed."""
         buf = (ctypes.c_uint8 * len(blob)).from_buffer_copy(blob)
         check(lib.specdec_session_state_set(self.handle, seq_id, buf, len(blob)))
 

@@ -634,7 +634,9 @@ macro_rules! session_methods {
         }
 
         /// Restores a state from [`speculative_state`](Self::speculative_state),
-        /// after the contexts' own state. Validated first: on error nothing changed.
+        /// after the contexts' own state, into the sequence it was captured from
+        /// or, where the drafter's state can move ([`can_move_sequences`](Self::can_move_sequences)), any
+        /// other (else `Error::StateSequence`). Validated first: on error nothing changed.
         pub fn restore_speculative_state(&mut self, seq_id: i32, state: &[u8]) -> $crate::Result<()> {
             self.core.restore_state(seq_id, state)
         }
