@@ -118,9 +118,13 @@ describe('serve near-ties', { timeout: 280000 }, () => {
                 conversations[c] += got.choices[0].text + more;
             }
         }
-        // The other conversation's state waits in host memory.
+        // The other conversation's state waits in host memory, with any
+        // turn whose next prompt kept less than half of it (this model's
+        // answers re-tokenize differently, often early): at least one
+        // state, at most one a turn.
         const m = await metrics(oneSlot);
-        assert.equal(m.get('specdec:prompt_cache_sequences'), 1);
+        const cached = m.get('specdec:prompt_cache_sequences');
+        assert.ok(cached >= 1 && cached <= 6, `${cached} states in the prompt cache`);
         assert.ok(m.get('specdec:prompt_cache_bytes') > 0 && m.get('specdec:prompt_cache_bytes') <= 64 * 2 ** 20);
     });
 });
