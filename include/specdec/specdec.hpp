@@ -283,8 +283,8 @@ public:
     // drafter (the slot is then left as it was, or empty when llama.cpp
     // refused the state), and error(STATE_SEQUENCE) for one exported from
     // another slot where the drafter's state cannot move (see
-    // session::can_move_sequences; the slot is then empty). erase_slot: drops what the slot holds; returns
-    // the tokens it held.
+    // session::can_move_sequences; the slot is then empty). erase_slot:
+    // drops what the slot holds; returns the tokens it held.
     std::vector<uint8_t> export_slot(uint32_t slot, size_t & n_tokens);
     size_t               import_slot(uint32_t slot, std::span<const uint8_t> blob);
     size_t               erase_slot(uint32_t slot);
