@@ -142,8 +142,8 @@ void add_serve_command(CLI::App & app, serve_options & o) {
                   "decode every prompt whole (default: a request reuses the longest prefix of its prompt that a free "
                   "slot holds from earlier requests, as llama-server's prompt cache)");
     cmd->add_option("--cache-ram", o.cache_ram_mib,
-                    "-cram: MiB of host memory for the prompt cache: when a prompt takes a slot from another conversation, what "
-                    "the slot held is saved there, and that conversation's next turn is loaded back instead of decoded "
+                    "-cram: MiB of host memory for the prompt cache: when a prompt takes a slot and keeps less than half of what "
+                    "it held, what it held is saved there, and that conversation's next turn is loaded back instead of decoded "
                     "(-1: no limit; 0: no cache; as llama-server's)")
         ->check(CLI::Range(int64_t(-1), int64_t(1) << 40))
         ->capture_default_str();
