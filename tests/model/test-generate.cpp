@@ -108,13 +108,19 @@ opened open(const strategy_case & c, const session_params & sp) {
     return o;
 }
 
-generation_result plain_reference(const strategy_case & c, size_t n_seq, const generate_params & gp) {
+// Plain decoding of `inputs` (the case's first n_seq prompts where not given).
+generation_result plain_reference(const strategy_case & c, std::span<const std::vector<llama_token>> inputs,
+                                  const generate_params & gp) {
     auto model = load_model(c.target);
     context_options t;
     t.n_ctx = 512; // the n-gram prompts are 70 tokens per sequence
-    t.n_seq_max = static_cast<uint32_t>(n_seq);
+    t.n_seq_max = static_cast<uint32_t>(inputs.size());
     auto ctx = make_context(model.get(), t);
-    return generate_plain(ctx.get(), std::span(c.inputs->data(), n_seq), gp);
+    return generate_plain(ctx.get(), inputs, gp);
+}
+
+generation_result plain_reference(const strategy_case & c, size_t n_seq, const generate_params & gp) {
+    return plain_reference(c, std::span(c.inputs->data(), n_seq), gp);
 }
 
 class Lossless : public ::testing::TestWithParam<std::tuple<std::string, int, int>> {};
@@ -510,12 +516,7 @@ TEST_P(EngineLossless, AConversationSavedFromOneSlotContinuesInAnother) {
     EXPECT_EQ(r.n_prompt_cached, prompts[0].size() + a1.output.tokens.size() - 1);
     EXPECT_GT(r.output.stats.n_accepted, 0u);
     EXPECT_TRUE(s.is_quiescent());
-
-    auto model = load_model(c.target);
-    context_options t;
-    t.n_ctx = 512;
-    auto ctx = make_context(model.get(), t);
-    EXPECT_EQ(r.output.tokens, generate_plain(ctx.get(), std::span(&a2, 1), gp).sequences[0].tokens);
+    EXPECT_EQ(r.output.tokens, plain_reference(c, std::span(&a2, 1), gp).sequences[0].tokens);
 }
 
 INSTANTIATE_TEST_SUITE_P(Mtp, EngineLossless, ::testing::Values("mtp-qwen35", "mtp-glm4moe"), [](const auto & tc) { return test_name(tc.param); });

@@ -544,77 +544,62 @@ engine_params cached_slots(uint32_t n_seq, uint64_t cache_bytes) {
 }
 
 // Two conversations over one slot: when the second takes the slot, what the
-// first held goes to the prompt cache, and the first's next turn has it
-// loaded back and decodes only its new tokens; its output is what its whole
-// prompt gives alone. The cache then holds the second conversation.
+// first held goes to the prompt cache, whether the second shares nothing
+// with it or only an opening (a chat template's first tokens, which it
+// keeps: less than half of the slot), and the first's next turn has it
+// loaded back and decodes only its new tokens; its output is what its
+// whole prompt gives alone. The cache then holds the second conversation.
+// A turn that continues what the slot holds saves nothing.
 TEST(Engine, APromptCacheBringsBackWhatAnotherPromptTookTheSlotFrom) {
-    fake_backend spec(4, chained_drafter(3));
-    event_log log;
-    engine_core engine(spec, cached_slots(1, 1 << 20), log.callback());
-    const std::vector<llama_token> a1 = {1, 2, 3, 4, 5};
-    const request_result ra1 = run_one(engine, log, a1, 6);
-    const std::vector<llama_token> held_a = spec.kv[0];
-    const std::vector<llama_token> b1 = {9, 8, 7, 6};
-    const request_result rb1 = run_one(engine, log, b1, 4);
-    EXPECT_EQ(rb1.n_prompt_cached, 0u);
-    ASSERT_EQ(spec.saves.size(), 1u);
-    EXPECT_EQ(spec.saves[0].second, held_a);
-    EXPECT_EQ(engine.n_cached(), 1u);
-    EXPECT_EQ(engine.cached_bytes(), held_a.size() * fake_backend::bytes_per_token);
+    for (const std::vector<llama_token> & b1 : {std::vector<llama_token>{9, 8, 7, 6}, std::vector<llama_token>{1, 2, 9, 8, 7, 6}}) {
+        const size_t opening = b1[0] == 1 ? 2 : 0;
+        SCOPED_TRACE(opening > 0 ? "the second shares an opening" : "the second shares nothing");
+        fake_backend spec(4, chained_drafter(3));
+        event_log log;
+        engine_core engine(spec, cached_slots(1, 1 << 20), log.callback());
+        const std::vector<llama_token> a1 = {1, 2, 3, 4, 5};
+        const request_result ra1 = run_one(engine, log, a1, 6);
+        const std::vector<llama_token> held_a = spec.kv[0];
+        const request_result rb1 = run_one(engine, log, b1, 4);
+        EXPECT_EQ(rb1.n_prompt_cached, opening);
+        ASSERT_EQ(spec.saves.size(), 1u);
+        EXPECT_EQ(spec.saves[0].second, held_a);
+        EXPECT_EQ(engine.n_cached(), 1u);
+        EXPECT_EQ(engine.cached_bytes(), held_a.size() * fake_backend::bytes_per_token);
 
-    const std::vector<llama_token> held_b = spec.kv[0];
-    const std::vector<llama_token> a2 = next_turn(a1, ra1, {7, 8});
-    const size_t before = spec.batches.size();
-    const request_result ra2 = run_one(engine, log, a2, 8);
-    ASSERT_EQ(spec.loads.size(), 1u);
-    EXPECT_EQ(spec.loads[0].second, held_a);
-    EXPECT_EQ(ra2.n_prompt_cached, held_a.size());
-    EXPECT_EQ(ra2.output.tokens, solo(a2, greedy(8)).tokens);
-    EXPECT_EQ(spec.batches[before].first, static_cast<int32_t>(a2.size() - held_a.size())) << "only the new tokens are decoded";
-    ASSERT_EQ(spec.saves.size(), 2u);
-    EXPECT_EQ(spec.saves[1].second, held_b);
-    EXPECT_EQ(engine.n_cached(), 1u) << "the loaded state left the cache; the second conversation's came in";
+        const std::vector<llama_token> held_b = spec.kv[0];
+        const std::vector<llama_token> a2 = next_turn(a1, ra1, {7, 8});
+        const size_t before = spec.batches.size();
+        const request_result ra2 = run_one(engine, log, a2, 8);
+        ASSERT_EQ(spec.loads.size(), 1u);
+        EXPECT_EQ(spec.loads[0].second, held_a);
+        EXPECT_EQ(ra2.n_prompt_cached, held_a.size());
+        EXPECT_EQ(ra2.output.tokens, solo(a2, greedy(8)).tokens);
+        EXPECT_EQ(spec.batches[before].first, static_cast<int32_t>(a2.size() - held_a.size())) << "only the new tokens are decoded";
+        ASSERT_EQ(spec.saves.size(), 2u);
+        EXPECT_EQ(spec.saves[1].second, held_b);
+        EXPECT_EQ(engine.n_cached(), 1u) << "the loaded state left the cache; the second conversation's came in";
 
-    // The second conversation's next turn: back from the cache, the first's saved again.
-    const std::vector<llama_token> b2 = next_turn(b1, rb1, {3});
-    const request_result rb2 = run_one(engine, log, b2, 5);
-    EXPECT_EQ(rb2.n_prompt_cached, held_b.size());
-    EXPECT_EQ(rb2.output.tokens, solo(b2, greedy(5)).tokens);
-    EXPECT_EQ(engine.n_cached(), 1u);
+        // The second conversation's next turn: back from the cache, the first's saved again.
+        const std::vector<llama_token> b2 = next_turn(b1, rb1, {3});
+        const request_result rb2 = run_one(engine, log, b2, 5);
+        EXPECT_EQ(rb2.n_prompt_cached, held_b.size());
+        EXPECT_EQ(rb2.output.tokens, solo(b2, greedy(5)).tokens);
+        EXPECT_EQ(engine.n_cached(), 1u);
 
-    // The first conversation's third turn: a state that begins with its
-    // earlier one replaced it in the cache.
-    const std::vector<llama_token> a3 = next_turn(a2, ra2, {4});
-    const request_result ra3 = run_one(engine, log, a3, 3);
-    EXPECT_EQ(ra3.n_prompt_cached, a2.size() + ra2.output.tokens.size() - 1);
-    EXPECT_EQ(ra3.output.tokens, solo(a3, greedy(3)).tokens);
-}
+        // The first conversation's third turn: a state that begins with its
+        // earlier one replaced it in the cache.
+        const std::vector<llama_token> a3 = next_turn(a2, ra2, {4});
+        const request_result ra3 = run_one(engine, log, a3, 3);
+        EXPECT_EQ(ra3.n_prompt_cached, a2.size() + ra2.output.tokens.size() - 1);
+        EXPECT_EQ(ra3.output.tokens, solo(a3, greedy(3)).tokens);
 
-// A prompt that shares only an opening (a chat template's first tokens)
-// with what a slot holds keeps that opening, and the rest of the slot's
-// conversation goes to the prompt cache first: its next turn reuses all of it.
-TEST(Engine, APromptThatKeepsLessThanHalfOfASlotSavesItFirst) {
-    fake_backend spec(4, chained_drafter(3));
-    event_log log;
-    engine_core engine(spec, cached_slots(1, 1 << 20), log.callback());
-    const std::vector<llama_token> a1 = {1, 2, 3, 4, 5};
-    const request_result ra1 = run_one(engine, log, a1, 6);
-    const std::vector<llama_token> held_a = spec.kv[0];
-    const std::vector<llama_token> b1 = {1, 2, 9, 8, 7, 6};
-    const request_result rb1 = run_one(engine, log, b1, 4);
-    EXPECT_EQ(rb1.n_prompt_cached, 2u) << "the shared opening is kept";
-    ASSERT_EQ(spec.saves.size(), 1u);
-    EXPECT_EQ(spec.saves[0].second, held_a);
-
-    const std::vector<llama_token> a2 = next_turn(a1, ra1, {7, 8});
-    const request_result ra2 = run_one(engine, log, a2, 8);
-    EXPECT_EQ(ra2.n_prompt_cached, held_a.size());
-    EXPECT_EQ(ra2.output.tokens, solo(a2, greedy(8)).tokens);
-
-    // A next turn keeps more than half: nothing is saved.
-    const size_t saves = spec.saves.size();
-    run_one(engine, log, next_turn(a2, ra2, {3}), 2);
-    EXPECT_EQ(spec.saves.size(), saves);
+        // Its fourth turn continues what the slot holds: nothing is saved.
+        const size_t saves = spec.saves.size();
+        const request_result ra4 = run_one(engine, log, next_turn(a3, ra3, {6}), 2);
+        EXPECT_EQ(ra4.n_prompt_cached, a3.size() + ra3.output.tokens.size() - 1);
+        EXPECT_EQ(spec.saves.size(), saves);
+    }
 }
 
 // A conversation the cache saved from one slot comes back into another
