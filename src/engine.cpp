@@ -884,7 +884,7 @@ engine_core::step_plan engine_core::plan_lengths() {
     const std::vector<int32_t> lengths = adaptive_->choose(adaptive_caps, b_.n_draft_min());
     for (size_t s = 0; s < slots_.size(); ++s) {
         if (adaptive_caps[s] >= 0) {
-            plan.shadow[s] = plan.caps[s] > 0 && lengths[s] == 0 && adaptive_->shadow_due(s, plan.n_active);
+            plan.shadow[s] = plan.caps[s] > 0 && lengths[s] == 0 && adaptive_->shadow_due(s);
             plan.asked[s] = plan.shadow[s] ? std::min(plan.caps[s], std::max(1, b_.n_draft_min())) : lengths[s];
         }
     }

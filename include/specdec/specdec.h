@@ -661,23 +661,21 @@ SPECDEC_API specdec_session_stats specdec_session_get_stats(const specdec_sessio
 /*
  * Adaptive draft length (specdec_generate_params.n_draft): before every step
  * each sequence's length is chosen within [0, session n_draft_max] to make the
- * expected tokens per second largest, from running estimates of that
- * sequence's acceptance at each draft position (recent steps weigh most, and
- * they are kept apart for steps after a kept and after a rejected first
- * token, so the choice turns with the text) and the costs measured in this
- * call: verifying a batch of each number of rows, and a drafting pass over
- * each number of rows. A sequence given length 0 still drafts one "shadow"
- * token now and then (every step while they hit, thinning to every 8th while
- * they miss, or as far as every 64th while the drafter has never been right
- * or while a shadow is not worth its price: its chance of hitting times
- * what a hit would save, against one drafting pass; never while even an
- * always-right drafter would not beat plain decoding at the measured costs
- * by more than probes every 8th step cost)
- * that is never verified, only compared with the target's token. Output is
- * the same as with any fixed length; a length below the session's
- * n_draft_min is raised to it (or to 0 when that does not fit). Sequence
- * statistics count verified drafts only; the session's statistics also count
- * shadow drafts.
+ * expected tokens per second largest, from a running estimate of that
+ * sequence's acceptance (the chance that a drafted token is kept after a kept
+ * token, and after a rejected one; recent steps weigh most, so the choice
+ * turns with the text) and the costs measured in this call: verifying a
+ * batch of each number of rows, and a drafting pass over each number of
+ * rows. A sequence given length 0 still drafts one "shadow" token now and
+ * then, never verified, only compared with the target's token: once the
+ * saving it expects to have missed since its last one (its chance of a hit
+ * at each step, times what a hit would save) reaches the price of a drafting
+ * pass, and at a sequence's first step. Never while even an always-right
+ * drafter would not beat plain decoding at the measured costs. Output is the
+ * same as with any fixed length; a length below the session's n_draft_min
+ * is raised to it (or to 0 when that does not fit). Sequence statistics
+ * count verified drafts only; the session's statistics also count shadow
+ * drafts.
  */
 #define SPECDEC_N_DRAFT_AUTO (-2)
 
