@@ -110,13 +110,16 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
     // drafting its best length), at points a of a grid; a shadow costs a
     // one-row pass.
     std::vector<double> saving(grid_points);
+    std::vector<std::vector<double>> hits(n, std::vector<double>(static_cast<size_t>(n_max_)));
     for (size_t i = 0; i < grid_points; ++i) {
         const double a = (static_cast<double>(i) + 0.5) / grid_points;
-        std::vector<double> hit(static_cast<size_t>(n_max_), a);
-        for (size_t j = 1; j < hit.size(); ++j) {
-            hit[j] = hit[j - 1] * a;
+        for (std::vector<double> & hit : hits) {
+            hit[0] = a;
+            for (size_t j = 1; j < hit.size(); ++j) {
+                hit[j] = hit[j - 1] * a;
+            }
         }
-        const std::vector<double> rate = rates(std::vector<std::vector<double>>(n, hit), l_max);
+        const std::vector<double> rate = rates(hits, l_max);
         const size_t l = best_of(rate);
         saving[i] = l == 0 ? 0.0 : (1.0 - rate[0] / rate[l]) / static_cast<double>(n_active);
     }
