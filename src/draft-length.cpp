@@ -103,6 +103,10 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
     }
     for (size_t s : active) {
         lengths[s] = length;
+        acceptance_[s].look = false;
+    }
+    if (length > 0) {
+        return lengths;
     }
     // Shadows, for a step that drafts nothing. What a token of one sequence
     // would save, in plain steps of the batch, if every sequence's drafter
@@ -126,8 +130,7 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
     const double price = pass[1] / verify[n];
     for (size_t k = 0; k < active.size(); ++k) {
         sequence_evidence & e = acceptance_[active[k]];
-        e.look = false;
-        if (length != 0 || caps[active[k]] <= 0) {
+        if (caps[active[k]] <= 0) {
             continue;
         }
         // The expected saving over the posterior of a (a beta distribution
