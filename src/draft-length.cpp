@@ -43,6 +43,10 @@ std::vector<double> adaptive_draft_length::cumulative(const sequence_evidence & 
     return out;
 }
 
+double adaptive_draft_length::grid_point(size_t i) {
+    return (static_cast<double>(i) + 0.5) / grid_points;
+}
+
 double adaptive_draft_length::p_keep_through(size_t seq, int32_t i) const {
     return cumulative(acceptance_[seq])[static_cast<size_t>(i)];
 }
@@ -116,7 +120,7 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
     std::vector<double> saving(grid_points);
     std::vector<std::vector<double>> hits(n, std::vector<double>(static_cast<size_t>(n_max_)));
     for (size_t i = 0; i < grid_points; ++i) {
-        const double a = (static_cast<double>(i) + 0.5) / grid_points;
+        const double a = grid_point(i);
         for (std::vector<double> & hit : hits) {
             hit[0] = a;
             for (size_t j = 1; j < hit.size(); ++j) {
@@ -126,6 +130,9 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
         const std::vector<double> rate = rates(hits, l_max);
         const size_t l = best_of(rate);
         saving[i] = l == 0 ? 0.0 : (1.0 - rate[0] / rate[l]) / static_cast<double>(n_active);
+    }
+    if (std::all_of(saving.begin(), saving.end(), [](double s) { return s == 0.0; })) {
+        return lengths; // not even a drafter that is almost always right would pay
     }
     const double price = pass[1] / verify[n];
     for (size_t k = 0; k < active.size(); ++k) {
@@ -141,15 +148,13 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
         double weight = 0.0;
         double saved = 0.0;
         for (size_t i = 0; i < grid_points; ++i) {
-            const double a = (static_cast<double>(i) + 0.5) / grid_points;
+            const double a = grid_point(i);
             const double density = std::exp((alpha - 1.0) * std::log(a) + (beta - 1.0) * std::log1p(-a));
             weight += density;
             saved += density * saving[i];
         }
-        if (saved > 0.0) {
-            e.unseen += through[k][0] * saved / weight;
-            e.look = e.last < 0 || e.unseen >= price;
-        }
+        e.unseen += through[k][0] * saved / weight;
+        e.look = e.last < 0 || e.unseen >= price;
     }
     return lengths;
 }

@@ -113,6 +113,8 @@ private:
         double kept_before = 0;
     };
     static chain estimates(const sequence_evidence & e);
+    // Point i of the grid over a: the middle of its (i / grid_points, (i + 1) / grid_points).
+    static double grid_point(size_t i);
     // p_keep_through for every position.
     std::vector<double> cumulative(const sequence_evidence & e) const;
 
