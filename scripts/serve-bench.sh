@@ -10,6 +10,8 @@
 #                  docs/results/<UTC date>-<host>-NAME.md, with its summary.json
 #                  and chart beside it (scripts/results.py record; see
 #                  docs/results/README.md)
+#   --what TEXT    (with --record) what was measured, for the record's title
+#                  and the index (default "serve-bench NAME")
 # Builds what is missing first: the Debian packages and llama.cpp
 # (scripts/bootstrap.sh), specdec and its fixture tool (scripts/build.sh),
 # llama-server (scripts/build-llama-server.sh).
@@ -26,23 +28,27 @@ for arg in "$@"; do
         if command -v node >/dev/null 2>&1; then
             node tools/serve-bench/driver.mjs --help
             echo "  --record NAME          (serve-bench.sh) also write docs/results/<UTC date>-<host>-NAME.md"
+            echo "  --what TEXT            (serve-bench.sh, with --record) what was measured, for the record's title"
             exit 0
         fi
     fi
 done
 
-# --record NAME is this script's; the driver gets the rest, and an --out to read back.
+# --record NAME and --what TEXT are this script's; the driver gets the rest, and an --out to read back.
 record=""
+what=""
 out=""
 driver_args=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --record) [ $# -ge 2 ] || { log "--record needs a NAME"; exit 2; }; record="$2"; shift 2; continue ;;
+        --what) [ $# -ge 2 ] || { log "--what needs a TEXT"; exit 2; }; what="$2"; shift 2; continue ;;
         --out) out="${2:-}" ;;
     esac
     driver_args+=("$1"); shift
 done
 asked=("${driver_args[@]}")
+[ -z "$what" ] || [ -n "$record" ] || { log "--what describes a record: give --record NAME too"; exit 2; }
 if [ -n "$record" ]; then
     [[ "$record" =~ ^[a-z0-9][a-z0-9-]*$ ]] || { log "--record NAME: lower-case letters, digits and '-' only"; exit 2; }
     if [ -z "$out" ]; then
@@ -89,7 +95,7 @@ status=0
 if [ -f "$out/results.md" ]; then
     assets=()
     [ -f "$out/tokens-per-s.svg" ] && assets=(--asset "$out/tokens-per-s.svg")
-    python3 scripts/results.py record --name "$record" --what "serve-bench $record" \
+    python3 scripts/results.py record --name "$record" --what "${what:-serve-bench $record}" \
         --command "scripts/serve-bench.sh $(printf '%q ' "${asked[@]}")--record $record" \
         --markdown "$out/results.md" --json "$out/summary.json" "${assets[@]}" || status=$((status ? status : 1))
 else

@@ -4,14 +4,15 @@
 # against llama-server and against `specdec serve`, each on the project's
 # generated fixtures instead of the models its presets download. The measure
 # is the difference: tests llama-server passes on the fixtures and specdec
-# does not. See docs/serving.md, "llama-server's test suite".
-#   scripts/upstream-suite.sh [--servers llama,specdec] [--out DIR] [--docs]
+# does not. See docs/migrating-from-llama-server.md, "llama-server's test suite".
+#   scripts/upstream-suite.sh [--servers llama,specdec] [--out DIR] [--record NAME]
 #                             [--timeout S] [-- PYTEST_ARG...]
 #   --servers  which servers to run (default both; the report needs both;
 #              none: only the report, from the XML a run left in --out)
 #   --out      folder for the JUnit XML, logs and results.md (default a
 #              temporary one, kept and printed)
-#   --docs     write the table into docs/serving.md between its markers
+#   --record   also write the table as a dated record,
+#              docs/results/<UTC date>-<host>-NAME.md (scripts/results.py record)
 #   --timeout  seconds each test may take (default 60)
 #   after --:  pytest arguments instead of the in-scope files, e.g.
 #              -- unit/test_tokenize.py -k bos
@@ -31,14 +32,16 @@ log() { echo "upstream-suite: $*" >&2; }
 
 servers="llama,specdec"
 out=""
-docs=0
+record=""
 timeout=60
 pytest_args=()
+asked=("$@") # for the record's command
 while [ $# -gt 0 ]; do
     case "$1" in
         --servers) servers="$2"; shift 2 ;;
         --out) out="$2"; shift 2 ;;
-        --docs) docs=1; shift ;;
+        --record) [[ "${2:-}" =~ ^[a-z0-9][a-z0-9-]*$ ]] || { log "--record NAME: lower-case letters, digits and '-' only"; exit 2; }
+                  record="$2"; shift 2 ;;
         --timeout) timeout="$2"; shift 2 ;;
         --) shift; pytest_args=("$@"); break ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -130,10 +133,10 @@ if [ -f "$out/llama.xml" ] && [ -f "$out/specdec.xml" ]; then
     meta="Run $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(nproc) CPUs ($cpu); commit $commit; $(cat "$out/specdec.version");"
     meta+=" llama-server $(cat "$out/llama.version"); -m 'not slow', ${timeout} s a test;"
     meta+=" llama-server $(cat "$out/llama.seconds") s, specdec $(cat "$out/specdec.seconds") s."
-    doc_args=()
-    [ "$docs" = 1 ] && doc_args=(--docs docs/serving.md)
     "$python" tools/upstream-suite/report.py --llama "$out/llama.xml" --specdec "$out/specdec.xml" \
-        --scope tools/upstream-suite/scope.tsv --meta "$meta" --out "$out/results.md" "${doc_args[@]}"
+        --scope tools/upstream-suite/scope.tsv --meta "$meta" --out "$out/results.md"
     log "results: $out/results.md"
+    [ -z "$record" ] || python3 scripts/results.py record --name "$record" --what "llama-server's test suite, $record" \
+        --command "scripts/upstream-suite.sh $(printf '%q ' "${asked[@]}" | sed 's/ $//')" --markdown "$out/results.md"
 fi
 log "output kept in $out"

@@ -6,8 +6,6 @@
   its run gives (its JSON entry, or a line of its record).
 - Every record in docs/results/ is in the index, and every link of the
   index resolves.
-- docs/serving.md holds each marker of the blocks the runs write into it
-  (serve-bench's workloads, llama-server's suite) exactly once.
 - Every relative link in README.md, patches/README.md and docs/ names a file
   that exists and, into a Markdown file, a heading it has.
 - The record writer, on a made-up CPU in a scratch folder: the file name, the
@@ -68,18 +66,6 @@ def unindexed(root):
     return [f"docs/results/README.md does not list {r}" for r in sorted(records - linked)]
 
 
-def serving_markers(root):
-    text = (root / "docs/serving.md").read_text()
-    out = []
-    for block in ("serve-bench results", "serve-bench chat results", "serve-bench structured results",
-                  "upstream-suite results"):
-        for end in ("begin", "end"):
-            n = text.count(f"<!-- {block} {end} -->")
-            if n != 1:
-                out.append(f"docs/serving.md has <!-- {block} {end} --> {n} times; the run that fills it needs it once")
-    return out
-
-
 def run(*args):
     return subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True)
 
@@ -135,10 +121,10 @@ def main():
     root = Path(sys.argv[1]).resolve()
     r = run(root / "scripts/results.py", "readme", "--check", "--root", root)
     problems = [] if r.returncode == 0 else [r.stdout.strip() or r.stderr.strip()]
-    problems += unindexed(root) + serving_markers(root) + broken_links(root) + writer_and_checker(root)
+    problems += unindexed(root) + broken_links(root) + writer_and_checker(root)
     for p in problems:
         print(p)
-    print(f"results: README blocks, records' index, serving.md's markers, links and the record writer checked; "
+    print(f"results: README blocks, records' index, links and the record writer checked; "
           f"{len(problems)} problems")
     return 1 if problems else 0
 

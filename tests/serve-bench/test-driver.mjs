@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -40,10 +40,7 @@ async function all_dead(pid_dir) {
 
 test('the matrix, its reports and identical', async () => {
     const out = path.join(tmp, 'ok'), pids = mkdtempSync(path.join(tmp, 'pids-'));
-    const docs = path.join(tmp, 'docs', 'serving.md');
-    mkdirSync(path.dirname(docs), { recursive: true });
-    writeFileSync(docs, '# Serving\n\nbefore\n<!-- serve-bench results begin -->\nold\n<!-- serve-bench results end -->\nafter\n');
-    const r = await run_driver(out, ['--fixtures', 'exact,random', '--concurrency', '1,2', '--docs', docs], { FAKE_PID_DIR: pids });
+    const r = await run_driver(out, ['--fixtures', 'exact,random', '--concurrency', '1,2'], { FAKE_PID_DIR: pids });
     assert.equal(r.code, 0, r.stderr);
     assert.equal(readdirSync(pids).length, 8);                 // 2 fixtures x 4 servers
     assert.deepEqual(await all_dead(pids), []);
@@ -69,11 +66,6 @@ test('the matrix, its reports and identical', async () => {
     const svg = readFileSync(path.join(out, 'tokens-per-s.svg'), 'utf8');
     assert.equal((svg.match(/<polyline/g) ?? []).length, 8);
     assert.match(md, /^Measured .*; llama-server version: 0 \(fake\)\./);
-    const filled = readFileSync(docs, 'utf8');
-    assert.ok(filled.startsWith('# Serving\n\nbefore\n<!-- serve-bench results begin -->\n' + md));
-    assert.ok(filled.endsWith('serving/tokens-per-s.svg)\n\nEvery run\'s numbers and texts: [serving/summary.json](serving/summary.json).\n<!-- serve-bench results end -->\nafter\n'));
-    assert.doesNotMatch(filled, /\nold\n/);
-    assert.equal(readFileSync(path.join(tmp, 'docs', 'serving', 'tokens-per-s.svg'), 'utf8'), svg);
     // Progress off a terminal: a line per run, the time left once a round was timed.
     assert.match(r.stderr, /^serve-bench: \[1\/32\] exact \/ specdec-none \/ C=1, round 1\/2$/m);
     assert.match(r.stderr, /^serve-bench: \[5\/32\] exact \/ \S+ \/ C=1, round 2\/2 \(about \d+ s left\)$/m);
@@ -161,13 +153,10 @@ test('a server that fails to start and texts that differ are reported', async ()
     assert.match(md, /Failures:\n\n- mixed \/ llama-mtp: could not start/);
 });
 
-test('chat: conversations resend what came before, report reuse per turn, and fill their own docs section', async () => {
+test('chat: conversations resend what came before, and report reuse per turn', async () => {
     const out = path.join(tmp, 'chat'), prompts = path.join(tmp, 'chat-prompts.log');
-    const docs = path.join(tmp, 'chat-docs', 'serving.md');
-    mkdirSync(path.dirname(docs), { recursive: true });
-    writeFileSync(docs, 'a\n<!-- serve-bench chat results begin -->\nold\n<!-- serve-bench chat results end -->\nb\n');
     const r = await run_driver(out, ['--workload', 'chat', '--turns', '3', '--fixtures', 'exact', '--concurrency', '1,2',
-                                     '--servers', 'specdec-mtp,llama-plain', '--rounds', '1', '--warmup', '0', '--docs', docs],
+                                     '--servers', 'specdec-mtp,llama-plain', '--rounds', '1', '--warmup', '0'],
                                { FAKE_PROMPT_LOG: prompts });
     assert.equal(r.code, 0, r.stderr);
     const sent = readFileSync(prompts, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
@@ -198,18 +187,12 @@ test('chat: conversations resend what came before, report reuse per turn, and fi
     assert.match(md, /\| specdec-mtp \| 2 \| [0-9.]+ \| [0-9]+ \| [0-9]+ \/ [0-9]+ \| [0-9.]+ \| [0-9]+% \| yes \|/);
     assert.match(md, /\| exact \| 2 \| [0-9.]+ \| [0-9.]+ \|/); // specdec-mtp ÷ llama-plain
     assert.equal(existsSync(path.join(out, 'tokens-per-s.svg')), false);
-    const filled = readFileSync(docs, 'utf8');
-    assert.ok(filled.startsWith('a\n<!-- serve-bench chat results begin -->\n' + md));
-    assert.match(filled, /\[serving\/chat-summary.json\]\(serving\/chat-summary.json\)\.\n<!-- serve-bench chat results end -->\nb\n$/);
 });
 
-test('structured: each prompt carries its schema or grammar, and the results fill their own docs section', async () => {
+test('structured: each prompt carries its schema or grammar', async () => {
     const out = path.join(tmp, 'structured'), bodies = path.join(tmp, 'structured-bodies.log');
-    const docs = path.join(tmp, 'structured-docs', 'serving.md');
-    mkdirSync(path.dirname(docs), { recursive: true });
-    writeFileSync(docs, 'a\n<!-- serve-bench structured results begin -->\nold\n<!-- serve-bench structured results end -->\nb\n');
     const r = await run_driver(out, ['--workload', 'structured', '--fixtures', 'exact', '--concurrency', '1', '--min-requests', '4',
-                                     '--servers', 'specdec-mtp,llama-plain', '--rounds', '1', '--warmup', '0', '--docs', docs],
+                                     '--servers', 'specdec-mtp,llama-plain', '--rounds', '1', '--warmup', '0'],
                                { FAKE_BODY_LOG: bodies });
     assert.equal(r.code, 0, r.stderr);
     const sent = readFileSync(bodies, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
@@ -230,9 +213,6 @@ test('structured: each prompt carries its schema or grammar, and the results fil
     assert.match(md, /at most 6 tokens a request/);
     assert.match(md, /\| specdec-mtp \| 1 \| 4 \| [0-9.]+ .*\| yes \|/);
     assert.equal(existsSync(path.join(out, 'tokens-per-s.svg')), false);
-    const filled = readFileSync(docs, 'utf8');
-    assert.ok(filled.startsWith('a\n<!-- serve-bench structured results begin -->\n' + md));
-    assert.match(filled, /\[serving\/structured-summary.json\]\(serving\/structured-summary.json\)\.\n<!-- serve-bench structured results end -->\nb\n$/);
 });
 
 test('killing the driver stops its server', async () => {

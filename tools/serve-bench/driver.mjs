@@ -6,12 +6,12 @@
 // point is measured in rounds: every round runs each server in turn, so
 // that a slow spell of a shared host falls on every server alike rather
 // than on whichever happened to run then. Writes the raw JSON of every
-// point, summary.json, results.md (tables and ratios for docs/serving.md)
-// and tokens-per-s.svg.
+// point, summary.json, results.md (tables and ratios) and tokens-per-s.svg;
+// scripts/serve-bench.sh --record keeps them as a dated record in docs/results/.
 // Normally started by scripts/serve-bench.sh, which builds what it needs.
 import { spawn, spawnSync } from 'node:child_process';
 import { createServer } from 'node:net';
-import { copyFileSync, createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -81,10 +81,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const list = (s) => s.split(',').map((x) => x.trim()).filter((x) => x !== '');
 
 const USAGE = `usage: driver.mjs --specdec BIN --llama-server BIN --fixture-tool BIN [options]
-       driver.mjs --report DIR [--docs FILE]   (rewrites DIR/results.md and DIR/tokens-per-s.svg from DIR/summary.json)
-  --docs FILE            also put the results into FILE (docs/serving.md) between its
-                         <!-- serve-bench results begin/end --> markers, the chart and
-                         summary.json beside it in serving/
+       driver.mjs --report DIR   (rewrites DIR/results.md and DIR/tokens-per-s.svg from DIR/summary.json)
   --out DIR              results directory (default: $TMPDIR/specdec-serve-bench-<UTC time>)
   --workload NAME        single: single-turn requests over fixed prompts (default); chat: conversations
                          of --turns turns, each turn resending the conversation so far (chat.mjs);
@@ -126,7 +123,7 @@ function parse_args(argv) {
         servers: ['specdec-none', 'specdec-mtp', 'llama-plain', 'llama-mtp'],
         concurrency: [1, 2, 4, 8, 16], rounds: 2, requests: 'auto', min_requests: 8, requests_per_client: 2, max_tokens: 64, threads: 2,
         slots: null, ctx: 512, llama_mtp_n_max: 3, shape: 'qwen3-0.6b', type: 'q4_k_m', fixture_dir: null, reference: null,
-        warmup: null, startup_timeout_s: 300, request_timeout_s: 600, docs: null, varied: false, quiet: false,
+        warmup: null, startup_timeout_s: 300, request_timeout_s: 600, varied: false, quiet: false,
         workload: 'single', turns: 5, temperature: 0, conversations: 'auto',
     };
     const int = (k, v) => { const n = Number(v); if (!Number.isInteger(n) || n < 1) throw new Error(`${k} needs a positive integer`); return n; };
@@ -161,7 +158,6 @@ function parse_args(argv) {
             case '--warmup': a.warmup = Number(v); break;
             case '--startup-timeout-s': a.startup_timeout_s = int(k, v); break;
             case '--request-timeout-s': a.request_timeout_s = int(k, v); break;
-            case '--docs': a.docs = v; break;
             case '--workload': a.workload = v; break;
             case '--turns': a.turns = int(k, v); break;
             case '--temperature': a.temperature = Number(v); break;
@@ -505,32 +501,10 @@ function svg_chart(runs, a) {
 }
 
 // --- the matrix -----------------------------------------------------------------
-const markers = (a) => (a.workload === 'single'
-    ? ['<!-- serve-bench results begin -->', '<!-- serve-bench results end -->']
-    : [`<!-- serve-bench ${a.workload} results begin -->`, `<!-- serve-bench ${a.workload} results end -->`]);
-
-function write_reports(dir, a, runs, meta, failures, docs) {
+function write_reports(dir, a, runs, meta, failures) {
     const md = markdown(runs, a, meta) + (failures.length ? `\nFailures:\n\n${failures.map((f) => `- ${f}`).join('\n')}\n` : '');
-    const single = a.workload === 'single'; // the one with a chart
     writeFileSync(path.join(dir, 'results.md'), md);
-    if (single) writeFileSync(path.join(dir, 'tokens-per-s.svg'), svg_chart(runs, a));
-    if (!docs) return;
-    const [BEGIN, END] = markers(a);
-    const text = readFileSync(docs, 'utf8');
-    const b = text.indexOf(BEGIN), e = text.indexOf(END);
-    if (b < 0 || e < b) throw new Error(`${docs} has no ${BEGIN} ... ${END} markers`);
-    const assets = path.join(path.dirname(docs), 'serving');
-    mkdirSync(assets, { recursive: true });
-    const summary = single ? 'summary.json' : `${a.workload}-summary.json`;
-    copyFileSync(path.join(dir, 'summary.json'), path.join(assets, summary));
-    let block = `${BEGIN}\n${md}\n`;
-    if (single) {
-        copyFileSync(path.join(dir, 'tokens-per-s.svg'), path.join(assets, 'tokens-per-s.svg'));
-        block += '![tokens/s against concurrent clients](serving/tokens-per-s.svg)\n\n';
-    }
-    block += `Every run's numbers and texts: [serving/${summary}](serving/${summary}).\n${END}`;
-    writeFileSync(docs, text.slice(0, b) + block + text.slice(e + END.length));
-    log(`results written into ${docs}, summary in ${assets}/`);
+    if (a.workload === 'single') writeFileSync(path.join(dir, 'tokens-per-s.svg'), svg_chart(runs, a)); // the one with a chart
 }
 
 // What was measured: the repository's commit and both servers' versions.
@@ -555,11 +529,9 @@ async function main() {
     const ri = process.argv.indexOf('--report');
     if (ri >= 0) {
         const dir = process.argv[ri + 1];
-        const { readFileSync } = await import('node:fs');
         const s = JSON.parse(readFileSync(path.join(dir, 'summary.json'), 'utf8'));
         mark_identical(s.runs, s.options);
-        const di = process.argv.indexOf('--docs');
-        write_reports(dir, s.options, s.runs, s.meta, s.failures, di >= 0 ? process.argv[di + 1] : null);
+        write_reports(dir, s.options, s.runs, s.meta, s.failures);
         log(`rewrote ${dir}/results.md and tokens-per-s.svg`);
         return;
     }
@@ -700,7 +672,7 @@ async function main() {
     };
     const summary = { options: a, meta, failures, runs };
     writeFileSync(path.join(a.out, 'summary.json'), JSON.stringify(summary, null, 1) + '\n');
-    write_reports(a.out, a, runs, meta, failures, a.docs);
+    write_reports(a.out, a, runs, meta, failures);
     log(`done in ${(meta.elapsed_s / 60).toFixed(1)} min: ${a.out}/results.md, summary.json, tokens-per-s.svg, raw/, logs/`);
     const not_identical = runs.filter((r) => !r.identical);
     if (not_identical.length > 0) log(`NOT identical: ${not_identical.map((r) => `${r.fixture}/${r.server}/C=${r.concurrency} (${r.identical_why})`).join(', ')}`);

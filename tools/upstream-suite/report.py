@@ -6,10 +6,9 @@ its reason from scope.tsv (or the failure's first line, marked as not yet
 analysed).
 
   report.py --llama LLAMA.xml --specdec SPECDEC.xml --scope scope.tsv
-            [--meta LINE] [--out results.md] [--docs docs/serving.md]
+            [--meta LINE] [--out results.md]
 
---docs replaces the text between the `<!-- upstream-suite results begin -->`
-and `<!-- upstream-suite results end -->` markers there.
+scripts/upstream-suite.sh --record keeps the table as a dated record in docs/results/.
 """
 
 import argparse
@@ -18,9 +17,6 @@ import fnmatch
 import re
 import sys
 import xml.etree.ElementTree as ET
-
-BEGIN = "<!-- upstream-suite results begin -->"
-END = "<!-- upstream-suite results end -->"
 
 
 def outcomes(path):
@@ -118,7 +114,6 @@ def main():
     p.add_argument("--scope", required=True)
     p.add_argument("--meta", default="")
     p.add_argument("--out")
-    p.add_argument("--docs")
     a = p.parse_args()
     out_of_scope, reasons = read_scope(a.scope)
     md = report(outcomes(a.llama), outcomes(a.specdec), out_of_scope, reasons, a.meta)
@@ -127,14 +122,6 @@ def main():
             f.write(md)
     else:
         sys.stdout.write(md)
-    if a.docs:
-        with open(a.docs, encoding="utf-8") as f:
-            text = f.read()
-        b, e = text.find(BEGIN), text.find(END)
-        if b < 0 or e < b:
-            sys.exit(f"report: {a.docs} has no {BEGIN} ... {END} markers")
-        with open(a.docs, "w", encoding="utf-8") as f:
-            f.write(text[:b] + BEGIN + "\n" + md + END + text[e + len(END):])
 
 
 if __name__ == "__main__":
