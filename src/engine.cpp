@@ -1049,11 +1049,13 @@ std::optional<verdict> engine_core::choose(request_state & r, const float * logi
             } else if (r.sampler.samples()) {
                 x = r.sampler.choose(r.shaper->apply(logits));
             } else {
-                // Most greedy choices are ones the grammar allows: then the
-                // whole vocabulary need not be masked (logit_shaper::allows).
+                // Most greedy choices are ones the grammar allows; for the
+                // others the grammar is asked about the best-ranked tokens
+                // first (logit_shaper::best_allowed). Neither masks the
+                // whole vocabulary.
                 x = r.sampler.choose(r.shaper->shape(logits));
                 if (!r.shaper->allows(x)) {
-                    x = r.sampler.choose(r.shaper->mask());
+                    x = r.shaper->best_allowed();
                 }
             }
             v = {x, drafted != nullptr && x == *drafted};

@@ -9,6 +9,7 @@
 #include <cctype>
 #include <climits>
 #include <cmath>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -242,6 +243,53 @@ const float * logit_shaper::mask() {
         fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the grammar allows no token here");
     }
     return shaped_.data();
+}
+
+llama_token logit_shaper::best_allowed() {
+    constexpr size_t first_round = 64;
+    constexpr size_t growth = 8;
+    // apply()'s favourite first: the higher logit, then the lower id.
+    const auto ahead = [this](llama_token a, llama_token b) {
+        const float x = shaped_[static_cast<size_t>(a)];
+        const float y = shaped_[static_cast<size_t>(b)];
+        return x > y || (x == y && a < b);
+    };
+    if (!grammar_applies()) {
+        return static_cast<llama_token>(std::max_element(shaped_.begin(), shaped_.end()) - shaped_.begin());
+    }
+    ranked_.resize(static_cast<size_t>(n_vocab_));
+    std::iota(ranked_.begin(), ranked_.end(), 0);
+    for (size_t done = 0, round = first_round; done < ranked_.size(); done += round, round *= growth) {
+        // Tokens [done, end) of the ranking, in any order: each ranks ahead
+        // of every token after them, so the best one the grammar allows
+        // among them is the best it allows at all.
+        const size_t end = std::min(ranked_.size(), done + round);
+        if (end < ranked_.size()) {
+            std::nth_element(ranked_.begin() + static_cast<std::ptrdiff_t>(done), ranked_.begin() + static_cast<std::ptrdiff_t>(end),
+                             ranked_.end(), ahead);
+        }
+        bool finite = false; // a token of this round has a finite logit: when none has, no later one has
+        for (size_t i = done; i < end; ++i) {
+            const llama_token t = ranked_[i];
+            candidates_[i - done] = {t, shaped_[static_cast<size_t>(t)], 0.0f};
+            finite = finite || shaped_[static_cast<size_t>(t)] != -INFINITY;
+        }
+        if (!finite) {
+            break; // every token left has logit -infinity, as apply() would leave it
+        }
+        llama_token_data_array arr = {candidates_.data(), end - done, -1, false};
+        llama_sampler_apply(grammar_.get(), &arr);
+        llama_token best = LLAMA_TOKEN_NULL;
+        for (size_t i = 0; i < arr.size; ++i) {
+            if (arr.data[i].logit != -INFINITY && (best == LLAMA_TOKEN_NULL || ahead(arr.data[i].id, best))) {
+                best = arr.data[i].id;
+            }
+        }
+        if (best != LLAMA_TOKEN_NULL) {
+            return best;
+        }
+    }
+    fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the grammar allows no token here");
 }
 
 const float * logit_shaper::apply(const float * logits) {

@@ -39,21 +39,27 @@ public:
     // error(INVALID_ARGUMENT) when the grammar allows no token here, or when
     // a lazy grammar's trigger started it on text it refuses.
     const float * apply(const float * logits);
-    // apply() in two steps, for a greedy choice that need not mask the
-    // whole vocabulary: shape() applies the biases and penalties (throws
-    // as apply() when a lazy grammar was left); allows(t): whether the
-    // grammar takes token t next (true without a grammar; a grammar decides
-    // each token alone, so when it allows the favourite of shape()'s logits,
-    // that is also the favourite of apply()'s); mask() then applies the
-    // grammar to shape()'s logits, as apply() (throws as apply()).
+    // A greedy choice without masking the whole vocabulary, in two steps.
+    // shape() applies the biases and penalties and returns those logits
+    // (throws as apply() when a lazy grammar was left). allows(t): whether
+    // the grammar takes token t next (true without a grammar). A grammar
+    // decides each token alone, so when it allows the favourite of shape()'s
+    // logits, that is also the favourite of apply()'s. When it does not,
+    // best_allowed() gives apply()'s favourite (the highest logit, the lowest
+    // id among equal ones) by asking the grammar about the best-ranked
+    // tokens first, 64, then eight times as many at each round, instead of
+    // about all of them (throws as apply()). shape()'s logits must hold no
+    // NaN (the greedy choice from them, which comes first, refuses one).
     const float * shape(const float * logits);
     bool          allows(llama_token t);
-    const float * mask();
+    llama_token   best_allowed();
     // `token` was emitted (chosen from the last apply()).
     void accept(llama_token token);
 
 private:
     bool grammar_applies() const;
+    // Applies the grammar to shape()'s logits over the whole vocabulary.
+    const float * mask();
 
     std::vector<specdec_logit_bias> bias_;
     float                           presence_;
@@ -70,6 +76,7 @@ private:
     std::map<llama_token, int32_t>  recent_counts_; // and how often each is among them
     std::vector<float>              shaped_;
     std::vector<llama_token_data>   candidates_; // for the grammar and the reasoning budget's forcing
+    std::vector<llama_token>        ranked_;     // best_allowed()'s order of the vocabulary
 };
 
 } // namespace specdec::detail
