@@ -3,12 +3,14 @@
 #include "error.h"
 #include "grammar-limits.h"
 
+#include "llama-grammar.h"    // llama.cpp src: the matcher its grammar sampler holds
 #include "reasoning-budget.h" // llama.cpp common
 
 #include <algorithm>
 #include <cctype>
 #include <climits>
 #include <cmath>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -67,14 +69,14 @@ llama_sampler * make_budget(const llama_vocab * vocab, const specdec_generate_pa
     return budget.release();
 }
 
-// The grammar of `p`, lazy when it has triggers, having read its prefix.
-llama_sampler * parse_grammar(const llama_vocab * vocab, const specdec_generate_params & p) {
-    llama_sampler * g = nullptr;
+// The grammar of `p`, lazy when it has triggers, having read its prefix:
+// what llama.cpp's grammar samplers hold (llama_sampler_init_grammar and
+// ..._lazy_patterns make it with the same call).
+llama_grammar * parse_grammar(const llama_vocab * vocab, const specdec_generate_params & p) {
+    llama_grammar * g = nullptr;
     try { // llama.cpp reports a grammar it cannot parse with null, and some faults by throwing
-        g = p.n_grammar_triggers > 0
-                ? llama_sampler_init_grammar_lazy_patterns(vocab, p.grammar, "root", const_cast<const char **>(p.grammar_triggers),
-                                                           p.n_grammar_triggers, nullptr, 0)
-                : llama_sampler_init_grammar(vocab, p.grammar, "root");
+        g = llama_grammar_init_impl(vocab, p.grammar, "root", p.n_grammar_triggers > 0, const_cast<const char **>(p.grammar_triggers),
+                                    p.n_grammar_triggers, nullptr, 0);
     } catch (const std::exception & e) {
         fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the grammar is not valid GBNF: ", e.what());
     }
@@ -82,22 +84,25 @@ llama_sampler * parse_grammar(const llama_vocab * vocab, const specdec_generate_
         fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the grammar is not valid GBNF with a rule 'root', or a trigger is not a valid "
              "regular expression (llama.cpp could not parse them)");
     }
-    if (!is_set(p.grammar_prefix)) {
-        return g;
-    }
-    llama_sampler_ptr grammar(g);
-    const std::vector<llama_token> prefix = text_tokens(vocab, p.grammar_prefix); // UNREPRESENTABLE_TEXT as it is
-    try {
-        for (const llama_token t : prefix) {
-            llama_sampler_accept(grammar.get(), t);
+    std::unique_ptr<llama_grammar, logit_shaper::grammar_deleter> grammar(g);
+    if (is_set(p.grammar_prefix)) {
+        const std::vector<llama_token> prefix = text_tokens(vocab, p.grammar_prefix); // UNREPRESENTABLE_TEXT as it is
+        try {
+            for (const llama_token t : prefix) {
+                llama_grammar_accept_impl(*grammar, t);
+            }
+        } catch (const std::exception & e) {
+            fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the grammar does not accept its prefix: ", e.what());
         }
-    } catch (const std::exception & e) {
-        fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the grammar does not accept its prefix: ", e.what());
     }
     return grammar.release();
 }
 
 } // namespace
+
+void logit_shaper::grammar_deleter::operator()(llama_grammar * g) const {
+    llama_grammar_free_impl(g);
+}
 
 bool logit_shaper::needed(const specdec_generate_params & p) {
     return p.n_logit_bias > 0 || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f || p.repeat_penalty != 1.0f ||
@@ -221,7 +226,7 @@ bool logit_shaper::allows(llama_token t) {
     }
     llama_token_data one = {t, shaped_[static_cast<size_t>(t)], 0.0f};
     llama_token_data_array arr = {&one, 1, -1, false};
-    llama_sampler_apply(grammar_.get(), &arr);
+    llama_grammar_apply_impl(*grammar_, &arr);
     return one.logit != -INFINITY;
 }
 
@@ -229,20 +234,61 @@ const float * logit_shaper::mask() {
     if (!grammar_applies()) {
         return shaped_.data();
     }
-    for (llama_token t = 0; t < n_vocab_; ++t) {
-        candidates_[static_cast<size_t>(t)] = {t, shaped_[static_cast<size_t>(t)], 0.0f};
-    }
-    llama_token_data_array arr = {candidates_.data(), candidates_.size(), -1, false};
-    llama_sampler_apply(grammar_.get(), &arr);
     bool any = false;
-    for (size_t i = 0; i < arr.size; ++i) {
-        shaped_[static_cast<size_t>(arr.data[i].id)] = arr.data[i].logit;
-        any = any || arr.data[i].logit != -INFINITY;
+    if (grammar_->awaiting_trigger) { // a lazy grammar before its trigger allows every token
+        any = std::any_of(shaped_.begin(), shaped_.end(), [](float l) { return l != -INFINITY; });
+    } else {
+        const std::vector<bool> & allowed = allowed_here();
+        for (size_t t = 0; t < shaped_.size(); ++t) {
+            shaped_[t] = allowed[t] ? shaped_[t] : -INFINITY;
+            any = any || shaped_[t] != -INFINITY;
+        }
     }
     if (!any) {
         fail(SPECDEC_STATUS_INVALID_ARGUMENT, "the grammar allows no token here");
     }
     return shaped_.data();
+}
+
+// What decides which tokens llama.cpp's matcher allows (llama_grammar_apply_impl):
+// its stacks of positions in the rules (pointers into rules that live as
+// long as the grammar), the UTF-8 character it has read part of (its bits
+// so far count only while bytes of it remain: after a whole character they
+// hold that character, which nothing reads), and the rules and vocabulary,
+// which do not change. Equal keys, equal tokens.
+std::string logit_shaper::state_key() const {
+    std::string key;
+    const auto put = [&key](const auto & x) { key.append(reinterpret_cast<const char *>(&x), sizeof x); };
+    const llama_partial_utf8 partial = grammar_->partial_utf8;
+    put(partial.n_remain);
+    put(partial.n_remain > 0 ? partial.value : 0u);
+    for (const llama_grammar_stack & stack : grammar_->stacks) {
+        put(stack.size());
+        for (const llama_grammar_element * e : stack) {
+            put(e);
+        }
+    }
+    return key;
+}
+
+const std::vector<bool> & logit_shaper::allowed_here() {
+    std::string key = state_key();
+    if (const auto it = allowed_by_state_.find(key); it != allowed_by_state_.end()) {
+        return it->second;
+    }
+    if (allowed_by_state_.size() >= max_remembered_states) {
+        allowed_by_state_.clear();
+    }
+    for (llama_token t = 0; t < n_vocab_; ++t) {
+        candidates_[static_cast<size_t>(t)] = {t, 0.0f, 0.0f};
+    }
+    llama_token_data_array arr = {candidates_.data(), candidates_.size(), -1, false};
+    llama_grammar_apply_impl(*grammar_, &arr);
+    std::vector<bool> allowed(static_cast<size_t>(n_vocab_));
+    for (size_t i = 0; i < arr.size; ++i) {
+        allowed[static_cast<size_t>(arr.data[i].id)] = arr.data[i].logit != -INFINITY;
+    }
+    return allowed_by_state_.emplace(std::move(key), std::move(allowed)).first->second;
 }
 
 llama_token logit_shaper::best_allowed() {
@@ -278,7 +324,7 @@ llama_token logit_shaper::best_allowed() {
             break; // every token left has logit -infinity, as apply() would leave it
         }
         llama_token_data_array arr = {candidates_.data(), end - done, -1, false};
-        llama_sampler_apply(grammar_.get(), &arr);
+        llama_grammar_apply_impl(*grammar_, &arr);
         llama_token best = LLAMA_TOKEN_NULL;
         for (size_t i = 0; i < arr.size; ++i) {
             if (arr.data[i].logit != -INFINITY && (best == LLAMA_TOKEN_NULL || ahead(arr.data[i].id, best))) {
@@ -317,7 +363,7 @@ void logit_shaper::accept(llama_token token) {
     }
     if (to_grammar && !left_grammar_) {
         try { // a lazy grammar reads the text of a trigger's token, which was chosen before it applied
-            llama_sampler_accept(grammar_.get(), token);
+            llama_grammar_accept_impl(*grammar_, token);
         } catch (const std::exception &) {
             left_grammar_ = true; // the next apply() ends the request
         }

@@ -13,9 +13,13 @@
 
 #include <deque>
 #include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 struct llama_vocab;
+struct llama_grammar;
 
 namespace specdec::detail {
 
@@ -56,10 +60,24 @@ public:
     // `token` was emitted (chosen from the last apply()).
     void accept(llama_token token);
 
+    // Frees llama.cpp's grammar matcher.
+    struct grammar_deleter {
+        void operator()(llama_grammar * g) const;
+    };
+
 private:
     bool grammar_applies() const;
     // Applies the grammar to shape()'s logits over the whole vocabulary.
     const float * mask();
+    // The grammar's state, as a key, and the tokens it allows: asked of
+    // llama.cpp over the whole vocabulary the first time a state is met,
+    // remembered after. Output that follows a grammar meets the same states
+    // again and again (within a string, a number, between items), and asking
+    // about every token's text costs more than a decoding step on a large
+    // vocabulary.
+    std::string                     state_key() const;
+    const std::vector<bool> &       allowed_here();
+    static constexpr size_t         max_remembered_states = 64; // then forgotten all at once
 
     std::vector<specdec_logit_bias> bias_;
     float                           presence_;
@@ -67,7 +85,8 @@ private:
     float                           repeat_;
     int32_t                         repeat_last_n_;
     int32_t                         n_vocab_;
-    llama_sampler_ptr               grammar_;           // lazy when the request has grammar triggers
+    std::unique_ptr<llama_grammar, grammar_deleter> grammar_; // lazy when the request has grammar triggers
+    std::unordered_map<std::string, std::vector<bool>> allowed_by_state_; // see allowed_here()
     bool                            lazy_ = false;      // the grammar waits for a trigger
     llama_sampler_ptr               budget_;            // llama.cpp's reasoning budget, with both markers
     bool                            left_grammar_ = false; // a trigger started it on text it refuses

@@ -126,6 +126,86 @@ TEST_P(GrammarChoice, SearchingTheRankingChoosesWhatMaskingTheVocabularyChooses)
     EXPECT_GE(refused, 4);
 }
 
+// The tokens a grammar state allows are asked of llama.cpp the first time
+// the state is met and remembered after (logit_shaper::allowed_here). At
+// every step of a walk along each grammar, apply() must mask as a shaper
+// that never met a state does: one made afresh and given the same tokens.
+// The walks come back to states (within strings, numbers, between items),
+// and one of them reads the first byte of a two-byte character, which
+// leaves the grammar's stacks as they were and only its partly read
+// character changed.
+TEST_P(GrammarChoice, RememberedStatesAllowWhatAskingLlamaCppAllows) {
+    const model_ptr model = load_vocab(GetParam());
+    ASSERT_NE(model, nullptr);
+    const llama_vocab * vocab = llama_model_get_vocab(model.get());
+    const int32_t n_vocab = llama_vocab_n_tokens(vocab);
+    const auto token_of = [&](const std::string & piece) {
+        for (llama_token t = 0; t < n_vocab; ++t) {
+            char buf[8];
+            const int32_t n = llama_token_to_piece(vocab, t, buf, sizeof buf, 0, true);
+            if (n == static_cast<int32_t>(piece.size()) && std::string(buf, static_cast<size_t>(n)) == piece) {
+                return t;
+            }
+        }
+        return LLAMA_TOKEN_NULL;
+    };
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> wide(-10.0f, 10.0f);
+    struct walk {
+        const char *             grammar;
+        std::vector<std::string> start; // the pieces read before the random steps
+    };
+    const walk walks[] = {
+        {json_grammar, {}},
+        {"root ::= [0-9]+ \".\"", {}},
+        {"root ::= [α-ω]+ \" \"", {"\xce", "\xb1", "\xce"}}, // 'α' is CE B1
+        {"root ::= \"x\" [0-9] \"y\" [a-z] \"z\"", {"x", "5", "y"}}, // one stack each time, one element deep
+    };
+    int steps = 0;
+    for (const walk & w : walks) {
+        SCOPED_TRACE(w.grammar);
+        std::vector<llama_token> start;
+        for (const std::string & piece : w.start) {
+            start.push_back(token_of(piece));
+            ASSERT_NE(start.back(), LLAMA_TOKEN_NULL) << "no token reads as " << piece;
+        }
+        specdec_generate_params p = specdec_generate_default_params();
+        p.grammar = w.grammar;
+        logit_shaper walker(p, vocab, n_vocab);
+        std::vector<llama_token> read;
+        for (int step = 0; step < 24; ++step) {
+            SCOPED_TRACE("after " + std::to_string(read.size()) + " tokens");
+            std::vector<float> logits(static_cast<size_t>(n_vocab));
+            for (float & l : logits) {
+                l = wide(rng);
+            }
+            const float * got = walker.apply(logits.data());
+            logit_shaper fresh(p, vocab, n_vocab);
+            for (const llama_token t : read) {
+                fresh.accept(t);
+            }
+            const float * want = fresh.apply(logits.data());
+            std::vector<llama_token> allowed;
+            int32_t differ = 0;
+            for (int32_t t = 0; t < n_vocab; ++t) {
+                differ += got[t] == want[t] ? 0 : 1;
+                if (want[t] != -INFINITY) {
+                    allowed.push_back(t);
+                }
+            }
+            EXPECT_EQ(differ, 0);
+            ++steps;
+            const llama_token next = read.size() < start.size() ? start[read.size()] : allowed[rng() % allowed.size()];
+            if (llama_vocab_is_eog(vocab, next)) {
+                break;
+            }
+            walker.accept(next);
+            read.push_back(next);
+        }
+    }
+    EXPECT_GE(steps, 24);
+}
+
 INSTANTIATE_TEST_SUITE_P(RealVocabularies, GrammarChoice, ::testing::Values("qwen2", "llama-spm"));
 
 } // namespace
