@@ -1,14 +1,18 @@
-// The greedy choice under a grammar without masking the whole vocabulary
-// (logit_shaper::best_allowed) against masking it (apply() and the lowest
-// id of the highest logit), on real vocabularies: the vocabulary-only GGUF
-// files of Qwen2/Qwen3 (BPE, 151,936 tokens, pieces that split UTF-8
-// characters) and LLaMA's SentencePiece tokenizer (32,000), which the
-// pinned llama.cpp tree carries under models/. Grammars: JSON, digits, a
-// choice of words, Greek letters. At each of several states of each grammar
-// the logits are random and distinct; tied, with some at -infinity; such
-// that every token the grammar allows ranks below every token it refuses
-// (the search reaches the vocabulary's end); with only one allowed token
-// finite; and with none (both refuse with INVALID_ARGUMENT).
+// Two ways specdec applies a grammar without asking llama.cpp about every
+// token of the vocabulary at every row, each against asking it, on real
+// vocabularies: the vocabulary-only GGUF files of Qwen2/Qwen3 (BPE, 151,936
+// tokens, pieces that split UTF-8 characters) and LLaMA's SentencePiece
+// tokenizer (32,000), which the pinned llama.cpp tree carries under models/.
+// - The greedy choice (logit_shaper::best_allowed) against masking (apply()
+//   and the lowest id of the highest logit). Grammars: JSON, digits, a
+//   choice of words, Greek letters. At each of several states of each
+//   grammar the logits are random and distinct; tied, with some at
+//   -infinity; such that every token the grammar allows ranks below every
+//   token it refuses (the search reaches the vocabulary's end); with only
+//   one allowed token finite; and with none (both refuse with
+//   INVALID_ARGUMENT).
+// - The tokens each grammar state allows, remembered (apply()) against a
+//   shaper that never met the state.
 #include "logit-shaping.h"
 #include "specdec/specdec.hpp"
 
@@ -130,10 +134,11 @@ TEST_P(GrammarChoice, SearchingTheRankingChoosesWhatMaskingTheVocabularyChooses)
 // the state is met and remembered after (logit_shaper::allowed_here). At
 // every step of a walk along each grammar, apply() must mask as a shaper
 // that never met a state does: one made afresh and given the same tokens.
-// The walks come back to states (within strings, numbers, between items),
-// and one of them reads the first byte of a two-byte character, which
-// leaves the grammar's stacks as they were and only its partly read
-// character changed.
+// The walks come back to states (within strings, numbers, between items).
+// One reads the first byte of a two-byte character, which leaves the
+// grammar's stacks as they were and changes only its partly read
+// character; in another every state is one stack one element deep, told
+// apart only by where that element points.
 TEST_P(GrammarChoice, RememberedStatesAllowWhatAskingLlamaCppAllows) {
     const model_ptr model = load_vocab(GetParam());
     ASSERT_NE(model, nullptr);
