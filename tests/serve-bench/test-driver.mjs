@@ -215,6 +215,37 @@ test('structured: each prompt carries its schema or grammar', async () => {
     assert.equal(existsSync(path.join(out, 'tokens-per-s.svg')), false);
 });
 
+test('structured at a temperature: one seed a prompt, each server repeating itself, and the single workload refused', async () => {
+    const out = path.join(tmp, 'structured-sampled'), bodies = path.join(tmp, 'structured-sampled-bodies.log');
+    const r = await run_driver(out, ['--workload', 'structured', '--temperature', '0.7', '--fixtures', 'exact', '--concurrency', '1',
+                                     '--min-requests', '8', '--servers', 'specdec-mtp,llama-plain', '--rounds', '1', '--warmup', '0'],
+                               { FAKE_BODY_LOG: bodies });
+    assert.equal(r.code, 0, r.stderr); // not compared across servers, so nothing is "not identical"
+    const sent = readFileSync(bodies, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    assert.equal(sent.length, 2 * 8);
+    for (const q of sent) {
+        assert.equal(q.temperature, 0.7);
+        assert.ok(q.json_schema !== undefined || q.grammar !== undefined);
+    }
+    const prompts = [...new Set(sent.map((q) => q.prompt))];
+    assert.equal(prompts.length, 4);
+    const seeds = prompts.map((p) => new Set(sent.filter((q) => q.prompt === p).map((q) => q.seed)));
+    assert.ok(seeds.every((s) => s.size === 1), 'one seed a prompt');
+    assert.equal(new Set(seeds.map((s) => [...s][0])).size, 4, 'a seed of its own for each prompt');
+    const summary = JSON.parse(readFileSync(path.join(out, 'summary.json'), 'utf8'));
+    for (const run of summary.runs) {
+        assert.equal(run.identical, null);
+        assert.equal(run.identical_why, 'sampled: not compared');
+    }
+    const md = readFileSync(path.join(out, 'results.md'), 'utf8');
+    assert.match(md, /which both servers take\); temperature 0\.7, one seed a prompt\./);
+    assert.match(md, /\| specdec-mtp \| 1 \| 8 \| [0-9.]+ .*\| sampled: not compared \|/);
+
+    const single = await run_driver(path.join(tmp, 'single-sampled'), ['--temperature', '0.7', '--fixtures', 'exact']);
+    assert.equal(single.code, 2);
+    assert.match(single.stderr, /the single workload is greedy/);
+});
+
 test('killing the driver stops its server', async () => {
     const out = path.join(tmp, 'killed'), pids = mkdtempSync(path.join(tmp, 'pids-'));
     const r = await run_driver(out, ['--fixtures', 'exact', '--concurrency', '1', '--servers', 'llama-plain'],

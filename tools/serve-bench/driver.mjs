@@ -88,7 +88,9 @@ const USAGE = `usage: driver.mjs --specdec BIN --llama-server BIN --fixture-tool
                          structured: single-turn requests whose output a JSON schema or grammar
                          constrains (structured.mjs)
   --turns N              chat: turns per conversation (default 5)
-  --temperature T        chat: sampling temperature, seeded per turn (default 0; identity is checked at 0 only)
+  --temperature T        chat and structured: sampling temperature, seeded per turn (chat) or per prompt
+                         (structured: every request of a prompt has the same seed, so it must repeat
+                         its text); default 0; identity across servers is checked at 0 only
   --conversations N|auto chat: conversations per round; auto = max(2, C) (default auto)
   --fixtures LIST        exact,mixed,random,soft (default exact,mixed,random; soft: a target that samples
                          among three tokens, for the chat workload at a temperature)
@@ -167,6 +169,7 @@ function parse_args(argv) {
     }
     if (!['single', 'chat', 'structured'].includes(a.workload)) throw new Error(`unknown workload ${a.workload} (single, chat, structured)`);
     if (!(a.temperature >= 0 && a.temperature <= 2)) throw new Error('--temperature must be within [0, 2]');
+    if (a.temperature > 0 && a.workload === 'single') throw new Error('--temperature: the single workload is greedy (chat and structured sample)');
     for (const f of a.fixtures) if (!FIXTURES.includes(f)) throw new Error(`unknown fixture ${f} (${FIXTURES.join(', ')})`);
     for (const s of a.servers) if (!(s in SERVERS)) throw new Error(`unknown server ${s} (${Object.keys(SERVERS).join(', ')})`);
     if (a.servers.some((s) => SERVERS[s].kind === 'specdec') && !a.specdec) throw new Error('--specdec is required for the specdec servers');
@@ -187,7 +190,8 @@ const measure = (a, load) => (a.workload === 'chat' ? run_conversations(load) : 
 const pool = (a, rounds, load) => (a.workload === 'chat' ? pool_conversations(rounds, load) : pool_rounds(rounds, load));
 // The single-turn workloads' prompts, and the fields each prompt's requests add.
 const prompts_of = (a) => (a.workload === 'structured' ? STRUCTURED_PROMPTS : DEFAULT_PROMPTS);
-const body_for = (a) => (a.workload === 'structured' ? structured_body : undefined);
+const body_for = (a) => (a.workload !== 'structured' ? undefined
+    : (i) => ({ ...structured_body(i), ...(a.temperature > 0 ? { temperature: a.temperature, seed: 1000 + i } : {}) }));
 
 // --- child processes: every one is killed on every way out -----------------
 const children = new Set();
@@ -329,10 +333,12 @@ function mark_identical(runs, a) {
                 if (differ.length > 0) why.push(`${differ.length} of ${compared.length} prompts differ from ${a.reference}`);
                 if (compared.length < Object.keys(r.texts).length) why.push(`${Object.keys(r.texts).length - compared.length} prompts not in the reference runs`);
             }
-            if (a.workload === 'chat' && a.temperature > 0) {
-                // Sampled: servers draw differently; each must still repeat itself round after round.
+            if (a.temperature > 0) {
+                // Sampled: servers draw differently; each must still repeat itself, round after round
+                // (chat) or request after request of one prompt (structured: one seed a prompt).
                 r.identical = null;
-                r.identical_why = r.consistent ? 'sampled: not compared' : 'sampled, and rounds differ';
+                r.identical_why = r.consistent ? 'sampled: not compared'
+                                               : `sampled, and ${a.workload === 'chat' ? 'rounds' : 'requests of one prompt'} differ`;
                 continue;
             }
             r.identical = why.length === 0;
@@ -407,7 +413,8 @@ function markdown(runs, a, meta) {
                              : `${a.workload === 'structured' ? 'at most ' : ''}${a.max_tokens} tokens a request`;
     if (a.workload === 'structured') {
         out.push(`Structured output: the prompts' answers follow, in turn, ${STRUCTURED_KINDS.join('; ')} ` +
-                 '(tools/serve-bench/structured.mjs; `json_schema` and `grammar` on /v1/completions, which both servers take).');
+                 '(tools/serve-bench/structured.mjs; `json_schema` and `grammar` on /v1/completions, which both servers take); ' +
+                 (a.temperature > 0 ? `temperature ${a.temperature}, one seed a prompt.` : 'greedy.'));
         out.push('');
     }
     out.push(`${lengths}, ${rounds} round${rounds > 1 ? 's' : ''} a point of ` +
@@ -428,7 +435,7 @@ function markdown(runs, a, meta) {
                 const spread = r.rounds && r.rounds.length > 1
                     ? ` (${fmt(Math.min(...r.rounds.map((x) => x.tokens_per_s)))}–${fmt(Math.max(...r.rounds.map((x) => x.tokens_per_s)))})` : '';
                 out.push(`| ${s} | ${c} | ${r.requests} | ${fmt(r.tokens_per_s)}${spread} | ${fmt(r.ttft_ms.mean, 0)} / ${fmt(r.ttft_ms.p50, 0)} / ${fmt(r.ttft_ms.p99, 0)} | ` +
-                         `${fmt(r.itl_ms.p50)} / ${fmt(r.itl_ms.p99)} | ${fmt(r.tpot_ms.mean)} | ${acc} | ${r.identical ? 'yes' : `**no**: ${r.identical_why}`} |`);
+                         `${fmt(r.itl_ms.p50)} / ${fmt(r.itl_ms.p99)} | ${fmt(r.tpot_ms.mean)} | ${acc} | ${r.identical === null ? r.identical_why : r.identical ? 'yes' : `**no**: ${r.identical_why}`} |`);
             }
         }
         out.push('');
@@ -674,7 +681,7 @@ async function main() {
     writeFileSync(path.join(a.out, 'summary.json'), JSON.stringify(summary, null, 1) + '\n');
     write_reports(a.out, a, runs, meta, failures);
     log(`done in ${(meta.elapsed_s / 60).toFixed(1)} min: ${a.out}/results.md, summary.json, tokens-per-s.svg, raw/, logs/`);
-    const not_identical = runs.filter((r) => !r.identical);
+    const not_identical = runs.filter((r) => r.identical === false); // null: sampled, not compared
     if (not_identical.length > 0) log(`NOT identical: ${not_identical.map((r) => `${r.fixture}/${r.server}/C=${r.concurrency} (${r.identical_why})`).join(', ')}`);
     if (failures.length > 0) { log(`failures: ${failures.join('; ')}`); process.exit(1); }
     process.exit(not_identical.length > 0 ? 3 : 0);
