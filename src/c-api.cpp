@@ -160,7 +160,8 @@ specdec_status specdec_logit_shaping_validate(const llama_vocab * vocab, const s
         const int32_t n_vocab = llama_vocab_n_tokens(vocab);
         specdec::detail::logit_shaper::validate(*params, vocab, n_vocab);
         if (specdec::detail::logit_shaper::needed(*params)) {
-            specdec::detail::logit_shaper parsed(*params, vocab, n_vocab); // parses the grammar, reads its prefix
+            specdec::detail::grammar_memo unused; // nothing is masked here
+            specdec::detail::logit_shaper parsed(*params, vocab, n_vocab, unused); // parses the grammar, reads its prefix
         }
     });
 }

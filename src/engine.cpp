@@ -102,12 +102,12 @@ struct engine_core::token_batch {
 
 struct request_state {
     request_state(request_id id, std::span<const llama_token> tokens, const request_params & params, const llama_vocab * vocab,
-                  int32_t n_vocab, int32_t n_draft_max)
+                  int32_t n_vocab, int32_t n_draft_max, grammar_memo & memo)
         : prompt(tokens.begin(), tokens.end()), p(params), n_draft(params.n_draft < 0 ? n_draft_max : params.n_draft),
           adaptive(params.n_draft == SPECDEC_N_DRAFT_AUTO && n_draft > 0), synthetic(params.synthetic_acceptance >= 0.0f),
           stops(stop_strings(params)), sampler(params, params.seed, n_vocab), synthetic_draws(params.seed), text(stops) {
         if (logit_shaper::needed(params)) {
-            shaper = std::make_unique<logit_shaper>(params, vocab, n_vocab);
+            shaper = std::make_unique<logit_shaper>(params, vocab, n_vocab, memo);
         }
         // Borrowed for add() only: `stops` and `shaper` hold copies.
         p.stop_strings = nullptr;
@@ -238,7 +238,7 @@ request_id engine_core::add_n(std::span<const llama_token> prompt, const request
     for (uint32_t i = 0; i < n; ++i) {
         request_params p = params;
         p.seed = params.seed + i;
-        added.push_back(std::make_unique<request_state>(first + i, prompt, p, b_.vocab(), b_.n_vocab(), b_.n_draft_max()));
+        added.push_back(std::make_unique<request_state>(first + i, prompt, p, b_.vocab(), b_.n_vocab(), b_.n_draft_max(), grammar_memo_));
         if (shared && i > 0) {
             added.back()->leader = first;
         }

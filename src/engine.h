@@ -9,6 +9,7 @@
 #include "generation-backend.h"
 
 #include "draft-length.h"
+#include "grammar-memo.h"
 #include "rejection-sampler.h"
 
 #include <atomic>
@@ -95,6 +96,11 @@ private:
     const event_callback on_event_;
     const int32_t        n_ctx_; // positions per slot
     std::optional<adaptive_draft_length> adaptive_; // one for all slots: lengths are planned for the whole batch
+
+    // The tokens grammar states allow, for every request's grammar on the
+    // target's vocabulary (grammar-memo.h). Before the requests, which
+    // borrow it.
+    grammar_memo grammar_memo_;
 
     std::vector<std::unique_ptr<request_state>> slots_;   // [seq]: the request holding it, or null
     std::vector<std::vector<llama_token>>       held_;    // [seq]: the tokens at its positions [0, size) in the target

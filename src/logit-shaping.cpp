@@ -10,6 +10,7 @@
 #include <cctype>
 #include <climits>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -165,13 +166,20 @@ void logit_shaper::validate(const specdec_generate_params & p, const llama_vocab
     }
 }
 
-logit_shaper::logit_shaper(const specdec_generate_params & p, const llama_vocab * vocab, int32_t n_vocab)
+logit_shaper::logit_shaper(const specdec_generate_params & p, const llama_vocab * vocab, int32_t n_vocab, grammar_memo & memo)
     : bias_(p.logit_bias, p.logit_bias + p.n_logit_bias), presence_(p.presence_penalty), frequency_(p.frequency_penalty),
-      repeat_(p.repeat_penalty), repeat_last_n_(p.repeat_last_n), n_vocab_(n_vocab), shaped_(static_cast<size_t>(n_vocab)) {
+      repeat_(p.repeat_penalty), repeat_last_n_(p.repeat_last_n), n_vocab_(n_vocab), memo_(&memo), shaped_(static_cast<size_t>(n_vocab)) {
     if (has_grammar(p)) {
         grammar_.reset(parse_grammar(vocab, p));
         lazy_ = p.n_grammar_triggers > 0;
         candidates_.resize(static_cast<size_t>(n_vocab));
+        grammar_text_.assign(p.grammar);
+        grammar_text_.push_back('\0');
+        for (size_t r = 0; r < grammar_->rules.size(); ++r) {
+            rule_starts_.emplace_back(grammar_->rules[r].data(), static_cast<uint32_t>(r));
+        }
+        std::sort(rule_starts_.begin(), rule_starts_.end(),
+                  [](const auto & x, const auto & y) { return std::less<const llama_grammar_element *>()(x.first, y.first); });
     }
     if (has_reasoning(p)) {
         candidates_.resize(static_cast<size_t>(n_vocab));
@@ -238,9 +246,20 @@ const float * logit_shaper::mask() {
     if (grammar_->awaiting_trigger) { // a lazy grammar before its trigger allows every token
         any = std::any_of(shaped_.begin(), shaped_.end(), [](float l) { return l != -INFINITY; });
     } else {
-        const std::vector<bool> & allowed = allowed_here();
+        const std::shared_ptr<const grammar_memo::tokens> allowed = memo_->allowed(state_key(), [this] {
+            for (llama_token t = 0; t < n_vocab_; ++t) {
+                candidates_[static_cast<size_t>(t)] = {t, 0.0f, 0.0f};
+            }
+            llama_token_data_array arr = {candidates_.data(), candidates_.size(), -1, false};
+            llama_grammar_apply_impl(*grammar_, &arr);
+            grammar_memo::tokens out(static_cast<size_t>(n_vocab_));
+            for (size_t i = 0; i < arr.size; ++i) {
+                out[static_cast<size_t>(arr.data[i].id)] = arr.data[i].logit != -INFINITY;
+            }
+            return out;
+        });
         for (size_t t = 0; t < shaped_.size(); ++t) {
-            shaped_[t] = allowed[t] ? shaped_[t] : -INFINITY;
+            shaped_[t] = (*allowed)[t] ? shaped_[t] : -INFINITY;
             any = any || shaped_[t] != -INFINITY;
         }
     }
@@ -250,45 +269,30 @@ const float * logit_shaper::mask() {
     return shaped_.data();
 }
 
-// What decides which tokens llama.cpp's matcher allows (llama_grammar_apply_impl):
-// its stacks of positions in the rules (pointers into rules that live as
-// long as the grammar), the UTF-8 character it has read part of (its bits
-// so far count only while bytes of it remain: after a whole character they
-// hold that character, which nothing reads), and the rules and vocabulary,
-// which do not change. Equal keys, equal tokens.
+// What decides which tokens llama.cpp's matcher allows (llama_grammar_apply_impl),
+// written so that two requests with the same grammar write the same key:
+// the grammar's text (its rules), its stacks of positions in the rules (each
+// as the rule's index and the offset in it, not as an address, which is the
+// request's own), and the UTF-8 character it has read part of (its bits so
+// far count only while bytes of it remain: after a whole character they hold
+// that character, which nothing reads). The vocabulary is the memo's.
 std::string logit_shaper::state_key() const {
-    std::string key;
+    std::string key = grammar_text_;
     const auto put = [&key](const auto & x) { key.append(reinterpret_cast<const char *>(&x), sizeof x); };
     const llama_partial_utf8 partial = grammar_->partial_utf8;
     put(partial.n_remain);
     put(partial.n_remain > 0 ? partial.value : 0u);
+    const std::less<const llama_grammar_element *> before;
     for (const llama_grammar_stack & stack : grammar_->stacks) {
         put(stack.size());
         for (const llama_grammar_element * e : stack) {
-            put(e);
+            const auto in = std::prev(std::upper_bound(rule_starts_.begin(), rule_starts_.end(), e,
+                                                       [&](const llama_grammar_element * x, const auto & r) { return before(x, r.first); }));
+            put(in->second);
+            put(static_cast<uint32_t>(e - in->first));
         }
     }
     return key;
-}
-
-const std::vector<bool> & logit_shaper::allowed_here() {
-    std::string key = state_key();
-    if (const auto it = allowed_by_state_.find(key); it != allowed_by_state_.end()) {
-        return it->second;
-    }
-    if (allowed_by_state_.size() >= max_remembered_states) {
-        allowed_by_state_.clear();
-    }
-    for (llama_token t = 0; t < n_vocab_; ++t) {
-        candidates_[static_cast<size_t>(t)] = {t, 0.0f, 0.0f};
-    }
-    llama_token_data_array arr = {candidates_.data(), candidates_.size(), -1, false};
-    llama_grammar_apply_impl(*grammar_, &arr);
-    std::vector<bool> allowed(static_cast<size_t>(n_vocab_));
-    for (size_t i = 0; i < arr.size; ++i) {
-        allowed[static_cast<size_t>(arr.data[i].id)] = arr.data[i].logit != -INFINITY;
-    }
-    return allowed_by_state_.emplace(std::move(key), std::move(allowed)).first->second;
 }
 
 llama_token logit_shaper::best_allowed() {

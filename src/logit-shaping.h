@@ -7,6 +7,7 @@
 // request chooses what plain decoding with the same request would.
 #pragma once
 
+#include "grammar-memo.h"
 #include "specdec/specdec.h"
 
 #include "llama-cpp.h"
@@ -15,11 +16,11 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 struct llama_vocab;
 struct llama_grammar;
+struct llama_grammar_element;
 
 namespace specdec::detail {
 
@@ -33,9 +34,11 @@ public:
     static void validate(const specdec_generate_params & p, const llama_vocab * vocab, int32_t n_vocab);
 
     // Copies what it needs of `p` (validated). vocab: for the grammar.
-    // Throws error(INVALID_ARGUMENT) when the grammar or a trigger does not
-    // parse, or the grammar refuses its prefix.
-    logit_shaper(const specdec_generate_params & p, const llama_vocab * vocab, int32_t n_vocab);
+    // memo: the tokens grammar states allow, for every request on this
+    // vocabulary (borrowed; it must outlive the shaper). Throws
+    // error(INVALID_ARGUMENT) when the grammar or a trigger does not parse,
+    // or the grammar refuses its prefix.
+    logit_shaper(const specdec_generate_params & p, const llama_vocab * vocab, int32_t n_vocab, grammar_memo & memo);
     logit_shaper(const logit_shaper &) = delete;
     logit_shaper & operator=(const logit_shaper &) = delete;
 
@@ -67,17 +70,14 @@ public:
 
 private:
     bool grammar_applies() const;
-    // Applies the grammar to shape()'s logits over the whole vocabulary.
+    // Applies the grammar to shape()'s logits over the whole vocabulary,
+    // with the tokens the grammar's state allows as the memo has them (asked
+    // of llama.cpp over the whole vocabulary when no request met the state
+    // before). Output that follows a grammar meets the same states again and
+    // again: within a string, a number, between items, request after request.
     const float * mask();
-    // The grammar's state, as a key, and the tokens it allows: asked of
-    // llama.cpp over the whole vocabulary the first time a state is met,
-    // remembered after. Output that follows a grammar meets the same states
-    // again and again (within a string, a number, between items), and asking
-    // about every token's text costs more than a decoding step on a large
-    // vocabulary.
-    std::string                     state_key() const;
-    const std::vector<bool> &       allowed_here();
-    static constexpr size_t         max_remembered_states = 64; // then forgotten all at once
+    // The grammar's state as the memo's key (see the .cpp).
+    std::string state_key() const;
 
     std::vector<specdec_logit_bias> bias_;
     float                           presence_;
@@ -86,7 +86,9 @@ private:
     int32_t                         repeat_last_n_;
     int32_t                         n_vocab_;
     std::unique_ptr<llama_grammar, grammar_deleter> grammar_; // lazy when the request has grammar triggers
-    std::unordered_map<std::string, std::vector<bool>> allowed_by_state_; // see allowed_here()
+    std::string                     grammar_text_;      // the grammar, as the memo's keys begin
+    std::vector<std::pair<const llama_grammar_element *, uint32_t>> rule_starts_; // each rule's first element, by address
+    grammar_memo *                  memo_;
     bool                            lazy_ = false;      // the grammar waits for a trigger
     llama_sampler_ptr               budget_;            // llama.cpp's reasoning budget, with both markers
     bool                            left_grammar_ = false; // a trigger started it on text it refuses

@@ -774,12 +774,14 @@ typedef struct specdec_generate_params {
                                                counts one, and {m,n} n + 1; llama.cpp recurses once per level of
                                                each): INVALID_ARGUMENT. A grammar that allows no token at some
                                                point ends the request with SPECDEC_STOP_ERROR. Cost: the first
-                                               time the output reaches a state of the grammar (its positions in
-                                               the rules), a sampled request has every token of the vocabulary
-                                               checked against it (tens of milliseconds at 150,000 tokens);
-                                               the request remembers the tokens of up to 64 states. A greedy
-                                               one checks its favourite token, then the best-ranked others
-                                               until one is allowed. Default NULL */
+                                               time output reaches a state of the grammar (its positions in the
+                                               rules), a sampled request has every token of the vocabulary
+                                               checked against it (tens of milliseconds at 150,000 tokens); an
+                                               engine remembers the tokens of the states its requests met, for
+                                               every later request with the same grammar (up to 32 MiB, the
+                                               least recently used forgotten first). A greedy request checks
+                                               its favourite token, then the best-ranked others until one is
+                                               allowed. Default NULL */
     const char * const * grammar_triggers;  /* a lazy grammar: regular expressions (ECMAScript, as llama.cpp's lazy
                                                grammar sampler takes them; borrowed for the call, copied). The
                                                grammar is not applied until the output's text matches one; from

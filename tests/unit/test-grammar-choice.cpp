@@ -11,8 +11,9 @@
 //   token it refuses (the search reaches the vocabulary's end); with only
 //   one allowed token finite; and with none (both refuse with
 //   INVALID_ARGUMENT).
-// - The tokens each grammar state allows, remembered (apply()) against a
-//   shaper that never met the state.
+// - The tokens each grammar state allows, remembered in a memo that every
+//   request of an engine shares (apply()), against a shaper that never met
+//   the state.
 #include "logit-shaping.h"
 #include "specdec/specdec.hpp"
 
@@ -28,6 +29,7 @@
 
 namespace {
 
+using specdec::detail::grammar_memo;
 using specdec::detail::logit_shaper;
 using model_ptr = std::unique_ptr<llama_model, decltype(&llama_model_free)>;
 
@@ -85,7 +87,8 @@ TEST_P(GrammarChoice, SearchingTheRankingChoosesWhatMaskingTheVocabularyChooses)
         SCOPED_TRACE(grammar);
         specdec_generate_params p = specdec_generate_default_params();
         p.grammar = grammar;
-        logit_shaper shaper(p, vocab, n_vocab);
+        grammar_memo memo;
+        logit_shaper shaper(p, vocab, n_vocab, memo);
         for (int step = 0; step < 6; ++step) {
             SCOPED_TRACE("step " + std::to_string(step));
             std::vector<float> zero(static_cast<size_t>(n_vocab), 0.0f);
@@ -131,9 +134,13 @@ TEST_P(GrammarChoice, SearchingTheRankingChoosesWhatMaskingTheVocabularyChooses)
 }
 
 // The tokens a grammar state allows are asked of llama.cpp the first time
-// the state is met and remembered after (logit_shaper::allowed_here). At
-// every step of a walk along each grammar, apply() must mask as a shaper
-// that never met a state does: one made afresh and given the same tokens.
+// any request meets the state and remembered after (grammar_memo). At every
+// step of a walk along each grammar, apply() must mask as a shaper that
+// never met a state does: one made afresh, with a memo of its own, and given
+// the same tokens. So must a second request that reads the same tokens
+// later (asking llama.cpp about no new state), and one whose memo keeps a
+// single state. Two of the grammars have the same rules over other
+// characters, so that only the grammar's text tells their states apart.
 // The walks come back to states (within strings, numbers, between items).
 // One reads the first byte of a two-byte character, which leaves the
 // grammar's stacks as they were and changes only its partly read
@@ -163,9 +170,12 @@ TEST_P(GrammarChoice, RememberedStatesAllowWhatAskingLlamaCppAllows) {
     const walk walks[] = {
         {json_grammar, {}},
         {"root ::= [0-9]+ \".\"", {}},
+        {"root ::= [a-z]+ \".\"", {}}, // the rules of the one before, other characters: only the grammar's text tells them apart
         {"root ::= [α-ω]+ \" \"", {"\xce", "\xb1", "\xce"}}, // 'α' is CE B1
         {"root ::= \"x\" [0-9] \"y\" [a-z] \"z\"", {"x", "5", "y"}}, // one stack each time, one element deep
     };
+    grammar_memo shared; // every walker's, as an engine's requests share one
+    grammar_memo small(1); // keeps only the state last asked
     int steps = 0;
     for (const walk & w : walks) {
         SCOPED_TRACE(w.grammar);
@@ -176,30 +186,41 @@ TEST_P(GrammarChoice, RememberedStatesAllowWhatAskingLlamaCppAllows) {
         }
         specdec_generate_params p = specdec_generate_default_params();
         p.grammar = w.grammar;
-        logit_shaper walker(p, vocab, n_vocab);
+        // A request walks; a second one, later, reads the same tokens with
+        // what the first left in the memo; a third forgets at every state.
+        logit_shaper walker(p, vocab, n_vocab, shared);
         std::vector<llama_token> read;
+        std::vector<std::vector<float>> seen;
+        const auto same_as_fresh = [&](logit_shaper & s, const std::vector<float> & logits) {
+            const float * got = s.apply(logits.data());
+            grammar_memo own;
+            logit_shaper fresh(p, vocab, n_vocab, own);
+            for (size_t i = 0; i < seen.size() - 1; ++i) {
+                fresh.accept(read[i]);
+            }
+            const float * want = fresh.apply(logits.data());
+            int32_t differ = 0;
+            for (int32_t t = 0; t < n_vocab; ++t) {
+                differ += got[t] == want[t] ? 0 : 1;
+            }
+            return differ;
+        };
         for (int step = 0; step < 24; ++step) {
             SCOPED_TRACE("after " + std::to_string(read.size()) + " tokens");
             std::vector<float> logits(static_cast<size_t>(n_vocab));
             for (float & l : logits) {
                 l = wide(rng);
             }
-            const float * got = walker.apply(logits.data());
-            logit_shaper fresh(p, vocab, n_vocab);
-            for (const llama_token t : read) {
-                fresh.accept(t);
-            }
-            const float * want = fresh.apply(logits.data());
+            seen.push_back(logits);
+            EXPECT_EQ(same_as_fresh(walker, logits), 0);
+            ++steps;
             std::vector<llama_token> allowed;
-            int32_t differ = 0;
+            const float * m = walker.apply(logits.data());
             for (int32_t t = 0; t < n_vocab; ++t) {
-                differ += got[t] == want[t] ? 0 : 1;
-                if (want[t] != -INFINITY) {
+                if (m[t] != -INFINITY) {
                     allowed.push_back(t);
                 }
             }
-            EXPECT_EQ(differ, 0);
-            ++steps;
             const llama_token next = read.size() < start.size() ? start[read.size()] : allowed[rng() % allowed.size()];
             if (llama_vocab_is_eog(vocab, next)) {
                 break;
@@ -207,6 +228,23 @@ TEST_P(GrammarChoice, RememberedStatesAllowWhatAskingLlamaCppAllows) {
             walker.accept(next);
             read.push_back(next);
         }
+        const size_t remembered = shared.size();
+        logit_shaper later(p, vocab, n_vocab, shared);
+        logit_shaper forgetful(p, vocab, n_vocab, small);
+        const std::vector<std::vector<float>> walked = std::move(seen);
+        seen.clear();
+        for (size_t i = 0; i < walked.size(); ++i) {
+            SCOPED_TRACE("again, after " + std::to_string(i) + " tokens");
+            seen.push_back(walked[i]);
+            EXPECT_EQ(same_as_fresh(later, walked[i]), 0);
+            EXPECT_EQ(same_as_fresh(forgetful, walked[i]), 0);
+            if (i < read.size()) {
+                later.accept(read[i]);
+                forgetful.accept(read[i]);
+            }
+        }
+        EXPECT_EQ(shared.size(), remembered) << "the second request met no state the first had not";
+        EXPECT_EQ(small.size(), 1u);
     }
     EXPECT_GE(steps, 24);
 }
