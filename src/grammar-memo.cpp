@@ -16,11 +16,11 @@ std::shared_ptr<const grammar_memo::tokens> grammar_memo::allowed(const std::str
         return it->second->allowed; // asked meanwhile by another caller: the same tokens
     }
     recent_.push_front({key, made});
-    by_key_.emplace(key, recent_.begin());
+    by_key_.emplace(recent_.front().key, recent_.begin());
     bytes_ += bytes_of(recent_.front());
     while (bytes_ > max_bytes_ && recent_.size() > 1) {
         bytes_ -= bytes_of(recent_.back());
-        by_key_.erase(recent_.back().key);
+        by_key_.erase(std::string_view(recent_.back().key));
         recent_.pop_back();
     }
     return made;

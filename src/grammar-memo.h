@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -50,7 +51,7 @@ private:
     const size_t       max_bytes_;
     mutable std::mutex mutex_;
     std::list<entry>   recent_; // most recently used first
-    std::unordered_map<std::string, std::list<entry>::iterator> by_key_;
+    std::unordered_map<std::string_view, std::list<entry>::iterator> by_key_; // views of recent_'s keys
     size_t             bytes_ = 0;
 };
 
