@@ -72,14 +72,13 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
     const std::vector<double> pass = costs_.pass_curve(n + 1);
     // Expected tokens per cost when every active sequence drafts l tokens,
     // for l = 0 (plain decoding) up to l_max, within `n_rows` rows a step:
-    // through[k] is active sequence k's p_keep_through.
-    const auto rates = [&](const std::vector<std::vector<double>> & through, int32_t l_max) {
+    // kept[i] is how many sequences are expected to keep tokens 0..i (the
+    // sum of their p_keep_through).
+    const auto rates = [&](const std::vector<double> & kept, int32_t l_max) {
         std::vector<double> rate(1, n_active / verify[n]);
         double expected = n_active; // every active sequence gets the target's own token
         for (int32_t l = 1; l <= l_max && n * static_cast<size_t>(l + 1) <= n_rows; ++l) {
-            for (const std::vector<double> & t : through) {
-                expected += t[static_cast<size_t>(l - 1)];
-            }
+            expected += kept[static_cast<size_t>(l - 1)];
             rate.push_back(expected / (verify[n * static_cast<size_t>(l + 1)] + l * pass[n]));
         }
         return rate;
@@ -90,18 +89,22 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
         return rate[best] > (1.0 + min_gain) * rate[0] ? best : 0;
     };
     std::vector<size_t> active;
-    std::vector<std::vector<double>> through;
+    std::vector<double> first;                           // [k]: active sequence k's p_keep_through(0)
+    std::vector<double> kept(static_cast<size_t>(n_max_), 0.0);
     int32_t l_max = n_max_;
     for (size_t s = 0; s < caps.size(); ++s) {
         if (caps[s] < 0) {
             continue;
         }
-        const sequence_evidence & e = acceptance_[s];
+        const std::vector<double> through = cumulative(acceptance_[s]);
         active.push_back(s);
-        through.push_back(cumulative(e));
+        first.push_back(through[0]);
+        for (size_t i = 0; i < kept.size(); ++i) {
+            kept[i] += through[i];
+        }
         l_max = std::min(l_max, caps[s]);
     }
-    auto length = static_cast<int32_t>(best_of(rates(through, l_max)));
+    auto length = static_cast<int32_t>(best_of(rates(kept, l_max)));
     if (length > 0 && length < n_min) {
         length = l_max >= n_min ? n_min : 0;
     }
@@ -118,14 +121,13 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
     // drafting its best length), at points a of a grid; a shadow costs a
     // one-row pass.
     std::vector<double> saving(grid_points);
-    std::vector<std::vector<double>> hits(n, std::vector<double>(static_cast<size_t>(n_max_)));
+    std::vector<double> hits(static_cast<size_t>(n_max_));
     for (size_t i = 0; i < grid_points; ++i) {
         const double a = grid_point(i);
-        for (std::vector<double> & hit : hits) {
-            hit[0] = a;
-            for (size_t j = 1; j < hit.size(); ++j) {
-                hit[j] = hit[j - 1] * a;
-            }
+        double through = 1.0;
+        for (double & h : hits) {
+            through *= a;
+            h = static_cast<double>(n_active) * through;
         }
         const std::vector<double> rate = rates(hits, l_max);
         const size_t l = best_of(rate);
@@ -153,7 +155,7 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
             weight += density;
             saved += density * saving[i];
         }
-        e.unseen += through[k][0] * saved / weight;
+        e.unseen += first[k] * saved / weight;
         e.look = e.last < 0 || e.unseen >= price;
     }
     return lengths;
