@@ -31,9 +31,4 @@ size_t grammar_memo::size() const {
     return recent_.size();
 }
 
-size_t grammar_memo::bytes() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return bytes_;
-}
-
 } // namespace specdec::detail

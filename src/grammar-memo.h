@@ -37,9 +37,8 @@ public:
     // valid for whoever holds it.
     std::shared_ptr<const tokens> allowed(const std::string & key, const std::function<tokens()> & ask);
 
-    // States remembered now, and the bytes they take.
+    // States remembered now.
     size_t size() const;
-    size_t bytes() const;
 
 private:
     struct entry {
