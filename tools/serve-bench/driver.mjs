@@ -335,10 +335,12 @@ function mark_identical(runs, a) {
             }
             if (a.temperature > 0) {
                 // Sampled: servers draw differently; each must still repeat itself, round after round
-                // (chat) or request after request of one prompt (structured: one seed a prompt).
-                r.identical = null;
-                r.identical_why = r.consistent ? 'sampled: not compared'
-                                               : `sampled, and ${a.workload === 'chat' ? 'rounds' : 'requests of one prompt'} differ`;
+                // (chat) or request after request of one prompt (structured: one seed a prompt). Failed
+                // requests still fail the run.
+                r.identical = r.errors > 0 ? false : null;
+                r.identical_why = r.errors > 0 ? `${r.errors} failed requests (sampled: texts not compared)`
+                    : r.consistent ? 'sampled: not compared'
+                    : `sampled, and ${a.workload === 'chat' ? 'rounds' : 'requests of one prompt'} differ`;
                 continue;
             }
             r.identical = why.length === 0;
