@@ -11,6 +11,8 @@
 // DISABLED_cost prints the time of a product against r at the shapes of a
 // Qwen3-0.6B layer (run it with --gtest_also_run_disabled_tests).
 
+#include "cpu-kernel-test.h"
+
 #include <ggml-backend.h>
 #include <ggml-cpu.h>
 #include <ggml.h>
@@ -18,7 +20,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +30,9 @@
 #include <vector>
 
 namespace {
+
+using specdec::test::batch_invariant;
+using specdec::test::compute_graph;
 
 constexpr int k_max_rows = 20;
 
@@ -130,20 +134,7 @@ public:
 private:
     // Computes y, frees ctx and returns y's first n values.
     static std::vector<float> compute(ggml_context * ctx, ggml_tensor * y, int64_t n, int n_threads, int repeats, double * best_us) {
-        ggml_cgraph * gf = ggml_new_graph(ctx);
-        ggml_build_forward_expand(gf, y);
-        ggml_threadpool_params tpp = ggml_threadpool_params_default(n_threads);
-        ggml_threadpool * tp = ggml_threadpool_new(&tpp);
-        ggml_cplan plan = ggml_graph_plan(gf, n_threads, tp);
-        std::vector<uint8_t> work(plan.work_size);
-        plan.work_data = work.data();
-        double best = 1e300;
-        for (int i = 0; i < repeats; ++i) {
-            const auto t0 = std::chrono::steady_clock::now();
-            ggml_graph_compute(gf, &plan);
-            best = std::min(best, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-        }
-        ggml_threadpool_free(tp);
+        const double best = compute_graph(ctx, y, n_threads, repeats);
         if (best_us != nullptr) {
             *best_us = best;
         }
@@ -198,16 +189,7 @@ std::string case_name(const testing::TestParamInfo<case_param> & info) {
     return std::string(ggml_type_name(info.param.type)) + (info.param.repack ? "_repack" : "");
 }
 
-class MulMatRows : public testing::TestWithParam<case_param> {
-protected:
-    void SetUp() override {
-        ggml_cpu_init();
-        was_ = ggml_cpu_get_batch_invariant();
-        ggml_cpu_set_batch_invariant(true);
-    }
-    void TearDown() override { ggml_cpu_set_batch_invariant(was_); }
-    bool was_ = false;
-};
+class MulMatRows : public batch_invariant<testing::TestWithParam<case_param>> {};
 
 // Each row of r rows, bit for bit the row alone, for r = 1..16, at 1 and 2
 // threads, on two widths (one super-block and a Qwen3-0.6B layer's), with
