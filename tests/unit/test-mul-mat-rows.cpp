@@ -8,10 +8,15 @@
 // mul_mat_id on repacked Q4_K experts; the near-tie tier (ctest -R NearTies)
 // checks the same through whole models.
 //
+// Q8KQuantization checks the activations' quantization that every K-quant
+// product starts with against ggml-base's reference, byte for byte.
+//
 // DISABLED_cost prints the time of a product against r at the shapes of a
 // Qwen3-0.6B layer (run it with --gtest_also_run_disabled_tests).
 
 #include "cpu-kernel-test.h"
+
+#include <ggml-quants.h> // quantize_row_q8_K_ref, ggml-base's reference
 
 #include <ggml-backend.h>
 #include <ggml-cpu.h>
@@ -343,6 +348,66 @@ TEST_F(MulMatRows, ExpertRowsAsAlone) {
                 }
             }
         }
+    }
+}
+
+// The activations of every K-quant product are quantized to Q8_K by the CPU
+// backend's quantize_row_q8_K (vectorised by patches/0011 where the build has
+// AVX512). Its blocks must be ggml-base's reference's, byte for byte, on
+// values that test each of its steps: the sign of the largest magnitude (its
+// first occurrence when two values have it), values rounding half-way, huge
+// and denormal magnitudes, NaN and infinity, and a block of zeros (whose sums
+// the reference leaves as they were: both start from zeros here).
+TEST(Q8KQuantization, MatchesTheReference) {
+    constexpr int64_t qk = 256;
+    const size_t block_bytes = ggml_type_size(GGML_TYPE_Q8_K);
+    std::vector<std::vector<float>> blocks;
+    for (uint32_t seed = 0; seed < 64; ++seed) {
+        blocks.push_back(activations(qk, 100 + seed));
+    }
+    std::vector<float> b = activations(qk, 7);
+    b[40] = 9.0f;
+    b[45] = -9.0f;
+    b[200] = -9.0f;
+    blocks.push_back(b); // the first of three equal magnitudes is positive
+    b[40] = -9.0f;
+    b[45] = 9.0f;
+    b[200] = 9.0f;
+    blocks.push_back(b); // ... negative
+    for (int i = 0; i < qk; ++i) {
+        b[i] = (static_cast<float>(i) - 127.5f) * (127.0f / 128.0f) / 127.0f * 127.0f; // many halves
+    }
+    blocks.push_back(b);
+    blocks.push_back(std::vector<float>(qk, 0.0f));
+    b = activations(qk, 8);
+    b[3] = 3e38f;
+    blocks.push_back(b);
+    for (float & v : b) {
+        v *= 1e-41f; // denormals
+    }
+    blocks.push_back(b);
+    b = activations(qk, 9);
+    b[17] = NAN;
+    blocks.push_back(b);
+    b[17] = INFINITY;
+    blocks.push_back(b);
+    b[17] = -0.0f;
+    b[18] = -INFINITY;
+    blocks.push_back(b);
+
+    ggml_cpu_init();
+    const auto from_float = ggml_get_type_traits_cpu(GGML_TYPE_Q8_K)->from_float;
+    std::vector<float> row;
+    for (const auto & blk : blocks) {
+        row.insert(row.end(), blk.begin(), blk.end());
+    }
+    const int64_t n = static_cast<int64_t>(row.size());
+    std::vector<uint8_t> got(block_bytes * blocks.size(), 0);
+    std::vector<uint8_t> want(block_bytes * blocks.size(), 0);
+    from_float(row.data(), got.data(), n);
+    quantize_row_q8_K_ref(row.data(), reinterpret_cast<block_q8_K *>(want.data()), n);
+    for (size_t i = 0; i < blocks.size(); ++i) {
+        EXPECT_EQ(std::memcmp(got.data() + i * block_bytes, want.data() + i * block_bytes, block_bytes), 0) << "block " << i;
     }
 }
 
