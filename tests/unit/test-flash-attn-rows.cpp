@@ -81,7 +81,7 @@ public:
         ggml_tensor * v = ggml_new_tensor_3d(ctx, GGML_TYPE_F16, head_dim, c_.n_head_kv, c_.n_kv);
         std::memcpy(k->data, k_.data(), ggml_nbytes(k));
         std::memcpy(v->data, v_.data(), ggml_nbytes(v));
-        // queries as llama.cpp gives them: [head_dim, rows, heads]
+        // queries of the shape llama.cpp gives them (it passes a permuted view): [head_dim, rows, heads]
         ggml_tensor * q = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, head_dim, r, c_.n_head);
         for (int i = 0; i < r; ++i) {
             for (int64_t h = 0; h < c_.n_head; ++h) {

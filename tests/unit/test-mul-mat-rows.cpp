@@ -374,8 +374,10 @@ TEST(Q8KQuantization, MatchesTheReference) {
     b[45] = 9.0f;
     b[200] = 9.0f;
     blocks.push_back(b); // ... negative
-    for (int i = 0; i < qk; ++i) {
-        b[i] = (static_cast<float>(i) - 127.5f) * (127.0f / 128.0f) / 127.0f * 127.0f; // many halves
+    // the largest magnitude -127 makes the scale 1: every other value, -126.5 to 126.5, rounds half-way
+    b[0] = -127.0f;
+    for (int i = 1; i < qk; ++i) {
+        b[i] = static_cast<float>((i - 1) % 254) - 126.5f;
     }
     blocks.push_back(b);
     blocks.push_back(std::vector<float>(qk, 0.0f));
