@@ -380,6 +380,15 @@ TEST(Q8KQuantization, MatchesTheReference) {
         b[i] = static_cast<float>((i - 1) % 254) - 126.5f;
     }
     blocks.push_back(b);
+    // the largest magnitude 3 makes the scale -127/3, inexact: values within an ulp of a half-way
+    // product, where rounding the product before adding 1.5 * 2^23 (as the reference does, with no
+    // FMA) gives another integer than rounding once
+    b[0] = 3.0f;
+    for (int i = 1; i < qk; ++i) {
+        const float half = (static_cast<float>((i - 1) / 3 % 120) + 0.5f) / (127.0f / 3.0f);
+        b[i] = (i % 3 == 0) ? half : std::nextafter(half, i % 3 == 1 ? 0.0f : 1.0f);
+    }
+    blocks.push_back(b);
     blocks.push_back(std::vector<float>(qk, 0.0f));
     b = activations(qk, 8);
     b[3] = 3e38f;
