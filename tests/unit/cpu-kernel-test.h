@@ -1,7 +1,7 @@
 // What the CPU backend's kernel tests share (test-mul-mat-rows,
 // test-flash-attn-rows): a fixture that turns on batch invariance for each
-// test and restores the switch after it, and one graph's computation on a
-// thread pool of its own.
+// test and restores the switch after it, one graph's computation on a thread
+// pool of its own, and seeded normal values for inputs.
 #pragma once
 
 #include <ggml-backend.h>
@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 namespace specdec::test {
@@ -50,6 +51,17 @@ inline double compute_graph(ggml_context * ctx, ggml_tensor * out, int n_threads
     }
     ggml_threadpool_free(tp);
     return best;
+}
+
+// n values drawn from N(0, 1) with `seed`.
+inline std::vector<float> activations(int64_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float & v : x) {
+        v = normal(rng);
+    }
+    return x;
 }
 
 } // namespace specdec::test

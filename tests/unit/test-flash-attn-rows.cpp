@@ -21,13 +21,13 @@
 
 #include <cmath>
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
 namespace {
 
 using specdec::test::batch_invariant;
+using specdec::test::activations;
 using specdec::test::compute_graph;
 
 constexpr int k_max_rows = 20;
@@ -44,16 +44,6 @@ std::string case_name(const testing::TestParamInfo<attn_case> & info) {
            std::to_string(info.param.n_kv);
 }
 
-std::vector<float> normal_values(size_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    std::vector<float> x(n);
-    for (float & v : x) {
-        v = normal(rng);
-    }
-    return x;
-}
-
 // A KV cache of n_kv positions and the query vectors of every position, and
 // the attention of any run of the last positions over it.
 class attention {
@@ -62,9 +52,9 @@ public:
         const size_t n_kv_values = static_cast<size_t>(head_dim * c.n_head_kv * c.n_kv);
         k_.resize(n_kv_values);
         v_.resize(n_kv_values);
-        ggml_fp32_to_fp16_row(normal_values(n_kv_values, 1).data(), k_.data(), static_cast<int64_t>(n_kv_values));
-        ggml_fp32_to_fp16_row(normal_values(n_kv_values, 2).data(), v_.data(), static_cast<int64_t>(n_kv_values));
-        q_ = normal_values(static_cast<size_t>(head_dim * c.n_head * c.n_kv), 3);
+        ggml_fp32_to_fp16_row(activations(static_cast<int64_t>(n_kv_values), 1).data(), k_.data(), static_cast<int64_t>(n_kv_values));
+        ggml_fp32_to_fp16_row(activations(static_cast<int64_t>(n_kv_values), 2).data(), v_.data(), static_cast<int64_t>(n_kv_values));
+        q_ = activations(head_dim * c.n_head * c.n_kv, 3);
     }
 
     // The outputs (head_dim values per head, heads of a row side by side, rows

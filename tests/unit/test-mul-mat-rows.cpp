@@ -37,6 +37,7 @@
 namespace {
 
 using specdec::test::batch_invariant;
+using specdec::test::activations;
 using specdec::test::compute_graph;
 
 constexpr int k_max_rows = 20;
@@ -154,16 +155,6 @@ private:
     ggml_backend_buffer_t buf_ = nullptr;
     std::vector<float> dequantized_;
 };
-
-std::vector<float> activations(int64_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    std::vector<float> x(static_cast<size_t>(n));
-    for (float & v : x) {
-        v = normal(rng);
-    }
-    return x;
-}
 
 // Activations quantized to act_type, back to floats. ggml has no to_float for
 // Q8_K, the K-quants' activation type: a block is a float scale, 256 int8
