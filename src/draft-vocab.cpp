@@ -1,6 +1,7 @@
 #include "draft-vocab.h"
 
 #include "error.h"
+#include "llama-internal.h"
 
 #include "ggml-cpu.h"
 #include "ggml.h"
@@ -107,10 +108,9 @@ draft_vocab::draft_vocab(const ggml_tensor * head, std::vector<llama_token> ids,
         fail(SPECDEC_STATUS_NATIVE_FAILURE, "cannot allocate the draft vocabulary's matrix (", bytes, " bytes)");
     }
     m.w = ggml_new_tensor_2d(m.weights, head->type, head->ne[0], static_cast<int64_t>(ids_.size()));
-    const auto * src = static_cast<const uint8_t *>(head->data);
     auto * dst = static_cast<uint8_t *>(m.w->data);
     for (size_t k = 0; k < ids_.size(); ++k) {
-        std::memcpy(dst + k * row, src + static_cast<size_t>(ids_[k]) * row, row);
+        head_matrix_row(head, ids_[k], dst + k * row);
     }
 }
 
@@ -131,7 +131,6 @@ int32_t draft_vocab::replace(std::span<const llama_token> ids) {
         held[static_cast<size_t>(t)] = true;
     }
     const size_t row = head_->nb[1];
-    const auto * src = static_cast<const uint8_t *>(head_->data);
     auto * dst = static_cast<uint8_t *>(impl_->w->data);
     int32_t n_entered = 0;
     size_t slot = 0; // the next slot to look at for a leaving token
@@ -143,7 +142,7 @@ int32_t draft_vocab::replace(std::span<const llama_token> ids) {
             ++slot; // as many tokens leave as enter, so a leaving one is found
         }
         ids_[slot] = t;
-        std::memcpy(dst + slot * row, src + static_cast<size_t>(t) * row, row);
+        head_matrix_row(head_, t, dst + slot * row);
         ++slot;
         ++n_entered;
     }

@@ -52,9 +52,10 @@ void check_ranking(std::span<const llama_token> ranking, int32_t n_vocab);
 
 class draft_vocab {
 public:
-    // Copies rows ids[k] of `head` ([n_embd, n_vocab], in host memory, rows
-    // as stored: llama-internal.h's mtp_head_matrix) into a matrix of its own,
-    // in the head's type; scores are computed on the CPU with n_threads.
+    // Copies rows ids[k] of `head` ([n_embd, n_vocab], a matrix that
+    // llama-internal.h's mtp_head_matrix accepts, read with head_matrix_row)
+    // into a matrix of its own, in the head's type, unrepacked; scores are
+    // computed on the CPU with n_threads.
     draft_vocab(const ggml_tensor * head, std::vector<llama_token> ids, int32_t n_threads);
     ~draft_vocab();
     draft_vocab(const draft_vocab &) = delete;
@@ -75,7 +76,8 @@ public:
 
     // The logits of the subset for `n_rows` hidden rows (n_embd floats each,
     // contiguous): out[r * size() + k] is what the head's projection gives
-    // token ids()[k] at row r, computed by the same ggml kernel.
+    // token ids()[k] at row r, computed by the same ggml kernel (a repacked
+    // head's own kernel differs: there the last bits may differ).
     void score(const float * h, int32_t n_rows, std::vector<float> & out);
 
 private:

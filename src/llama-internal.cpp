@@ -7,12 +7,42 @@
 #include "llama-ext.h"
 
 #include "ggml-backend.h"
+#define GGML_COMMON_DECL_CPP
+#include "ggml-common.h"
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <string_view>
 
 namespace specdec::detail {
+
+namespace {
+
+// ggml-cpu's repacked Q6_K (block_q6_Kx8 of its repack.h, eight rows interleaved eight bytes at
+// a time), which x86 builds with AVX512 VNNI make of every Q6_K weight matrix (patches/0012).
+struct q6_K_x8 {
+    ggml_half d[8];
+    int8_t    scales[QK_K / 16 * 8];
+    uint8_t   ql[QK_K / 2 * 8];
+    uint8_t   qh[QK_K / 4 * 8];
+};
+static_assert(sizeof(q6_K_x8) == 8 * sizeof(block_q6_K), "a repacked Q6_K block holds eight blocks");
+
+// Whether `w` is a Q6_K matrix in ggml-cpu's repacking buffer (in CPU memory, though not a host
+// buffer: its layout is not the type's), laid out as q6_K_x8: x86 only (ARM repacks Q6_K four
+// bytes at a time where it has no int8 matrix multiply).
+bool repacked_q6_K(const ggml_tensor * w) {
+#if defined(__x86_64__)
+    return w->type == GGML_TYPE_Q6_K && w->extra != nullptr && w->buffer != nullptr &&
+           std::string_view(ggml_backend_buffer_name(w->buffer)) == "CPU_REPACK" && w->ne[1] % 8 == 0 && w->ne[0] % QK_K == 0;
+#else
+    (void) w;
+    return false;
+#endif
+}
+
+} // namespace
 
 llama_context_type context_type(const llama_context * ctx) {
     return ctx->get_cparams().ctx_type;
@@ -79,12 +109,39 @@ const ggml_tensor * mtp_head_matrix(const llama_model * model, std::string & why
         why = "the head's output matrix carries scale tensors";
         return nullptr;
     }
-    if (w->buffer == nullptr || !ggml_backend_buffer_is_host(w->buffer) || w->extra != nullptr || w->data == nullptr) {
+    const bool plain = w->buffer != nullptr && ggml_backend_buffer_is_host(w->buffer) && w->extra == nullptr;
+    if (!(plain || repacked_q6_K(w)) || w->data == nullptr) {
         why = std::string("the head's output matrix (") + ggml_type_name(w->type) + ") is not in plain host memory (" +
               (w->buffer != nullptr ? ggml_backend_buffer_name(w->buffer) : "no buffer") + "; repacked or on a device)";
         return nullptr;
     }
     return w;
+}
+
+void head_matrix_row(const ggml_tensor * w, int64_t row, uint8_t * dst) {
+    const auto * data = static_cast<const uint8_t *>(w->data);
+    if (w->extra == nullptr) {
+        std::memcpy(dst, data + static_cast<size_t>(row) * w->nb[1], w->nb[1]);
+        return;
+    }
+    // Repacked Q6_K: rows 8x..8x+7 interleaved, super-block b of the eight at block (x * nb + b),
+    // eight bytes of each row's quants at a time, the scales one of each row at a time.
+    const int64_t nb = w->ne[0] / QK_K;
+    const int64_t col = row % 8;
+    const auto * in = reinterpret_cast<const q6_K_x8 *>(data) + (row / 8) * nb;
+    auto * out = reinterpret_cast<block_q6_K *>(dst);
+    for (int64_t b = 0; b < nb; ++b) {
+        out[b].d = in[b].d[col];
+        for (int s = 0; s < QK_K / 16; ++s) {
+            out[b].scales[s] = in[b].scales[s * 8 + col];
+        }
+        for (int c = 0; c < QK_K / 16; ++c) {
+            std::memcpy(out[b].ql + 8 * c, in[b].ql + (c * 8 + col) * 8, 8);
+        }
+        for (int c = 0; c < QK_K / 32; ++c) {
+            std::memcpy(out[b].qh + 8 * c, in[b].qh + (c * 8 + col) * 8, 8);
+        }
+    }
 }
 
 } // namespace specdec::detail

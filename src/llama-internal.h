@@ -42,8 +42,14 @@ void set_feature_outputs(llama_context * ctx, const feature_outputs & o);
 // graph of the architecture ends in logits = W x h_nextn (h_nextn being the
 // normed row llama_get_embeddings_nextn_ith returns, computed for every row
 // whatever the outputs), W (nextn.shared_head_head, else output) has no
-// scale tensors, lives in host memory and is not repacked (rows readable as
-// stored). Else nullptr, and `why` says which condition failed.
+// scale tensors, lives in host memory, and its rows can be read back
+// (head_matrix_row: stored as they are, or repacked Q6_K on x86, which
+// patches/0012 makes every Q6_K output with AVX512 VNNI). Else nullptr, and
+// `why` says which condition failed.
 const ggml_tensor * mtp_head_matrix(const llama_model * model, std::string & why);
+
+// Copies row `row` (< ne[1]) of a matrix that mtp_head_matrix accepts into
+// dst (nb[1] bytes, the row as its type stores it unrepacked).
+void head_matrix_row(const ggml_tensor * w, int64_t row, uint8_t * dst);
 
 } // namespace specdec::detail

@@ -1,7 +1,8 @@
 // What the CPU backend's kernel tests share (test-mul-mat-rows,
-// test-flash-attn-rows): a fixture that turns on batch invariance for each
-// test and restores the switch after it, one graph's computation on a thread
-// pool of its own, and seeded normal values for inputs.
+// test-flash-attn-rows, test-head-matrix-row): a fixture that turns on batch
+// invariance for each test and restores the switch after it, one graph's
+// computation on a thread pool of its own, seeded normal values for inputs,
+// and the repacking buffer type.
 #pragma once
 
 #include <ggml-backend.h>
@@ -14,9 +15,27 @@
 #include <chrono>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace specdec::test {
+
+// The repacking buffer type of the CPU backend (weights of Q4_0, Q4_K, IQ4_NL,
+// ... rearranged for its gemm and gemv kernels), or null.
+inline ggml_backend_buffer_type_t repack_buffer_type() {
+    ggml_backend_reg_t reg = ggml_backend_cpu_reg();
+    auto get_extra = reinterpret_cast<ggml_backend_dev_get_extra_bufts_t>(
+        ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts"));
+    if (get_extra == nullptr) {
+        return nullptr;
+    }
+    for (ggml_backend_buffer_type_t * b = get_extra(ggml_backend_reg_dev_get(reg, 0)); b != nullptr && *b != nullptr; ++b) {
+        if (std::string(ggml_backend_buft_name(*b)) == "CPU_REPACK") {
+            return *b;
+        }
+    }
+    return nullptr;
+}
 
 // Base (testing::Test or testing::TestWithParam<P>) with
 // ggml_cpu_set_batch_invariant(true) around each test.

@@ -39,25 +39,9 @@ namespace {
 using specdec::test::batch_invariant;
 using specdec::test::activations;
 using specdec::test::compute_graph;
+using specdec::test::repack_buffer_type;
 
 constexpr int k_max_rows = 20;
-
-// The repacking buffer type of the CPU backend (weights of Q4_0, Q4_K, IQ4_NL,
-// ... rearranged for its gemm and gemv kernels), or null.
-ggml_backend_buffer_type_t repack_buffer_type() {
-    ggml_backend_reg_t reg = ggml_backend_cpu_reg();
-    auto get_extra = reinterpret_cast<ggml_backend_dev_get_extra_bufts_t>(
-        ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts"));
-    if (get_extra == nullptr) {
-        return nullptr;
-    }
-    for (ggml_backend_buffer_type_t * b = get_extra(ggml_backend_reg_dev_get(reg, 0)); b != nullptr && *b != nullptr; ++b) {
-        if (std::string(ggml_backend_buft_name(*b)) == "CPU_REPACK") {
-            return *b;
-        }
-    }
-    return nullptr;
-}
 
 // One quantized weight matrix (n_out rows of n_in), in a CPU buffer or the
 // repacking one, and products of it with r rows of activations.
@@ -195,6 +179,10 @@ TEST_P(MulMatRows, EachRowAsAlone) {
     for (int64_t n_in : {256, 1024}) {
         const weights w(p.type, n_in, 96, p.repack, 7);
         ASSERT_TRUE(w.ok());
+        // patches/0012: with AVX512 VNNI kernels, Q6_K is repacked, and each of its products takes that kernel
+        if (p.repack && p.type == GGML_TYPE_Q6_K && ggml_cpu_has_avx512_vnni()) {
+            ASSERT_TRUE(w.repacked()) << "Q6_K is not repacked with AVX512 VNNI kernels";
+        }
         if (p.repack && !w.repacked()) {
             GTEST_SKIP() << ggml_type_name(p.type) << " is not repacked on this CPU";
         }
@@ -231,7 +219,7 @@ TEST_P(MulMatRows, EachRowAsAlone) {
 TEST_F(MulMatRows, RepackedAsUnpacked) {
     const int64_t n_in = 1024;
     const std::vector<float> x = activations(n_in * k_max_rows, 11);
-    for (ggml_type type : {GGML_TYPE_Q4_K, GGML_TYPE_Q4_0, GGML_TYPE_Q2_K, GGML_TYPE_IQ4_NL}) {
+    for (ggml_type type : {GGML_TYPE_Q4_K, GGML_TYPE_Q4_0, GGML_TYPE_Q2_K, GGML_TYPE_IQ4_NL, GGML_TYPE_Q6_K}) {
         const weights packed(type, n_in, 96, true, 7);
         const weights plain(type, n_in, 96, false, 7);
         ASSERT_TRUE(packed.ok() && plain.ok());
@@ -304,14 +292,15 @@ TEST_F(MulMatRows, MatchesQuantizedValues) {
 // A MoE layer's product (mul_mat_id): each token's row times each expert it
 // chose must be, bit for bit, what it is for that token alone, however many
 // rows of the batch share that expert (repacked Q4_K, Q4_0 and IQ4_NL take
-// the multi-row gemv of patches/0004 and 0009 for an expert's rows). Tokens
-// choose 2 of 4 experts.
+// the multi-row gemv of patches/0004 and 0009 for an expert's rows, and
+// repacked Q6_K that of 0012). Tokens choose 2 of 4 experts.
 TEST_F(MulMatRows, ExpertRowsAsAlone) {
     constexpr int n_expert = 4;
     constexpr int n_used = 2;
     constexpr int n_tokens = 20;
     for (const auto & [type, n_in] : {std::pair{GGML_TYPE_Q4_K, int64_t{256}}, std::pair{GGML_TYPE_Q4_K, int64_t{1024}},
-                                      std::pair{GGML_TYPE_Q4_0, int64_t{1024}}, std::pair{GGML_TYPE_IQ4_NL, int64_t{1024}}}) {
+                                      std::pair{GGML_TYPE_Q4_0, int64_t{1024}}, std::pair{GGML_TYPE_IQ4_NL, int64_t{1024}},
+                                      std::pair{GGML_TYPE_Q6_K, int64_t{1024}}}) {
         const weights w(type, n_in, 96, true, 9, n_expert);
         ASSERT_TRUE(w.ok());
         if (!w.repacked()) {
@@ -415,7 +404,8 @@ TEST(Q8KQuantization, MatchesTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(Types, MulMatRows,
                          testing::Values(case_param{GGML_TYPE_Q4_K, true}, case_param{GGML_TYPE_Q4_K, false},
-                                         case_param{GGML_TYPE_Q5_K, false}, case_param{GGML_TYPE_Q6_K, false},
+                                         case_param{GGML_TYPE_Q5_K, false}, case_param{GGML_TYPE_Q6_K, true},
+                                         case_param{GGML_TYPE_Q6_K, false},
                                          case_param{GGML_TYPE_Q8_0, false}, case_param{GGML_TYPE_Q4_0, true},
                                          case_param{GGML_TYPE_Q4_0, false}, case_param{GGML_TYPE_IQ4_XS, false},
                                          case_param{GGML_TYPE_Q2_K, true}, case_param{GGML_TYPE_Q3_K, false},
@@ -436,6 +426,7 @@ TEST(MulMatRowsCost, DISABLED_cost) {
     } shapes[] = {
         {GGML_TYPE_Q4_K, true, 1024, 3072},    {GGML_TYPE_Q4_K, true, 1024, 65536}, {GGML_TYPE_Q4_K, false, 1024, 3072},
         {GGML_TYPE_Q5_K, false, 1024, 3072},
+        {GGML_TYPE_Q6_K, true, 3072, 1024},    {GGML_TYPE_Q6_K, true, 1024, 3072},  {GGML_TYPE_Q6_K, true, 1024, 151936},
         {GGML_TYPE_Q6_K, false, 3072, 1024},   {GGML_TYPE_Q6_K, false, 1024, 3072}, {GGML_TYPE_Q6_K, false, 1024, 151936},
         {GGML_TYPE_Q8_0, false, 1024, 3072},   {GGML_TYPE_Q8_0, false, 1024, 151936}, {GGML_TYPE_Q4_0, true, 1024, 3072},
         {GGML_TYPE_Q4_0, false, 1024, 3072},   {GGML_TYPE_IQ4_NL, true, 1024, 3072},
