@@ -179,9 +179,9 @@ TEST_P(MulMatRows, EachRowAsAlone) {
     for (int64_t n_in : {256, 1024}) {
         const weights w(p.type, n_in, 96, p.repack, 7);
         ASSERT_TRUE(w.ok());
-        // patches/0012: with AVX512 VNNI kernels, Q6_K is repacked, and each of its products takes that kernel
-        if (p.repack && p.type == GGML_TYPE_Q6_K && ggml_cpu_has_avx512_vnni()) {
-            ASSERT_TRUE(w.repacked()) << "Q6_K is not repacked with AVX512 VNNI kernels";
+        // patches/0012: with AVX512 VNNI kernels, Q5_K and Q6_K are repacked, and each of their products takes that kernel
+        if (p.repack && (p.type == GGML_TYPE_Q5_K || p.type == GGML_TYPE_Q6_K) && ggml_cpu_has_avx512_vnni()) {
+            ASSERT_TRUE(w.repacked()) << ggml_type_name(p.type) << " is not repacked with AVX512 VNNI kernels";
         }
         if (p.repack && !w.repacked()) {
             GTEST_SKIP() << ggml_type_name(p.type) << " is not repacked on this CPU";
@@ -219,7 +219,7 @@ TEST_P(MulMatRows, EachRowAsAlone) {
 TEST_F(MulMatRows, RepackedAsUnpacked) {
     const int64_t n_in = 1024;
     const std::vector<float> x = activations(n_in * k_max_rows, 11);
-    for (ggml_type type : {GGML_TYPE_Q4_K, GGML_TYPE_Q4_0, GGML_TYPE_Q2_K, GGML_TYPE_IQ4_NL, GGML_TYPE_Q6_K}) {
+    for (ggml_type type : {GGML_TYPE_Q4_K, GGML_TYPE_Q4_0, GGML_TYPE_Q2_K, GGML_TYPE_IQ4_NL, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K}) {
         const weights packed(type, n_in, 96, true, 7);
         const weights plain(type, n_in, 96, false, 7);
         ASSERT_TRUE(packed.ok() && plain.ok());
@@ -300,7 +300,7 @@ TEST_F(MulMatRows, ExpertRowsAsAlone) {
     constexpr int n_tokens = 20;
     for (const auto & [type, n_in] : {std::pair{GGML_TYPE_Q4_K, int64_t{256}}, std::pair{GGML_TYPE_Q4_K, int64_t{1024}},
                                       std::pair{GGML_TYPE_Q4_0, int64_t{1024}}, std::pair{GGML_TYPE_IQ4_NL, int64_t{1024}},
-                                      std::pair{GGML_TYPE_Q6_K, int64_t{1024}}}) {
+                                      std::pair{GGML_TYPE_Q5_K, int64_t{1024}}, std::pair{GGML_TYPE_Q6_K, int64_t{1024}}}) {
         const weights w(type, n_in, 96, true, 9, n_expert);
         ASSERT_TRUE(w.ok());
         if (!w.repacked()) {
@@ -404,7 +404,8 @@ TEST(Q8KQuantization, MatchesTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(Types, MulMatRows,
                          testing::Values(case_param{GGML_TYPE_Q4_K, true}, case_param{GGML_TYPE_Q4_K, false},
-                                         case_param{GGML_TYPE_Q5_K, false}, case_param{GGML_TYPE_Q6_K, true},
+                                         case_param{GGML_TYPE_Q5_K, true}, case_param{GGML_TYPE_Q5_K, false},
+                                         case_param{GGML_TYPE_Q6_K, true},
                                          case_param{GGML_TYPE_Q6_K, false},
                                          case_param{GGML_TYPE_Q8_0, false}, case_param{GGML_TYPE_Q4_0, true},
                                          case_param{GGML_TYPE_Q4_0, false}, case_param{GGML_TYPE_IQ4_XS, false},
@@ -425,7 +426,7 @@ TEST(MulMatRowsCost, DISABLED_cost) {
         int64_t n_in, n_out;
     } shapes[] = {
         {GGML_TYPE_Q4_K, true, 1024, 3072},    {GGML_TYPE_Q4_K, true, 1024, 65536}, {GGML_TYPE_Q4_K, false, 1024, 3072},
-        {GGML_TYPE_Q5_K, false, 1024, 3072},
+        {GGML_TYPE_Q5_K, true, 1024, 3072},    {GGML_TYPE_Q5_K, true, 2048, 1024},  {GGML_TYPE_Q5_K, false, 1024, 3072},
         {GGML_TYPE_Q6_K, true, 3072, 1024},    {GGML_TYPE_Q6_K, true, 1024, 3072},  {GGML_TYPE_Q6_K, true, 1024, 151936},
         {GGML_TYPE_Q6_K, false, 3072, 1024},   {GGML_TYPE_Q6_K, false, 1024, 3072}, {GGML_TYPE_Q6_K, false, 1024, 151936},
         {GGML_TYPE_Q8_0, false, 1024, 3072},   {GGML_TYPE_Q8_0, false, 1024, 151936}, {GGML_TYPE_Q4_0, true, 1024, 3072},
