@@ -29,13 +29,27 @@ struct q6_K_x8 {
 };
 static_assert(sizeof(q6_K_x8) == 8 * sizeof(block_q6_K), "a repacked Q6_K block holds eight blocks");
 
-// Whether `w` is a Q6_K matrix in ggml-cpu's repacking buffer (in CPU memory, though not a host
-// buffer: its layout is not the type's), laid out as q6_K_x8: x86 only (ARM repacks Q6_K four
-// bytes at a time where it has no int8 matrix multiply).
-bool repacked_q6_K(const ggml_tensor * w) {
+// ggml-cpu's repacked Q8_0 (block_q8_0x8, eight rows interleaved eight bytes at a time), which x86
+// builds with AVX512 VNNI make of every Q8_0 weight matrix (patches/0013).
+struct q8_0_x8 {
+    ggml_half d[8];
+    int8_t    qs[QK8_0 * 8];
+};
+static_assert(sizeof(q8_0_x8) == 8 * sizeof(block_q8_0), "a repacked Q8_0 block holds eight blocks");
+
+// Whether `w` is a matrix in ggml-cpu's repacking buffer (in CPU memory, though not a host
+// buffer: its layout is not the type's) that head_matrix_row reads back: Q6_K as q6_K_x8, Q8_0 as
+// q8_0_x8. x86 only (ARM repacks them otherwise).
+bool repacked_readable(const ggml_tensor * w) {
 #if defined(__x86_64__)
-    return w->type == GGML_TYPE_Q6_K && w->extra != nullptr && w->buffer != nullptr &&
-           std::string_view(ggml_backend_buffer_name(w->buffer)) == "CPU_REPACK" && w->ne[1] % 8 == 0 && w->ne[0] % QK_K == 0;
+    if (w->extra == nullptr || w->buffer == nullptr || std::string_view(ggml_backend_buffer_name(w->buffer)) != "CPU_REPACK") {
+        return false;
+    }
+    switch (w->type) {
+        case GGML_TYPE_Q6_K: return w->ne[1] % 8 == 0 && w->ne[0] % QK_K == 0;
+        case GGML_TYPE_Q8_0: return w->ne[1] % 8 == 0 && w->ne[0] % QK8_0 == 0;
+        default:             return false;
+    }
 #else
     (void) w;
     return false;
@@ -110,7 +124,7 @@ const ggml_tensor * mtp_head_matrix(const llama_model * model, std::string & why
         return nullptr;
     }
     const bool plain = w->buffer != nullptr && ggml_backend_buffer_is_host(w->buffer) && w->extra == nullptr;
-    if (!(plain || repacked_q6_K(w)) || w->data == nullptr) {
+    if (!(plain || repacked_readable(w)) || w->data == nullptr) {
         why = std::string("the head's output matrix (") + ggml_type_name(w->type) + ") is not in plain host memory (" +
               (w->buffer != nullptr ? ggml_backend_buffer_name(w->buffer) : "no buffer") + "; repacked or on a device)";
         return nullptr;
@@ -122,6 +136,21 @@ void head_matrix_row(const ggml_tensor * w, int64_t row, uint8_t * dst) {
     const auto * data = static_cast<const uint8_t *>(w->data);
     if (w->extra == nullptr) {
         std::memcpy(dst, data + static_cast<size_t>(row) * w->nb[1], w->nb[1]);
+        return;
+    }
+    if (w->type == GGML_TYPE_Q8_0) {
+        // Repacked Q8_0: rows 8x..8x+7 interleaved, block b of the eight at (x * nb + b), eight
+        // bytes of each row's quants at a time.
+        const int64_t nb = w->ne[0] / QK8_0;
+        const int64_t col = row % 8;
+        const auto * in = reinterpret_cast<const q8_0_x8 *>(data) + (row / 8) * nb;
+        auto * out = reinterpret_cast<block_q8_0 *>(dst);
+        for (int64_t b = 0; b < nb; ++b) {
+            out[b].d = in[b].d[col];
+            for (int c = 0; c < QK8_0 / 8; ++c) {
+                std::memcpy(out[b].qs + 8 * c, in[b].qs + (c * 8 + col) * 8, 8);
+            }
+        }
         return;
     }
     // Repacked Q6_K: rows 8x..8x+7 interleaved, super-block b of the eight at block (x * nb + b),

@@ -1,8 +1,8 @@
 // head_matrix_row (src/llama-internal.h), which a restricted draft
 // vocabulary gathers the MTP head's rows with: each row read back is, byte
 // for byte, the row as quantized, from a plain buffer and from ggml-cpu's
-// repacking buffer, which interleaves Q6_K eight rows at a time on x86 with
-// AVX512 VNNI kernels (patches/0012).
+// repacking buffer, which interleaves Q6_K and Q8_0 eight rows at a time on
+// x86 with AVX512 VNNI kernels (patches/0012 and 0013).
 #include "cpu-kernel-test.h"
 #include "llama-internal.h"
 
@@ -11,23 +11,24 @@
 namespace specdec::test {
 namespace {
 
-// A Q6_K matrix of n_out rows of n_in, quantized from seeded values, set into
-// a buffer of `buft`; every row read back must be the row as quantized.
-void expect_rows_read_back(ggml_backend_buffer_type_t buft, int64_t n_in, int64_t n_out, bool want_repacked) {
+// A matrix of `type`, n_out rows of n_in, quantized from seeded values, set
+// into a buffer of `buft`; every row read back must be the row as quantized.
+void expect_rows_read_back(ggml_backend_buffer_type_t buft, ggml_type type, int64_t n_in, int64_t n_out, bool want_repacked) {
     ggml_init_params params = {ggml_tensor_overhead(), nullptr, true};
     ggml_context * ctx = ggml_init(params);
-    ggml_tensor * w = ggml_new_tensor_2d(ctx, GGML_TYPE_Q6_K, n_in, n_out);
+    ggml_tensor * w = ggml_new_tensor_2d(ctx, type, n_in, n_out);
     ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, buft);
     ASSERT_NE(buf, nullptr);
     ggml_backend_buffer_set_usage(buf, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
     const std::vector<float> f = activations(n_in * n_out, 21);
-    const size_t row = ggml_row_size(GGML_TYPE_Q6_K, n_in);
+    const size_t row = ggml_row_size(type, n_in);
     std::vector<uint8_t> q(row * static_cast<size_t>(n_out));
-    ggml_quantize_chunk(GGML_TYPE_Q6_K, f.data(), q.data(), 0, n_out, n_in, nullptr);
+    ggml_quantize_chunk(type, f.data(), q.data(), 0, n_out, n_in, nullptr);
     if (want_repacked && w->extra == nullptr) {
+        ASSERT_FALSE(ggml_cpu_has_avx512_vnni()) << ggml_type_name(type) << " is not repacked with AVX512 VNNI kernels";
         ggml_backend_buffer_free(buf);
         ggml_free(ctx);
-        GTEST_SKIP() << "this build does not repack Q6_K";
+        GTEST_SKIP() << "this build does not repack " << ggml_type_name(type);
     }
     ggml_backend_tensor_set(w, q.data(), 0, q.size());
     ASSERT_EQ(w->extra != nullptr, want_repacked);
@@ -42,7 +43,8 @@ void expect_rows_read_back(ggml_backend_buffer_type_t buft, int64_t n_in, int64_
 
 TEST(HeadMatrixRow, PlainRowsAsStored) {
     ggml_cpu_init();
-    expect_rows_read_back(ggml_backend_cpu_buffer_type(), 512, 20, false);
+    expect_rows_read_back(ggml_backend_cpu_buffer_type(), GGML_TYPE_Q6_K, 512, 20, false);
+    expect_rows_read_back(ggml_backend_cpu_buffer_type(), GGML_TYPE_Q8_0, 512, 20, false);
 }
 
 TEST(HeadMatrixRow, RepackedQ6KRowsAsQuantized) {
@@ -52,7 +54,17 @@ TEST(HeadMatrixRow, RepackedQ6KRowsAsQuantized) {
         GTEST_SKIP() << "no repacking buffer";
     }
     // 24 rows (three groups of eight), two super-blocks each
-    expect_rows_read_back(buft, 512, 24, true);
+    expect_rows_read_back(buft, GGML_TYPE_Q6_K, 512, 24, true);
+}
+
+TEST(HeadMatrixRow, RepackedQ8_0RowsAsQuantized) {
+    ggml_cpu_init();
+    ggml_backend_buffer_type_t buft = repack_buffer_type();
+    if (buft == nullptr) {
+        GTEST_SKIP() << "no repacking buffer";
+    }
+    // 24 rows (three groups of eight), four blocks each
+    expect_rows_read_back(buft, GGML_TYPE_Q8_0, 128, 24, true);
 }
 
 } // namespace
