@@ -56,6 +56,14 @@ bool repacked_readable(const ggml_tensor * w) {
 #endif
 }
 
+// Row `col` (0-7) of eight rows interleaved eight bytes at a time: its n chunks of eight bytes,
+// chunk c at in + 8 * (8c + col), into out.
+void deinterleave_row(const void * in, int n, int64_t col, void * out) {
+    for (int c = 0; c < n; ++c) {
+        std::memcpy(static_cast<uint8_t *>(out) + 8 * c, static_cast<const uint8_t *>(in) + (c * 8 + col) * 8, 8);
+    }
+}
+
 } // namespace
 
 llama_context_type context_type(const llama_context * ctx) {
@@ -147,9 +155,7 @@ void head_matrix_row(const ggml_tensor * w, int64_t row, uint8_t * dst) {
         auto * out = reinterpret_cast<block_q8_0 *>(dst);
         for (int64_t b = 0; b < nb; ++b) {
             out[b].d = in[b].d[col];
-            for (int c = 0; c < QK8_0 / 8; ++c) {
-                std::memcpy(out[b].qs + 8 * c, in[b].qs + (c * 8 + col) * 8, 8);
-            }
+            deinterleave_row(in[b].qs, QK8_0 / 8, col, out[b].qs);
         }
         return;
     }
@@ -164,12 +170,8 @@ void head_matrix_row(const ggml_tensor * w, int64_t row, uint8_t * dst) {
         for (int s = 0; s < QK_K / 16; ++s) {
             out[b].scales[s] = in[b].scales[s * 8 + col];
         }
-        for (int c = 0; c < QK_K / 16; ++c) {
-            std::memcpy(out[b].ql + 8 * c, in[b].ql + (c * 8 + col) * 8, 8);
-        }
-        for (int c = 0; c < QK_K / 32; ++c) {
-            std::memcpy(out[b].qh + 8 * c, in[b].qh + (c * 8 + col) * 8, 8);
-        }
+        deinterleave_row(in[b].ql, QK_K / 16, col, out[b].ql);
+        deinterleave_row(in[b].qh, QK_K / 32, col, out[b].qh);
     }
 }
 

@@ -47,23 +47,14 @@ TEST(HeadMatrixRow, PlainRowsAsStored) {
     expect_rows_read_back(ggml_backend_cpu_buffer_type(), GGML_TYPE_Q8_0, 512, 20, false);
 }
 
-TEST(HeadMatrixRow, RepackedQ6KRowsAsQuantized) {
+TEST(HeadMatrixRow, RepackedRowsAsQuantized) {
     ggml_cpu_init();
     ggml_backend_buffer_type_t buft = repack_buffer_type();
     if (buft == nullptr) {
         GTEST_SKIP() << "no repacking buffer";
     }
-    // 24 rows (three groups of eight), two super-blocks each
+    // 24 rows each (three groups of eight): Q6_K in two super-blocks, Q8_0 in four blocks
     expect_rows_read_back(buft, GGML_TYPE_Q6_K, 512, 24, true);
-}
-
-TEST(HeadMatrixRow, RepackedQ8_0RowsAsQuantized) {
-    ggml_cpu_init();
-    ggml_backend_buffer_type_t buft = repack_buffer_type();
-    if (buft == nullptr) {
-        GTEST_SKIP() << "no repacking buffer";
-    }
-    // 24 rows (three groups of eight), four blocks each
     expect_rows_read_back(buft, GGML_TYPE_Q8_0, 128, 24, true);
 }
 
