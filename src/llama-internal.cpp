@@ -37,9 +37,20 @@ struct q8_0_x8 {
 };
 static_assert(sizeof(q8_0_x8) == 8 * sizeof(block_q8_0), "a repacked Q8_0 block holds eight blocks");
 
+// ggml-cpu's repacked IQ4_XS (block_iq4_xsx8: eight rows' super-blocks, the 6-bit scale of
+// sub-block ib of row c at index 8 ib + c, and each sub-block's quants eight bytes of each row at a
+// time), which x86 builds with AVX512 VNNI make of every IQ4_XS weight matrix (patches/0015).
+struct iq4_xs_x8 {
+    ggml_half d[8];
+    uint8_t   scales_h[QK_K / 16]; // high two bits of index 16 k + j: bits 2k, 2k + 1 of byte j
+    uint8_t   scales_l[QK_K / 8];  // low four bits of index i (i < 32) and i + 32: the low and high nibbles of byte i
+    uint8_t   qs[QK_K * 4];
+};
+static_assert(sizeof(iq4_xs_x8) == 8 * sizeof(block_iq4_xs), "a repacked IQ4_XS block holds eight blocks");
+
 // Whether `w` is a matrix in ggml-cpu's repacking buffer (in CPU memory, though not a host
 // buffer: its layout is not the type's) that head_matrix_row reads back: Q6_K as q6_K_x8, Q8_0 as
-// q8_0_x8. x86 only (ARM repacks them otherwise).
+// q8_0_x8, IQ4_XS as iq4_xs_x8. x86 only (ARM repacks them otherwise).
 bool repacked_readable(const ggml_tensor * w) {
 #if defined(__x86_64__)
     if (w->extra == nullptr || w->buffer == nullptr || std::string_view(ggml_backend_buffer_name(w->buffer)) != "CPU_REPACK") {
@@ -48,6 +59,7 @@ bool repacked_readable(const ggml_tensor * w) {
     switch (w->type) {
         case GGML_TYPE_Q6_K: return w->ne[1] % 8 == 0 && w->ne[0] % QK_K == 0;
         case GGML_TYPE_Q8_0: return w->ne[1] % 8 == 0 && w->ne[0] % QK8_0 == 0;
+        case GGML_TYPE_IQ4_XS: return w->ne[1] % 8 == 0 && w->ne[0] % QK_K == 0;
         default:             return false;
     }
 #else
@@ -156,6 +168,28 @@ void head_matrix_row(const ggml_tensor * w, int64_t row, uint8_t * dst) {
         for (int64_t b = 0; b < nb; ++b) {
             out[b].d = in[b].d[col];
             deinterleave_row(in[b].qs, QK8_0 / 8, col, out[b].qs);
+        }
+        return;
+    }
+    if (w->type == GGML_TYPE_IQ4_XS) {
+        // Repacked IQ4_XS: rows 8x..8x+7 interleaved, super-block b of the eight at (x * nb + b);
+        // sub-block ib's quants eight bytes of each row at a time (chunks 2 ib and 2 ib + 1).
+        const int64_t nb = w->ne[0] / QK_K;
+        const int64_t col = row % 8;
+        const auto * in = reinterpret_cast<const iq4_xs_x8 *>(data) + (row / 8) * nb;
+        auto * out = reinterpret_cast<block_iq4_xs *>(dst);
+        for (int64_t b = 0; b < nb; ++b) {
+            out[b].d = in[b].d[col];
+            out[b].scales_h = 0;
+            std::memset(out[b].scales_l, 0, sizeof(out[b].scales_l));
+            for (int ib = 0; ib < QK_K / 32; ++ib) {
+                const int64_t index = 8 * ib + col;
+                const int low = (in[b].scales_l[index % 32] >> (4 * (index / 32))) & 0xF;
+                const int high = (in[b].scales_h[index % 16] >> (2 * (index / 16))) & 3;
+                out[b].scales_l[ib / 2] |= static_cast<uint8_t>(low << (4 * (ib % 2)));
+                out[b].scales_h |= static_cast<uint16_t>(high << (2 * ib));
+            }
+            deinterleave_row(in[b].qs, QK_K / 16, col, out[b].qs);
         }
         return;
     }

@@ -43,10 +43,9 @@ void set_feature_outputs(llama_context * ctx, const feature_outputs & o);
 // normed row llama_get_embeddings_nextn_ith returns, computed for every row
 // whatever the outputs), W (nextn.shared_head_head, else output) has no
 // scale tensors, lives in host memory, and its rows can be read back
-// (head_matrix_row: stored as they are, or repacked Q6_K or Q8_0 on x86,
-// which patches/0012 and 0013 make every Q6_K and Q8_0 output with AVX512
-// VNNI). Else nullptr, and
-// `why` says which condition failed.
+// (head_matrix_row: stored as they are, or repacked Q6_K, Q8_0 or IQ4_XS on
+// x86, which patches/0012, 0013 and 0015 make every output of those types
+// with AVX512 VNNI). Else nullptr, and `why` says which condition failed.
 const ggml_tensor * mtp_head_matrix(const llama_model * model, std::string & why);
 
 // Copies row `row` (< ne[1]) of a matrix that mtp_head_matrix accepts into

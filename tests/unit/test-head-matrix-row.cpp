@@ -1,8 +1,8 @@
 // head_matrix_row (src/llama-internal.h), which a restricted draft
 // vocabulary gathers the MTP head's rows with: each row read back is, byte
 // for byte, the row as quantized, from a plain buffer and from ggml-cpu's
-// repacking buffer, which interleaves Q6_K and Q8_0 eight rows at a time on
-// x86 with AVX512 VNNI kernels (patches/0012 and 0013).
+// repacking buffer, which interleaves Q6_K, Q8_0 and IQ4_XS eight rows at a
+// time on x86 with AVX512 VNNI kernels (patches/0012, 0013 and 0015).
 #include "cpu-kernel-test.h"
 #include "llama-internal.h"
 
@@ -45,6 +45,7 @@ TEST(HeadMatrixRow, PlainRowsAsStored) {
     ggml_cpu_init();
     expect_rows_read_back(ggml_backend_cpu_buffer_type(), GGML_TYPE_Q6_K, 512, 20, false);
     expect_rows_read_back(ggml_backend_cpu_buffer_type(), GGML_TYPE_Q8_0, 512, 20, false);
+    expect_rows_read_back(ggml_backend_cpu_buffer_type(), GGML_TYPE_IQ4_XS, 512, 20, false);
 }
 
 TEST(HeadMatrixRow, RepackedRowsAsQuantized) {
@@ -53,9 +54,10 @@ TEST(HeadMatrixRow, RepackedRowsAsQuantized) {
     if (buft == nullptr) {
         GTEST_SKIP() << "no repacking buffer";
     }
-    // 24 rows each (three groups of eight): Q6_K in two super-blocks, Q8_0 in four blocks
+    // 24 rows each (three groups of eight): Q6_K and IQ4_XS in two super-blocks, Q8_0 in four blocks
     expect_rows_read_back(buft, GGML_TYPE_Q6_K, 512, 24, true);
     expect_rows_read_back(buft, GGML_TYPE_Q8_0, 128, 24, true);
+    expect_rows_read_back(buft, GGML_TYPE_IQ4_XS, 512, 24, true);
 }
 
 } // namespace

@@ -179,8 +179,9 @@ TEST_P(MulMatRows, EachRowAsAlone) {
     for (int64_t n_in : {256, 1024}) {
         const weights w(p.type, n_in, 96, p.repack, 7);
         ASSERT_TRUE(w.ok());
-        // patches/0012 and 0013: with AVX512 VNNI kernels, Q5_K, Q6_K and Q8_0 are repacked, and each of their products takes that kernel
-        if (p.repack && (p.type == GGML_TYPE_Q5_K || p.type == GGML_TYPE_Q6_K || p.type == GGML_TYPE_Q8_0) && ggml_cpu_has_avx512_vnni()) {
+        // patches/0012, 0013 and 0015: with AVX512 VNNI kernels, Q5_K, Q6_K, Q8_0 and IQ4_XS are repacked, and each of their products takes that kernel
+        if (p.repack && (p.type == GGML_TYPE_Q5_K || p.type == GGML_TYPE_Q6_K || p.type == GGML_TYPE_Q8_0 || p.type == GGML_TYPE_IQ4_XS) &&
+            ggml_cpu_has_avx512_vnni()) {
             ASSERT_TRUE(w.repacked()) << ggml_type_name(p.type) << " is not repacked with AVX512 VNNI kernels";
         }
         if (p.repack && !w.repacked()) {
@@ -220,7 +221,7 @@ TEST_F(MulMatRows, RepackedAsUnpacked) {
     const int64_t n_in = 1024;
     const std::vector<float> x = activations(n_in * k_max_rows, 11);
     for (ggml_type type : {GGML_TYPE_Q4_K, GGML_TYPE_Q4_0, GGML_TYPE_Q2_K, GGML_TYPE_IQ4_NL, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,
-                           GGML_TYPE_Q8_0}) {
+                           GGML_TYPE_Q8_0, GGML_TYPE_IQ4_XS}) {
         const weights packed(type, n_in, 96, true, 7);
         const weights plain(type, n_in, 96, false, 7);
         ASSERT_TRUE(packed.ok() && plain.ok());
@@ -294,7 +295,7 @@ TEST_F(MulMatRows, MatchesQuantizedValues) {
 // chose must be, bit for bit, what it is for that token alone, however many
 // rows of the batch share that expert (repacked Q4_K, Q4_0 and IQ4_NL take
 // the multi-row gemv of patches/0004 and 0009 for an expert's rows, and
-// repacked Q5_K, Q6_K and Q8_0 those of 0012 and 0013). Tokens choose 2 of 4 experts.
+// repacked Q5_K, Q6_K, Q8_0 and IQ4_XS those of 0012, 0013 and 0015). Tokens choose 2 of 4 experts.
 TEST_F(MulMatRows, ExpertRowsAsAlone) {
     constexpr int n_expert = 4;
     constexpr int n_used = 2;
@@ -302,7 +303,7 @@ TEST_F(MulMatRows, ExpertRowsAsAlone) {
     for (const auto & [type, n_in] : {std::pair{GGML_TYPE_Q4_K, int64_t{256}}, std::pair{GGML_TYPE_Q4_K, int64_t{1024}},
                                       std::pair{GGML_TYPE_Q4_0, int64_t{1024}}, std::pair{GGML_TYPE_IQ4_NL, int64_t{1024}},
                                       std::pair{GGML_TYPE_Q5_K, int64_t{1024}}, std::pair{GGML_TYPE_Q6_K, int64_t{1024}},
-                                      std::pair{GGML_TYPE_Q8_0, int64_t{1024}}}) {
+                                      std::pair{GGML_TYPE_Q8_0, int64_t{1024}}, std::pair{GGML_TYPE_IQ4_XS, int64_t{1024}}}) {
         const weights w(type, n_in, 96, true, 9, n_expert);
         ASSERT_TRUE(w.ok());
         if (!w.repacked()) {
@@ -411,7 +412,8 @@ INSTANTIATE_TEST_SUITE_P(Types, MulMatRows,
                                          case_param{GGML_TYPE_Q6_K, false},
                                          case_param{GGML_TYPE_Q8_0, true}, case_param{GGML_TYPE_Q8_0, false},
                                          case_param{GGML_TYPE_Q4_0, true},
-                                         case_param{GGML_TYPE_Q4_0, false}, case_param{GGML_TYPE_IQ4_XS, false},
+                                         case_param{GGML_TYPE_Q4_0, false}, case_param{GGML_TYPE_IQ4_XS, true},
+                                         case_param{GGML_TYPE_IQ4_XS, false},
                                          case_param{GGML_TYPE_Q2_K, true}, case_param{GGML_TYPE_Q3_K, false},
                                          case_param{GGML_TYPE_IQ4_NL, true}),
                          case_name);
@@ -435,7 +437,8 @@ TEST(MulMatRowsCost, DISABLED_cost) {
         {GGML_TYPE_Q8_0, true, 1024, 3072},    {GGML_TYPE_Q8_0, true, 1024, 151936},  {GGML_TYPE_Q8_0, false, 1024, 3072},
         {GGML_TYPE_Q8_0, false, 1024, 151936}, {GGML_TYPE_Q4_0, true, 1024, 3072},
         {GGML_TYPE_Q4_0, false, 1024, 3072},   {GGML_TYPE_IQ4_NL, true, 1024, 3072},
-        {GGML_TYPE_IQ4_XS, false, 1024, 3072},
+        {GGML_TYPE_IQ4_XS, true, 1024, 3072},  {GGML_TYPE_IQ4_XS, true, 1024, 151936}, {GGML_TYPE_IQ4_XS, false, 1024, 3072},
+        {GGML_TYPE_IQ4_XS, false, 1024, 151936},
     };
     const char * env = std::getenv("SPECDEC_TEST_THREADS");
     const int n_threads = env != nullptr ? std::atoi(env) : 1;
