@@ -57,10 +57,10 @@ bool repacked_readable(const ggml_tensor * w) {
         return false;
     }
     switch (w->type) {
-        case GGML_TYPE_Q6_K: return w->ne[1] % 8 == 0 && w->ne[0] % QK_K == 0;
-        case GGML_TYPE_Q8_0: return w->ne[1] % 8 == 0 && w->ne[0] % QK8_0 == 0;
-        case GGML_TYPE_IQ4_XS: return w->ne[1] % 8 == 0 && w->ne[0] % QK_K == 0;
-        default:             return false;
+        case GGML_TYPE_Q6_K:
+        case GGML_TYPE_Q8_0:
+        case GGML_TYPE_IQ4_XS: return w->ne[1] % 8 == 0 && w->ne[0] % ggml_blck_size(w->type) == 0;
+        default:               return false;
     }
 #else
     (void) w;
@@ -73,6 +73,20 @@ bool repacked_readable(const ggml_tensor * w) {
 void deinterleave_row(const void * in, int n, int64_t col, void * out) {
     for (int c = 0; c < n; ++c) {
         std::memcpy(static_cast<uint8_t *>(out) + 8 * c, static_cast<const uint8_t *>(in) + (c * 8 + col) * 8, 8);
+    }
+}
+
+// Row `row` of a matrix whose rows are repacked eight at a time into n_blocks blocks X of those
+// rows' blocks B (rows 8x..8x+7: blocks x * n_blocks onwards), into dst as B blocks: each
+// block's d (X::d, one of each row), then the rest through take(in, col, out), col = row % 8.
+template <typename X, typename B, typename F>
+void read_repacked(const uint8_t * data, int64_t n_blocks, int64_t row, uint8_t * dst, F take) {
+    const int64_t col = row % 8;
+    const auto * in = reinterpret_cast<const X *>(data) + (row / 8) * n_blocks;
+    auto * out = reinterpret_cast<B *>(dst);
+    for (int64_t b = 0; b < n_blocks; ++b) {
+        out[b].d = in[b].d[col];
+        take(in[b], col, out[b]);
     }
 }
 
@@ -158,54 +172,38 @@ void head_matrix_row(const ggml_tensor * w, int64_t row, uint8_t * dst) {
         std::memcpy(dst, data + static_cast<size_t>(row) * w->nb[1], w->nb[1]);
         return;
     }
-    if (w->type == GGML_TYPE_Q8_0) {
-        // Repacked Q8_0: rows 8x..8x+7 interleaved, block b of the eight at (x * nb + b), eight
-        // bytes of each row's quants at a time.
-        const int64_t nb = w->ne[0] / QK8_0;
-        const int64_t col = row % 8;
-        const auto * in = reinterpret_cast<const q8_0_x8 *>(data) + (row / 8) * nb;
-        auto * out = reinterpret_cast<block_q8_0 *>(dst);
-        for (int64_t b = 0; b < nb; ++b) {
-            out[b].d = in[b].d[col];
-            deinterleave_row(in[b].qs, QK8_0 / 8, col, out[b].qs);
-        }
-        return;
-    }
-    if (w->type == GGML_TYPE_IQ4_XS) {
-        // Repacked IQ4_XS: rows 8x..8x+7 interleaved, super-block b of the eight at (x * nb + b);
-        // sub-block ib's quants eight bytes of each row at a time (chunks 2 ib and 2 ib + 1).
-        const int64_t nb = w->ne[0] / QK_K;
-        const int64_t col = row % 8;
-        const auto * in = reinterpret_cast<const iq4_xs_x8 *>(data) + (row / 8) * nb;
-        auto * out = reinterpret_cast<block_iq4_xs *>(dst);
-        for (int64_t b = 0; b < nb; ++b) {
-            out[b].d = in[b].d[col];
-            out[b].scales_h = 0;
-            std::memset(out[b].scales_l, 0, sizeof(out[b].scales_l));
-            for (int ib = 0; ib < QK_K / 32; ++ib) {
-                const int64_t index = 8 * ib + col;
-                const int low = (in[b].scales_l[index % 32] >> (4 * (index / 32))) & 0xF;
-                const int high = (in[b].scales_h[index % 16] >> (2 * (index / 16))) & 3;
-                out[b].scales_l[ib / 2] |= static_cast<uint8_t>(low << (4 * (ib % 2)));
-                out[b].scales_h |= static_cast<uint16_t>(high << (2 * ib));
-            }
-            deinterleave_row(in[b].qs, QK_K / 16, col, out[b].qs);
-        }
-        return;
-    }
-    // Repacked Q6_K: rows 8x..8x+7 interleaved, super-block b of the eight at block (x * nb + b),
-    // eight bytes of each row's quants at a time, the scales one of each row at a time.
-    const int64_t nb = w->ne[0] / QK_K;
-    const int64_t col = row % 8;
-    const auto * in = reinterpret_cast<const q6_K_x8 *>(data) + (row / 8) * nb;
-    auto * out = reinterpret_cast<block_q6_K *>(dst);
-    for (int64_t b = 0; b < nb; ++b) {
-        out[b].d = in[b].d[col];
-        for (int s = 0; s < QK_K / 16; ++s) {
-            out[b].scales[s] = in[b].scales[s * 8 + col];
-        }
-        deinterleave_row(in[b].ql, QK_K / 16, col, out[b].ql);
-        deinterleave_row(in[b].qh, QK_K / 32, col, out[b].qh);
+    const int64_t nb = w->ne[0] / ggml_blck_size(w->type);
+    switch (w->type) {
+        case GGML_TYPE_Q8_0:
+            read_repacked<q8_0_x8, block_q8_0>(data, nb, row, dst, [](const q8_0_x8 & in, int64_t col, block_q8_0 & out) {
+                deinterleave_row(in.qs, QK8_0 / 8, col, out.qs);
+            });
+            return;
+        case GGML_TYPE_Q6_K:
+            // the scales one of each row at a time
+            read_repacked<q6_K_x8, block_q6_K>(data, nb, row, dst, [](const q6_K_x8 & in, int64_t col, block_q6_K & out) {
+                for (int s = 0; s < QK_K / 16; ++s) {
+                    out.scales[s] = in.scales[s * 8 + col];
+                }
+                deinterleave_row(in.ql, QK_K / 16, col, out.ql);
+                deinterleave_row(in.qh, QK_K / 32, col, out.qh);
+            });
+            return;
+        default: // IQ4_XS (repacked_readable)
+            // the scales as iq4_xs_x8 says; sub-block ib's quants are chunks 2 ib and 2 ib + 1
+            read_repacked<iq4_xs_x8, block_iq4_xs>(data, nb, row, dst, [](const iq4_xs_x8 & in, int64_t col, block_iq4_xs & out) {
+                out.scales_h = 0;
+                std::memset(out.scales_l, 0, sizeof(out.scales_l));
+                for (int ib = 0; ib < QK_K / 32; ++ib) {
+                    const int64_t index = 8 * ib + col;
+                    const int low = (in.scales_l[index % 32] >> (4 * (index / 32))) & 0xF;
+                    const int high = (in.scales_h[index % 16] >> (2 * (index / 16))) & 3;
+                    out.scales_l[ib / 2] |= static_cast<uint8_t>(low << (4 * (ib % 2)));
+                    out.scales_h |= static_cast<uint16_t>(high << (2 * ib));
+                }
+                deinterleave_row(in.qs, QK_K / 16, col, out.qs);
+            });
+            return;
     }
 }
 
