@@ -120,8 +120,11 @@ void mtp_drafter::observe(const llama_batch & batch) {
         s.h.insert(s.h.end(), h, h + row);
     }
     for (size_t i = 0; i < seqs_.size(); ++i) {
-        if (seqs_[i].tokens.size() >= flush_rows) {
-            flush(static_cast<llama_seq_id>(i));
+        sequence & s = seqs_[i];
+        if (s.tokens.size() >= 2 * kept_rows) {
+            // llama.cpp takes a sequence's positions only in order after its cached ones
+            drop_cells(static_cast<llama_seq_id>(i), 0);
+            pass_recorded(s, s.tokens.size() - kept_rows);
         }
     }
 }
@@ -223,9 +226,12 @@ void mtp_drafter::add_recorded(sequence & s, llama_seq_id seq, size_t count) {
         const float * embd = k == 0 ? s.h_prev.data() : s.h.data() + (k - 1) * row;
         add_row(s.tokens[k], s.n_run + static_cast<llama_pos>(k), seq, embd, false);
     }
-    // The batch holds copies now: the rows run leave the record.
-    const auto rows = static_cast<std::ptrdiff_t>(count * row);
-    std::copy(s.h.begin() + rows - static_cast<std::ptrdiff_t>(row), s.h.begin() + rows, s.h_prev.begin());
+    pass_recorded(s, count); // the batch holds copies now
+}
+
+void mtp_drafter::pass_recorded(sequence & s, size_t count) {
+    const auto rows = static_cast<std::ptrdiff_t>(count * static_cast<size_t>(n_embd_));
+    std::copy(s.h.begin() + rows - n_embd_, s.h.begin() + rows, s.h_prev.begin());
     s.n_run += static_cast<llama_pos>(count);
     s.tokens.erase(s.tokens.begin(), s.tokens.begin() + static_cast<std::ptrdiff_t>(count));
     s.h.erase(s.h.begin(), s.h.begin() + rows);

@@ -3,6 +3,7 @@
 // controlled fixtures every step accepts exactly what the construction says.
 #include "drafter-model.h"
 #include "harness.h"
+#include "mtp-drafter.h"
 
 #include <gtest/gtest.h>
 
@@ -32,10 +33,11 @@ std::string mtp_fixture(const std::string & arch, const fixtures::fixture_option
     return fixture(arch + "-mtp-" + drafter_tag(opt), [&](const std::string & path) { write_mtp_target(arch, path, opt); });
 }
 
-mtp_pair open_pair(const std::string & path, int n_draft) {
+mtp_pair open_pair(const std::string & path, int n_draft, uint32_t n_ctx = context_options{}.n_ctx) {
     mtp_pair p;
     p.model = load_model(path);
     context_options t;
+    t.n_ctx = n_ctx;
     t.n_rs_seq = static_cast<uint32_t>(n_draft);
     p.target = make_context(p.model.get(), t);
     context_options d = t;
@@ -255,14 +257,17 @@ int32_t head_tokens(llama_context * draft) {
 }
 
 // The off state and per-step lengths: a step that drafts nothing runs
-// nothing on the head; a step that drafts runs the positions kept since it
-// last drafted (exactly once each, rejected ones never) and as many draft
-// rows as it asked for, however long the session's maximum is.
+// nothing on the head, however many steps in a row; a step that drafts runs
+// the positions kept since it last drafted (exactly once each, rejected ones
+// never; after a long stretch without drafts only the last ones, as
+// mtp_drafter::kept_rows says) and as many draft rows as it asked for,
+// however long the session's maximum is.
 class MtpHeadWork : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(MtpHeadWork, RunsKeptPositionsOnceAndDraftsOnlyWhatIsAsked) {
     constexpr int n_draft_max = 6;
-    mtp_pair p = open_pair(mtp_fixture(GetParam(), drafter_options(drafter_kind::exact)), n_draft_max);
+    constexpr auto kept = static_cast<llama_pos>(detail::mtp_drafter::kept_rows);
+    mtp_pair p = open_pair(mtp_fixture(GetParam(), drafter_options(drafter_kind::exact)), n_draft_max, 1024);
     session s(p.target.get(), p.draft.get(), mtp_params(n_draft_max));
     llama_context * target = p.target.get();
     test_batch batch(n_draft_max + 8);
@@ -277,7 +282,10 @@ TEST_P(MtpHeadWork, RunsKeptPositionsOnceAndDraftsOnlyWhatIsAsked) {
     llama_token id_last = argmax(llama_get_logits_ith(target, static_cast<int32_t>(prompt.size()) - 1), n_vocab);
     std::vector<llama_token> out = {id_last};
     // The first step (two draft rows: a batch and a single row) makes both counters count.
-    const std::vector<int> asked = {2, 1, 0, 0, 0, 3, 0, 2, 6, 0, 1};
+    // Then 2 * kept + 5 steps without one: the oldest positions are dropped.
+    std::vector<int> asked = {2, 1, 0, 0, 0, 3, 0, 2, 6, 0, 1};
+    asked.insert(asked.end(), 2 * kept + 5, 0);
+    asked.push_back(3);
     for (size_t step = 0; step < asked.size(); ++step) {
         const int n = asked[step];
         const int32_t before = head_tokens(p.draft.get());
@@ -288,7 +296,9 @@ TEST_P(MtpHeadWork, RunsKeptPositionsOnceAndDraftsOnlyWhatIsAsked) {
             proposal.assign(s.proposal(0).begin(), s.proposal(0).end());
             ASSERT_EQ(proposal.size(), static_cast<size_t>(n)); // the exact drafter never stops early
             if (step > 0) {
-                EXPECT_EQ(head_tokens(p.draft.get()) - before, (n_past - n_run) + n) << "step " << step;
+                const llama_pos recorded = n_past - n_run;
+                const llama_pos run = recorded < 2 * kept ? recorded : kept + recorded % kept;
+                EXPECT_EQ(head_tokens(p.draft.get()) - before, run + n) << "step " << step << ", " << recorded << " recorded";
             }
             n_run = n_past;
         }
