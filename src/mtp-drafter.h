@@ -23,8 +23,10 @@
 // oldest of them down to kept_rows, so memory stays bounded, and its
 // positions in the head's cache, which llama.cpp extends only in order: the
 // head then attends to the kept positions onwards (drafts may degrade, the
-// output never changes). Running the rows instead cost up to 4% of the
-// time of 16 sequences that drafted nothing (AMD EPYC, the random fixture).
+// output never changes). Running the rows instead costs one head block per
+// token whatever is drafted (16 sequences drafting nothing, AMD EPYC: 0.95-
+// 0.96 of plain decoding against 0.99-1.00 without it, one pair of runs;
+// docs/results/2026-12-07-epyc-mtp-off-state-kept-rows.md).
 //
 // Single-threaded, like the session that owns it. Errors: specdec::error
 // (NATIVE_FAILURE when a decode of the draft context fails).
