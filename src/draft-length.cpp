@@ -59,7 +59,7 @@ double adaptive_draft_length::pass_cost(int32_t rows) const {
     return costs_.pass_curve(static_cast<size_t>(std::max(rows, 1)) + 1).back();
 }
 
-std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps, int32_t n_min) {
+std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps, std::span<const int64_t> left, int32_t n_min) {
     costs_.tick();
     std::vector<int32_t> lengths(caps.size(), 0);
     const auto n_active = static_cast<int32_t>(std::count_if(caps.begin(), caps.end(), [](int32_t c) { return c >= 0; }));
@@ -155,8 +155,12 @@ std::vector<int32_t> adaptive_draft_length::choose(std::span<const int32_t> caps
             weight += density;
             saved += density * saving[i];
         }
-        e.unseen += first[k] * saved / weight;
-        e.look = e.last < 0 || e.unseen >= price;
+        // A hit's token saves saved / weight: a look that every token left
+        // could not repay is not taken.
+        const double per_token = saved / weight;
+        const bool repaid = left.empty() || static_cast<double>(left[active[k]]) * per_token >= price;
+        e.unseen += first[k] * per_token;
+        e.look = repaid && (e.last < 0 || e.unseen >= price);
     }
     return lengths;
 }

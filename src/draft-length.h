@@ -16,7 +16,9 @@
 // would save (averaged over the posterior of a), reaches a look's price; a
 // sequence whose state is unknown looks at once. So thin evidence is looked
 // at again, and a drafter that is never right, or that could not pay,
-// costs little. The choice never changes which tokens are emitted.
+// costs little. No sequence looks whose tokens left could not repay the
+// look, each saving what a hit's token would. The choice never changes
+// which tokens are emitted.
 #pragma once
 
 #include "step-costs.h"
@@ -49,11 +51,13 @@ public:
     adaptive_draft_length(size_t n_seq, int32_t n_max);
 
     // Draft lengths for the next step. caps[s] is the most sequence s may
-    // draft now (0: it drafts nothing; < 0: it is not active). Every active
-    // sequence gets the same length, within every cap; a positive length is
-    // at least n_min when every cap allows it, else it is 0. Also decides,
-    // for each sequence given 0, whether it shadows (shadow_due).
-    std::vector<int32_t> choose(std::span<const int32_t> caps, int32_t n_min = 0);
+    // draft now (0: it drafts nothing; < 0: it is not active); left[s] the
+    // most tokens it may decode after this step (its budget and context;
+    // empty: no end known). Every active sequence gets the same length,
+    // within every cap; a positive length is at least n_min when every cap
+    // allows it, else it is 0. Also decides, for each sequence given 0,
+    // whether it shadows (shadow_due).
+    std::vector<int32_t> choose(std::span<const int32_t> caps, std::span<const int64_t> left = {}, int32_t n_min = 0);
 
     // Whether sequence `seq`, given length 0 by the last choose() and a cap
     // above 0, should draft a shadow token: one drafted token, not verified,

@@ -856,13 +856,14 @@ engine_core::step_plan engine_core::plan_lengths() {
     step_plan plan(slots_.size());
     plan.n_active = static_cast<int32_t>(std::count_if(slots_.begin(), slots_.end(), [this](const auto & r) { return decoding(r.get()); }));
     const int64_t share = b_.n_batch() / plan.n_active - 1;
+    std::vector<int64_t> left(slots_.size(), 0); // the most tokens each may decode after this step
     for (size_t s = 0; s < slots_.size(); ++s) {
         const request_state * r = slots_[s].get();
         if (decoding(r)) {
             const int64_t budget = r->p.n_predict - static_cast<int64_t>(r->result.output.tokens.size()) - 1;
             const int64_t room = static_cast<int64_t>(n_ctx_) - r->n_past - 1;
-            plan.caps[s] = static_cast<int32_t>(
-                std::clamp<int64_t>(std::min<int64_t>({r->n_draft, budget, room, share}), 0, r->n_draft));
+            left[s] = std::max<int64_t>(0, std::min(budget, room));
+            plan.caps[s] = static_cast<int32_t>(std::clamp<int64_t>(std::min<int64_t>({r->n_draft, left[s], share}), 0, r->n_draft));
         }
     }
     plan.asked = plan.caps;
@@ -881,7 +882,7 @@ engine_core::step_plan engine_core::plan_lengths() {
     if (std::all_of(adaptive_caps.begin(), adaptive_caps.end(), [](int32_t c) { return c < 0; })) {
         return plan;
     }
-    const std::vector<int32_t> lengths = adaptive_->choose(adaptive_caps, b_.n_draft_min());
+    const std::vector<int32_t> lengths = adaptive_->choose(adaptive_caps, left, b_.n_draft_min());
     for (size_t s = 0; s < slots_.size(); ++s) {
         if (adaptive_caps[s] >= 0) {
             plan.shadow[s] = plan.caps[s] > 0 && lengths[s] == 0 && adaptive_->shadow_due(s);

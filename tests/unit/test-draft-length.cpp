@@ -628,6 +628,38 @@ TEST(DraftLength, ShadowsComeAsOftenAsTheirPriceAllows) {
     }
 }
 
+TEST(DraftLength, NoLookThatTheTokensLeftCouldNotRepay) {
+    // A new request does not know its state and looks at once, unless a hit
+    // could not repay the look before the request ends. A plain step costs
+    // 100, two rows 200, nine rows 500, a pass 22: nothing drafts on the
+    // prior alone, and a look costs a fifth of a step. With no token left it
+    // never looks; with many it does; between the two, more tokens left never
+    // turn a look down.
+    const auto looks = [](int64_t left) {
+        adaptive_draft_length c(1, 8);
+        measure_one_sequence(c, 200.0, 500.0, 22.0);
+        const std::vector<int32_t> lengths = c.choose(std::vector<int32_t>{8}, std::vector<int64_t>{left});
+        EXPECT_EQ(lengths[0], 0);
+        return c.shadow_due(0);
+    };
+    EXPECT_FALSE(looks(0));
+    EXPECT_TRUE(looks(1000));
+    int64_t first = -1;
+    for (int64_t left = 0; left <= 1000; ++left) {
+        if (looks(left)) {
+            first = first < 0 ? left : first;
+        } else {
+            ASSERT_LT(first, 0) << "no look at " << left << " tokens left, a look at " << first;
+        }
+    }
+    EXPECT_GT(first, 1);
+    // Without an end known, as with many tokens left.
+    adaptive_draft_length c(1, 8);
+    measure_one_sequence(c, 200.0, 500.0, 22.0);
+    EXPECT_EQ(c.choose(std::vector<int32_t>{8})[0], 0);
+    EXPECT_TRUE(c.shadow_due(0));
+}
+
 TEST(DraftLength, ASequenceJoiningANeverRightDrafterWaitsLong) {
     // A new request does not know its state: it shadows at once, whether
     // the drafter is new or two others have missed four times each. After
@@ -794,8 +826,8 @@ TEST(DraftLength, RespectsCapsInactiveSequencesAndTheMinimum) {
     }
     const std::vector<int32_t> lengths = poor.choose(std::vector<int32_t>{8, 8});
     ASSERT_EQ(lengths, (std::vector<int32_t>{1, 1}));
-    EXPECT_EQ(poor.choose(std::vector<int32_t>{8, 8}, 3), (std::vector<int32_t>{3, 3}));
-    EXPECT_EQ(poor.choose(std::vector<int32_t>{8, 2}, 3), (std::vector<int32_t>{0, 0}));
+    EXPECT_EQ(poor.choose(std::vector<int32_t>{8, 8}, {}, 3), (std::vector<int32_t>{3, 3}));
+    EXPECT_EQ(poor.choose(std::vector<int32_t>{8, 2}, {}, 3), (std::vector<int32_t>{0, 0}));
 }
 
 // A batch of a sequence whose drafter is always right and one whose drafter
@@ -967,17 +999,19 @@ double replayed_adaptive(int32_t n, int32_t n_max, const std::vector<int32_t> & 
     double time = 0;
     for (;;) {
         std::vector<int32_t> caps(static_cast<size_t>(n), -1);
+        std::vector<int64_t> left(static_cast<size_t>(n), 0);
         int32_t n_active = 0;
         for (size_t s = 0; s < caps.size(); ++s) {
             if (produced[s] < n_predict) {
-                caps[s] = std::clamp(n_predict - produced[s] - 1, 0, n_max);
+                left[s] = n_predict - produced[s] - 1;
+                caps[s] = static_cast<int32_t>(std::min<int64_t>(left[s], n_max));
                 n_active++;
             }
         }
         if (n_active == 0) {
             break;
         }
-        const std::vector<int32_t> lengths = ctl.choose(caps);
+        const std::vector<int32_t> lengths = ctl.choose(caps, left);
         std::vector<int32_t> asked(caps.size(), 0);
         std::vector<bool> shadow(caps.size(), false);
         int32_t passes = 0;
