@@ -632,32 +632,30 @@ TEST(DraftLength, NoLookThatTheTokensLeftCouldNotRepay) {
     // A new request does not know its state and looks at once, unless a hit
     // could not repay the look before the request ends. A plain step costs
     // 100, two rows 200, nine rows 500, a pass 22: nothing drafts on the
-    // prior alone, and a look costs a fifth of a step. With no token left it
-    // never looks; with many it does; between the two, more tokens left never
-    // turn a look down.
-    const auto looks = [](int64_t left) {
+    // prior alone, and a look costs a fifth of a step. The cap is what the
+    // engine gives, at most the tokens left. Three tokens left allow a draft
+    // of three, which could pay (without an end known it looks), but not
+    // enough of them to repay a look; with many it looks; more tokens left
+    // never turn a look down.
+    const auto looks = [](int64_t left, bool end_known) {
         adaptive_draft_length c(1, 8);
         measure_one_sequence(c, 200.0, 500.0, 22.0);
-        const std::vector<int32_t> lengths = c.choose(std::vector<int32_t>{8}, std::vector<int64_t>{left});
+        const std::vector<int32_t> caps{static_cast<int32_t>(std::min<int64_t>(left, 8))};
+        const std::vector<int64_t> lefts{left};
+        const std::vector<int32_t> lengths = c.choose(caps, end_known ? std::span<const int64_t>(lefts) : std::span<const int64_t>());
         EXPECT_EQ(lengths[0], 0);
         return c.shadow_due(0);
     };
-    EXPECT_FALSE(looks(0));
-    EXPECT_TRUE(looks(1000));
-    int64_t first = -1;
+    EXPECT_TRUE(looks(3, false));
+    EXPECT_FALSE(looks(3, true));
+    EXPECT_TRUE(looks(1000, true));
+    EXPECT_TRUE(looks(1000, false));
+    bool looked = false;
     for (int64_t left = 0; left <= 1000; ++left) {
-        if (looks(left)) {
-            first = first < 0 ? left : first;
-        } else {
-            ASSERT_LT(first, 0) << "no look at " << left << " tokens left, a look at " << first;
-        }
+        const bool now = looks(left, true);
+        ASSERT_TRUE(now || !looked) << "no look at " << left << " tokens left, after a look with fewer";
+        looked = now;
     }
-    EXPECT_GT(first, 1);
-    // Without an end known, as with many tokens left.
-    adaptive_draft_length c(1, 8);
-    measure_one_sequence(c, 200.0, 500.0, 22.0);
-    EXPECT_EQ(c.choose(std::vector<int32_t>{8})[0], 0);
-    EXPECT_TRUE(c.shadow_due(0));
 }
 
 TEST(DraftLength, ASequenceJoiningANeverRightDrafterWaitsLong) {
